@@ -1,0 +1,67 @@
+// Package bustest starts a real embedded nats-server with JetStream for a
+// test: its store in t.TempDir, on a random loopback port, shut down in
+// t.Cleanup. There are no fakes of the bus.
+package bustest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
+)
+
+// Server starts an embedded server for t and returns it. Optional config is
+// nats-server configuration text (users, permissions).
+func Server(t testing.TB, config ...string) *bus.Server {
+	t.Helper()
+	cfg := bus.ServerConfig{Dir: t.TempDir(), Listen: "127.0.0.1:0"}
+	if len(config) > 0 {
+		cfg.Config = config[0]
+	}
+	s, err := bus.StartServer(cfg)
+	if err != nil {
+		t.Fatalf("bustest: %v", err)
+	}
+	t.Cleanup(s.Shutdown)
+	return s
+}
+
+// Connect dials s as the component name and closes the connection in
+// t.Cleanup.
+func Connect(t testing.TB, s *bus.Server, name string) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, js, err := bus.Connect(bus.Dial{URL: s.URL(), Name: name})
+	if err != nil {
+		t.Fatalf("bustest: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	return nc, js
+}
+
+// Context returns a context cancelled in t.Cleanup.
+func Context(t testing.TB) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// WaitFor polls cond every 10 ms until it returns true, failing t with what
+// after the deadline d (0 means 10 s).
+func WaitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	if d == 0 {
+		d = 10 * time.Second
+	}
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("bustest: after %v still waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

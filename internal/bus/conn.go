@@ -1,0 +1,92 @@
+package bus
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Dial says how one component connects to the bus. Every component dials
+// its own connection; connections are never shared between components, so
+// that each can be held to its own permissions.
+type Dial struct {
+	// URL is the server's nats:// URL (a comma-separated list for a
+	// cluster).
+	URL string
+	// Name is the component's name, shown by the server (for example
+	// "seat", "client-ace").
+	Name string
+	// Creds is an optional NATS credentials file.
+	Creds string
+	// User and Password are optional plain credentials (the embedded
+	// default's generated users).
+	User, Password string
+	// Log receives the connection's asynchronous errors (a denied publish
+	// is only ever reported there) and reconnects. Nil means slog.Default().
+	Log *slog.Logger
+}
+
+// Connect dials the bus and returns the connection and its JetStream
+// context. The connection reconnects forever; its inbox prefix is
+// "_INBOX_<user or name>" so that permissions can scope replies per user.
+func Connect(d Dial) (*nats.Conn, jetstream.JetStream, error) {
+	log := d.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	who := d.User
+	if who == "" {
+		who = d.Name
+	}
+	opts := []nats.Option{
+		nats.Name(d.Name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.CustomInboxPrefix("_INBOX_" + inboxToken(who)),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			subject := ""
+			if sub != nil {
+				subject = sub.Subject
+			}
+			log.Error("bus: asynchronous error", "component", d.Name, "subject", subject, "err", err)
+		}),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				log.Warn("bus: disconnected", "component", d.Name, "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(c *nats.Conn) {
+			log.Info("bus: reconnected", "component", d.Name, "url", c.ConnectedUrl())
+		}),
+	}
+	if d.Creds != "" {
+		opts = append(opts, nats.UserCredentials(d.Creds))
+	}
+	if d.User != "" {
+		opts = append(opts, nats.UserInfo(d.User, d.Password))
+	}
+	nc, err := nats.Connect(d.URL, opts...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("bus: connect %s as %s: %w", d.URL, d.Name, err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("bus: jetstream for %s: %w", d.Name, err)
+	}
+	return nc, js, nil
+}
+
+// inboxToken keeps a user name usable as one subject token.
+func inboxToken(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c == '.' || c == '*' || c == '>' || c == ' ' {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}

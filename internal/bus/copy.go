@@ -1,0 +1,299 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Item is one key of a [Copy]: its value as stored and its revision (the
+// stream sequence of its last write).
+type Item struct {
+	Value    []byte
+	Revision uint64
+}
+
+// Change is one change of a followed bucket, handed to a [Copy]'s OnChange
+// callback. Deleted is set for a delete, a purge, or a key found gone when
+// the watch was started again; Value is then nil.
+type Change struct {
+	Bucket   string
+	Key      string
+	Value    []byte
+	Revision uint64
+	Deleted  bool
+}
+
+// Options configures a [Copy].
+type Options struct {
+	// OnChange, if set, is called for every change the copy takes from the
+	// bus, on the copy's goroutine, after the copy holds it. It must not
+	// block: hand work off quickly. Changes the owner takes with
+	// [Copy.Took] are not reported.
+	OnChange func(Change)
+	// Create makes the copy create its bucket when it is missing. Without
+	// it a missing bucket is said and waited for with backoff, and the copy
+	// is ready (empty) meanwhile.
+	Create bool
+	// Log receives every give-up of the watch. Nil means slog.Default().
+	Log *slog.Logger
+}
+
+// Copy is a key-value bucket held in memory and kept current by a
+// JetStream watch. The watch runs under a supervisor that starts it again
+// with backoff whenever it breaks (server restart, lost connection, bucket
+// missing), saying each give-up in the log. Every change is taken only when
+// its revision is newer than the copy's, so replays are harmless.
+//
+// A Copy is safe for concurrent use. Values handed out are the copy's own:
+// read them, never change them.
+type Copy struct {
+	bucket   string
+	js       jetstream.JetStream
+	opts     Options
+	log      *slog.Logger
+	kv       jetstream.KeyValue
+	kvReady  chan struct{}
+	ready    chan struct{}
+	readyOne sync.Once
+	healthy  atomic.Bool // the last watch delivered its initial values
+
+	wmu   sync.Mutex // held across an owner's write, so that its echo is not taken first
+	mu    sync.RWMutex
+	items map[string]Item
+	gone  map[string]uint64 // revision of the delete that removed a key
+}
+
+// Follow starts following bucket into a new [Copy] and returns it at once.
+// The copy follows until ctx is done. Wait for [Copy.Ready] before trusting
+// it to hold every key.
+func Follow(ctx context.Context, js jetstream.JetStream, bucket string, opts Options) *Copy {
+	c := &Copy{
+		bucket:  bucket,
+		js:      js,
+		opts:    opts,
+		log:     opts.Log,
+		kvReady: make(chan struct{}),
+		ready:   make(chan struct{}),
+		items:   map[string]Item{},
+		gone:    map[string]uint64{},
+	}
+	if c.log == nil {
+		c.log = slog.Default()
+	}
+	go c.run(ctx)
+	return c
+}
+
+// Bucket returns the name of the followed bucket.
+func (c *Copy) Bucket() string { return c.bucket }
+
+// Ready is closed once the copy holds every key the bucket held when it was
+// first watched (or once a missing bucket has been said).
+func (c *Copy) Ready() <-chan struct{} { return c.ready }
+
+// KV returns the bucket handle, waiting until the copy has one or ctx is
+// done.
+func (c *Copy) KV(ctx context.Context) (jetstream.KeyValue, error) {
+	select {
+	case <-c.kvReady:
+		return c.kv, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Get returns the item at key, and whether the copy holds it.
+func (c *Copy) Get(key string) (Item, bool) {
+	c.mu.RLock()
+	it, ok := c.items[key]
+	c.mu.RUnlock()
+	return it, ok
+}
+
+// Len returns how many keys the copy holds.
+func (c *Copy) Len() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.items)
+}
+
+// Range calls f for every key the copy holds, in no order, until f returns
+// false. The copy is read-locked meanwhile: f must not call the copy's
+// writing methods.
+func (c *Copy) Range(f func(key string, it Item) bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for k, it := range c.items {
+		if !f(k, it) {
+			return
+		}
+	}
+}
+
+// Took takes the owner's own write into the copy at once: value at key with
+// the revision the write returned, or a delete when value is nil.
+func (c *Copy) Took(key string, value []byte, rev uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if value == nil {
+		if it, ok := c.items[key]; ok {
+			delete(c.items, key)
+			if rev == 0 {
+				rev = it.Revision + 1 // the delete's own revision is newer than the value's
+			}
+			c.gone[key] = rev
+		}
+		return
+	}
+	if it, ok := c.items[key]; ok && it.Revision > rev {
+		return
+	}
+	delete(c.gone, key)
+	c.items[key] = Item{Value: value, Revision: rev}
+}
+
+// take applies one change from the watch; it reports whether the copy
+// changed.
+func (c *Copy) take(key string, value []byte, rev uint64, deleted bool) bool {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	it, had := c.items[key]
+	if had && it.Revision >= rev {
+		return false
+	}
+	if g, ok := c.gone[key]; ok && g >= rev {
+		return false
+	}
+	if deleted {
+		if !had {
+			c.gone[key] = rev
+			return false
+		}
+		delete(c.items, key)
+		c.gone[key] = rev
+		return true
+	}
+	delete(c.gone, key)
+	c.items[key] = Item{Value: value, Revision: rev}
+	return true
+}
+
+func (c *Copy) run(ctx context.Context) {
+	bo := backoff.NewExponentialBackOff()
+	bo.InitialInterval = 100 * time.Millisecond
+	bo.MaxInterval = 5 * time.Second
+	for ctx.Err() == nil {
+		err := c.watch(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		wait := bo.NextBackOff()
+		if err == nil {
+			err = errors.New("updates channel closed")
+		} else if errors.Is(err, jetstream.ErrBucketNotFound) {
+			c.readyOne.Do(func() { close(c.ready) })
+		}
+		c.log.Warn("bus: watch gave up; starting it again", "bucket", c.bucket, "err", err, "retry_in", wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		if c.healthy.Swap(false) {
+			bo.Reset()
+		}
+	}
+}
+
+func (c *Copy) handle(ctx context.Context) (jetstream.KeyValue, error) {
+	if c.kv != nil {
+		return c.kv, nil
+	}
+	var kv jetstream.KeyValue
+	var err error
+	if c.opts.Create {
+		kv, err = Bucket(ctx, c.js, c.bucket, 0)
+	} else {
+		kv, err = c.js.KeyValue(ctx, c.bucket)
+	}
+	if err != nil {
+		return nil, err
+	}
+	c.kv = kv
+	close(c.kvReady)
+	return kv, nil
+}
+
+// watch runs one watch until its channel closes. When the initial values are
+// done, keys the copy holds that the bucket no longer has (deleted while no
+// watch ran) are taken as deleted.
+func (c *Copy) watch(ctx context.Context) error {
+	kv, err := c.handle(ctx)
+	if err != nil {
+		return err
+	}
+	var lastSeq uint64
+	if st, err := kv.Status(ctx); err == nil {
+		if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok {
+			lastSeq = bs.StreamInfo().State.LastSeq
+		}
+	}
+	w, err := kv.WatchAll(ctx)
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	seen := map[string]bool{}
+	initial := true
+	for e := range w.Updates() {
+		if e == nil {
+			if initial {
+				c.dropUnseen(seen, lastSeq)
+				seen = nil
+				initial = false
+				c.healthy.Store(true)
+				c.readyOne.Do(func() { close(c.ready) })
+			}
+			continue
+		}
+		if initial {
+			seen[e.Key()] = true
+		}
+		deleted := e.Operation() != jetstream.KeyValuePut
+		var value []byte
+		if !deleted {
+			value = e.Value()
+		}
+		if c.take(e.Key(), value, e.Revision(), deleted) && c.opts.OnChange != nil {
+			c.opts.OnChange(Change{Bucket: c.bucket, Key: e.Key(), Value: value, Revision: e.Revision(), Deleted: deleted})
+		}
+	}
+	return nil
+}
+
+func (c *Copy) dropUnseen(seen map[string]bool, lastSeq uint64) {
+	var gone []Change
+	c.mu.Lock()
+	for k, it := range c.items {
+		if !seen[k] && it.Revision <= lastSeq {
+			delete(c.items, k)
+			c.gone[k] = lastSeq
+			gone = append(gone, Change{Bucket: c.bucket, Key: k, Revision: lastSeq, Deleted: true})
+		}
+	}
+	c.mu.Unlock()
+	if c.opts.OnChange != nil {
+		for _, ch := range gone {
+			c.opts.OnChange(ch)
+		}
+	}
+}

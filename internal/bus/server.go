@@ -1,0 +1,98 @@
+package bus
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// ServerConfig configures an embedded nats-server with JetStream.
+type ServerConfig struct {
+	// Dir is the JetStream store directory. It must not be empty: the server
+	// would otherwise silently use the system's temp folder.
+	Dir string
+	// Listen is host:port for clients. Port 0 picks a free port (the server
+	// itself would read 0 as 4222). Empty means "127.0.0.1:4222".
+	Listen string
+	// Config is optional nats-server configuration text (accounts, users,
+	// permissions), applied before the fields above.
+	Config string
+	// SyncAlways makes the store fsync every write: slower, but nothing is
+	// lost when the machine stops.
+	SyncAlways bool
+}
+
+// Server is a running embedded nats-server. Stop it with [Server.Shutdown].
+type Server struct {
+	*server.Server
+}
+
+// ErrNoDir is returned by [StartServer] when ServerConfig.Dir is empty.
+var ErrNoDir = errors.New("bus: the JetStream store directory is not set")
+
+// StartServer starts an embedded nats-server with JetStream and waits up to
+// 10 s until it accepts connections. It returns [ErrNoDir] without a store
+// directory, or an error naming the address when the server cannot listen
+// or does not become ready.
+func StartServer(cfg ServerConfig) (*Server, error) {
+	if cfg.Dir == "" {
+		return nil, ErrNoDir
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("bus: store directory: %w", err)
+	}
+	listen := cfg.Listen
+	if listen == "" {
+		listen = "127.0.0.1:4222"
+	}
+	host, portText, err := net.SplitHostPort(listen)
+	if err != nil {
+		return nil, fmt.Errorf("bus: listen address %q: %w", listen, err)
+	}
+	port, err := strconv.Atoi(portText)
+	if err != nil || port < 0 || port > 65535 {
+		return nil, fmt.Errorf("bus: listen address %q: bad port", listen)
+	}
+	if port == 0 {
+		port = -1 // nats-server reads 0 as its default port 4222
+	}
+	opts := &server.Options{}
+	if cfg.Config != "" {
+		if err := opts.ProcessConfigString(cfg.Config); err != nil {
+			return nil, fmt.Errorf("bus: server configuration: %w", err)
+		}
+	}
+	opts.ServerName = "mesh-provisioner"
+	opts.Host = host
+	opts.Port = port
+	opts.JetStream = true
+	opts.StoreDir = cfg.Dir
+	opts.SyncAlways = cfg.SyncAlways
+	opts.NoSigs = true
+	opts.NoLog = true
+	opts.MaxPayload = 1 << 20
+	s, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("bus: embedded server: %w", err)
+	}
+	s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		s.Shutdown()
+		return nil, fmt.Errorf("bus: embedded server on %s is not ready after 10s (is the port in use?)", listen)
+	}
+	return &Server{Server: s}, nil
+}
+
+// URL returns the nats:// URL clients connect to.
+func (s *Server) URL() string { return s.ClientURL() }
+
+// Shutdown stops the server and waits until it has stopped.
+func (s *Server) Shutdown() {
+	s.Server.Shutdown()
+	s.Server.WaitForShutdown()
+}

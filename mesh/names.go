@@ -1,0 +1,52 @@
+package mesh
+
+// Module is the provisioner's own module name; its states are the buckets
+// named "mesh-provisioner_<state>".
+const Module = "mesh-provisioner"
+
+// VaultModule is the module that provides every credential provision.
+const VaultModule = "mesh-vault"
+
+// Buckets the provisioner reads, written by other parts of the mesh (or by
+// "apply" from a mesh file).
+const (
+	PlacementBucket = "mesh-controller_placement" // key <node>: [Placement]
+	WantsBucket     = "mesh-assigner_wants"       // key want.<node>.<module>: [Want]
+	ModulesBucket   = "mesh-indexer_modules"      // key <module>: [ModuleRecord]
+	ManifestsBucket = "mesh-indexer_manifests"    // key <digest token>: [ManifestRecord]
+	BuildsBucket    = "mesh-builder_builds"       // key <module>.<fp>: [Build]
+	HaveBucket      = "node-engine_have"          // key <node>.<module> or <node>: [Have]
+)
+
+// Buckets the provisioner keeps.
+const (
+	PlansBucket      = "mesh-provisioner_plans"      // key <node>.<module>: [Plan], seat only
+	ProvisionsBucket = "mesh-provisioner_provisions" // key [ProvisionKey]: [Provision], seat only
+	RefusedBucket    = "mesh-provisioner_refused"    // key <node>.<module>: [Refusal], seat only
+	RegistryBucket   = "mesh-provisioner_registry"   // key <kind>: registry answer, seat only
+	AppliedBucket    = "mesh-provisioner_applied"    // key <node>.<module>: what a client applied
+	CollectBucket    = "mesh-provisioner_collect"    // key <node>.<collection>.<contributor>
+	NeedsBucket      = "mesh-provisioner_needs"      // retired; leftovers deleted at start
+	SeatBucket       = "mesh-provisioner_seat"       // key holder: [Lease]
+	RecordsBucket    = "mesh-asks_records"           // key <ask id>: [Record], written by the ask router
+)
+
+// BoundBucket returns the bucket "<provider>_bound" in which a provider that
+// keeps entries writes one [Entry] per provision key it answers.
+func BoundBucket(provider string) string { return provider + "_bound" }
+
+// Subjects.
+const (
+	// ProvisioningSubject is the read-only verb of spec section 11.
+	ProvisioningSubject = "mesh-provisioner.provisioning"
+	// AsksSubject is where the provisioner publishes its asks.
+	AsksSubject = "asks.mesh-provisioner"
+	// RetireVerb names the act an operator's warrant approves (spec 6).
+	RetireVerb = "mesh-provisioner.retire"
+)
+
+// AsksSubjectOf returns "asks.<module>", where module publishes its asks.
+func AsksSubjectOf(module string) string { return "asks." + module }
+
+// HolderKey is the one key of [SeatBucket].
+const HolderKey = "holder"
