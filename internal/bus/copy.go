@@ -62,7 +62,8 @@ type Copy struct {
 	kvReady  chan struct{}
 	ready    chan struct{}
 	readyOne sync.Once
-	healthy  atomic.Bool // the last watch delivered its initial values
+	healthy  atomic.Bool   // the last watch delivered its initial values
+	seen     atomic.Uint64 // the highest revision the watch has delivered
 
 	wmu   sync.Mutex // held across an owner's write, so that its echo is not taken first
 	mu    sync.RWMutex
@@ -108,6 +109,11 @@ func (c *Copy) KV(ctx context.Context) (jetstream.KeyValue, error) {
 		return nil, ctx.Err()
 	}
 }
+
+// Seen returns the highest revision (stream sequence) the watch has
+// delivered: once it reaches a bucket's last sequence, the copy has taken
+// every write made before that.
+func (c *Copy) Seen() uint64 { return c.seen.Load() }
 
 // Get returns the item at key, and whether the copy holds it.
 func (c *Copy) Get(key string) (Item, bool) {
@@ -267,6 +273,9 @@ func (c *Copy) watch(ctx context.Context) error {
 		}
 		if initial {
 			seen[e.Key()] = true
+		}
+		if r := e.Revision(); r > c.seen.Load() {
+			c.seen.Store(r)
 		}
 		deleted := e.Operation() != jetstream.KeyValuePut
 		var value []byte

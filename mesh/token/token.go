@@ -117,4 +117,3 @@ func unhex(c byte) (byte, bool) {
 	}
 	return 0, false
 }
-

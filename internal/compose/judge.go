@@ -1,0 +1,235 @@
+package compose
+
+import (
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
+)
+
+// judge decides provision states (spec 5). out collects the keys that say
+// something new; a key judged earlier in the same pass is read from out, so
+// that a key sees the fresh state of the keys it depends on.
+type judge struct {
+	st  State
+	now time.Time
+	out map[string]mesh.Provision
+}
+
+// Judge re-judges keys after their provider's entry or have changed,
+// without composing their nodes. needOf returns the need that the last
+// composition found for a key, or nil when no composition needs it; such a
+// key is left as it is (only a composition decides that a key retires). It
+// returns the keys that say something new.
+func Judge(st State, keys []string, needOf func(key string) *Need, now time.Time) map[string]mesh.Provision {
+	j := &judge{st: st, now: now, out: map[string]mesh.Provision{}}
+	var needs []*Need
+	for _, k := range keys {
+		if n := needOf(k); n != nil {
+			needs = append(needs, n)
+		}
+	}
+	j.needs(needs)
+	return j.out
+}
+
+// needs judges needed keys, those with no depends-on first.
+func (j *judge) needs(needs []*Need) {
+	sort.SliceStable(needs, func(a, b int) bool {
+		if len(needs[a].DependsOn) != len(needs[b].DependsOn) {
+			return len(needs[a].DependsOn) < len(needs[b].DependsOn)
+		}
+		return needs[a].Key < needs[b].Key
+	})
+	for _, n := range needs {
+		j.needed(n)
+	}
+}
+
+// judgeNode judges every key needed or held for the composed node.
+func (c *composer) judgeNode() {
+	j := &judge{st: c.st, now: c.now, out: c.res.Provisions}
+	needs := make([]*Need, 0, len(c.res.Needed))
+	for _, n := range c.res.Needed {
+		needs = append(needs, n)
+	}
+	var retire []string
+	for _, key := range c.st.ProvisionsOf(c.node) {
+		if _, ok := c.res.Needed[key]; ok {
+			continue
+		}
+		p, _ := c.st.Provision(key)
+		k, err := mesh.ParseProvisionKey(key)
+		if err == nil {
+			if _, held := c.res.Held[k.Consumer]; held && k.Node == c.node {
+				continue // not composed is not unneeded
+			}
+		}
+		if c.dependedOn(key) {
+			needs = append(needs, &Need{
+				Key: key, Provision: p.Provision, Local: p.Local,
+				Consumer: p.Consumer, Provider: p.Provider, DependsOn: p.DependsOn,
+			})
+			continue
+		}
+		retire = append(retire, key)
+	}
+	j.needs(needs)
+	sort.Strings(retire)
+	for _, key := range retire {
+		if j.retire(key) {
+			c.res.Retiring = append(c.res.Retiring, key)
+		}
+	}
+}
+
+// dependedOn reports whether a provision of another node, not itself
+// retiring, depends on key.
+func (c *composer) dependedOn(key string) bool {
+	for _, d := range c.st.DependentsOf(key) {
+		p, ok := c.st.Provision(d)
+		if ok && p.Consumer.Node != c.node && p.State != mesh.Retiring {
+			return true
+		}
+	}
+	return false
+}
+
+// needed judges a needed key from its provider's outcome. A key that was
+// retiring is needed again: its ask and warrant are cleared.
+func (j *judge) needed(n *Need) {
+	old, had := j.st.Provision(n.Key)
+	p := mesh.Provision{
+		Provision: n.Provision,
+		Local:     n.Local,
+		Consumer:  n.Consumer,
+		Provider:  n.Provider,
+		DependsOn: n.DependsOn,
+	}
+	p.State, p.Why, p.Reference = j.outcome(n)
+	if p.Reference == nil && had {
+		p.Reference = old.Reference // a kept reference is carried over
+	}
+	j.put(n.Key, old, had, p)
+}
+
+// retire turns a held key that nothing needs any more to retiring, and
+// reports whether it changed.
+func (j *judge) retire(key string) bool {
+	old, _ := j.st.Provision(key)
+	if old.State == mesh.Retiring {
+		return false
+	}
+	k, err := mesh.ParseProvisionKey(key)
+	if err != nil {
+		k = mesh.ProvisionKey{Node: old.Consumer.Node}
+	}
+	p := old
+	p.State = mesh.Retiring
+	p.Why = whyRetiring(k, old)
+	p.Ask, p.Warrant = "", nil
+	return j.put(key, old, true, p)
+}
+
+// put keeps p for key when it says something new (its time aside).
+func (j *judge) put(key string, old mesh.Provision, had bool, p mesh.Provision) bool {
+	if had && same(old, p) {
+		return false
+	}
+	p.At = j.now
+	j.out[key] = p
+	return true
+}
+
+// outcome is the state, why and reference of a needed key (spec 5).
+func (j *judge) outcome(n *Need) (mesh.State, string, *mesh.Reference) {
+	if n.NoProvider != "" {
+		return mesh.Asked, whyNoProvider(n.DependsOn[0], n.NoProvider), nil
+	}
+	d, ok := j.st.Trunk(n.Provider.Module)
+	if !ok {
+		return mesh.Asked, whyProviderUnknown(n.Provider, ErrNoManifest), nil
+	}
+	pman, err := j.st.Manifest(d)
+	if err != nil {
+		return mesh.Asked, whyProviderUnknown(n.Provider, err), nil
+	}
+	offer, ok := pman.Offer(n.Provision)
+	if !ok {
+		return mesh.Asked, whyOfferGone(n.Provider, n.Provision), nil
+	}
+	if pman.ByEntries(offer) {
+		return j.byEntry(n, pman)
+	}
+	return j.byHave(n)
+}
+
+func (j *judge) byEntry(n *Need, pman *mesh.Manifest) (mesh.State, string, *mesh.Reference) {
+	e, ok, err := j.st.Entry(n.Provider.Module, n.Key)
+	if err != nil {
+		return mesh.Asked, whyEntryUndecodable(n.Provider, err), nil
+	}
+	if !ok {
+		return mesh.Asked, whyNoEntry(n.Provider, pman.ReadsPlans()), nil
+	}
+	state, why := e.Outcome()
+	switch state {
+	case mesh.Provided:
+		var ref *mesh.Reference
+		if e.VaultName != "" || e.Generation != 0 {
+			ref = &mesh.Reference{ID: e.VaultName, Generation: e.Generation}
+		}
+		return mesh.Provided, "", ref
+	case mesh.Failed, mesh.Waits:
+		return state, whyEntryOutcome(n.Provider, state, why), nil
+	}
+	return mesh.Asked, whyEntryOdd(n.Provider, state, why), nil
+}
+
+func (j *judge) byHave(n *Need) (mesh.State, string, *mesh.Reference) {
+	for _, dep := range n.DependsOn {
+		if s := j.stateOf(dep); s != mesh.Provided {
+			return mesh.Asked, whyDependsOn(dep, s), nil
+		}
+	}
+	h, ok, err := j.st.Have(n.Provider.Node, n.Provider.Module)
+	if err != nil {
+		return mesh.Asked, whyHaveUndecodable(n.Provider, err), nil
+	}
+	if !ok {
+		return mesh.Asked, whyNotRunning(n.Provider), nil
+	}
+	if h.Phase == mesh.PhaseFailed || h.Health == mesh.HealthFailed {
+		return mesh.Failed, whyHaveFailed(n.Provider, h), nil
+	}
+	want, hasWant, _ := j.st.Want(n.Provider.Node, n.Provider.Module)
+	if h.Phase == mesh.PhaseRunning && h.Health == mesh.HealthOK && (!hasWant || h.Fingerprint == want) {
+		return mesh.Provided, "", nil
+	}
+	return mesh.Asked, whyHaveNotReady(n.Provider, h, want), nil
+}
+
+// stateOf is the state of key as judged in this pass, or as stored.
+func (j *judge) stateOf(key string) mesh.State {
+	if p, ok := j.out[key]; ok {
+		return p.State
+	}
+	p, _ := j.st.Provision(key)
+	return p.State
+}
+
+// same reports whether two provisions say the same, their times aside.
+func same(a, b mesh.Provision) bool {
+	if a.Provision != b.Provision || a.Local != b.Local || a.Consumer != b.Consumer || a.Provider != b.Provider ||
+		a.State != b.State || a.Why != b.Why || a.Ask != b.Ask || !slices.Equal(a.DependsOn, b.DependsOn) {
+		return false
+	}
+	if (a.Reference == nil) != (b.Reference == nil) || a.Reference != nil && *a.Reference != *b.Reference {
+		return false
+	}
+	if (a.Warrant == nil) != (b.Warrant == nil) || a.Warrant != nil && *a.Warrant != *b.Warrant {
+		return false
+	}
+	return true
+}

@@ -1,0 +1,173 @@
+package compose
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
+)
+
+// The whys of holding a module (written into its refusal), of problems, and
+// of each provision state. Each names the key, node, provider or state it
+// is about, so that an operator can act on it without the docs.
+
+func whyBadModuleName(m string) string {
+	return fmt.Sprintf("module name %q is not a valid token (lower-case [a-z0-9][a-z0-9-]*)", m)
+}
+
+func whyNoBuild(m string) string {
+	return fmt.Sprintf("no build of %s is known (mesh-builder_builds has no %s.<fp>)", m, m)
+}
+
+func whyWantUnknown(m, fp string) string {
+	return fmt.Sprintf("its want names build %s of %s, which is not known", fp, m)
+}
+
+func whyWantUndecodable(m string, err error) string {
+	return fmt.Sprintf("the want of %s cannot be decoded: %v", m, err)
+}
+
+func whyHaveUnknown(m, fp string) string {
+	return fmt.Sprintf("it has no want and its have runs build %s of %s, which is not known", fp, m)
+}
+
+func whyManifestMissing(m, fp, digest string) string {
+	return fmt.Sprintf("the manifest %s of %s build %s is missing", digest, m, fp)
+}
+
+func whyManifestInvalid(m, fp, digest string, err error) string {
+	return fmt.Sprintf("the manifest %s of %s build %s is not valid: %v", digest, m, fp, err)
+}
+
+func whyManifestOtherModule(m, fp, other string) string {
+	return fmt.Sprintf("the manifest of %s build %s names module %q", m, fp, other)
+}
+
+func whyProviderNowhere(r mesh.Requirement) string {
+	return fmt.Sprintf("it requires %s from %s, which is placed on no node", r.Provision, r.From)
+}
+
+func whyProviderNotOn(r mesh.Requirement) string {
+	return fmt.Sprintf("it requires %s from %s on %s, where %s is not placed", r.Provision, r.From, r.On, r.From)
+}
+
+func whyProviderSeveral(r mesh.Requirement, nodes []string) string {
+	return fmt.Sprintf("it requires %s from %s, which is placed on several nodes (%s) and none is chosen: pin one with \"on\"",
+		r.Provision, r.From, strings.Join(nodes, ", "))
+}
+
+func whyProviderNoManifest(r mesh.Requirement, err error) string {
+	if err == ErrNoManifest {
+		return fmt.Sprintf("it requires %s from %s, whose trunk manifest is not known", r.Provision, r.From)
+	}
+	return fmt.Sprintf("it requires %s from %s, whose trunk manifest is not valid: %v", r.Provision, r.From, err)
+}
+
+func whyNoOffer(r mesh.Requirement, m *mesh.Manifest) string {
+	var names []string
+	for _, o := range m.Provides {
+		names = append(names, o.Name)
+	}
+	offers := "nothing"
+	if len(names) > 0 {
+		offers = strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("it requires %s from %s, which offers no such provision (it offers %s)", r.Provision, r.From, offers)
+}
+
+func problemNewest(m, fp, why string) string {
+	return fmt.Sprintf("%s at its newest build %s is held: %s (the plan at its want stands)", m, fp, why)
+}
+
+func problemNoVault(key string) string {
+	return fmt.Sprintf("no node runs %s, so the credential %s has no provider", mesh.VaultModule, key)
+}
+
+func problemSeveralVaults(key string, nodes []string) string {
+	return fmt.Sprintf("%s is placed on several nodes (%s), so the credential %s has no provider",
+		mesh.VaultModule, strings.Join(nodes, ", "), key)
+}
+
+func problemPlacement(node string, err error) string {
+	return fmt.Sprintf("the placement of %s cannot be decoded, so nothing on it was composed: %v", node, err)
+}
+
+// Whys of provision states.
+
+func whyRetiring(k mesh.ProvisionKey, p mesh.Provision) string {
+	return fmt.Sprintf("no build wanted or placed on %s requires %s of %s on %s any more",
+		k.Node, p.Provision, p.Provider.Module, p.Provider.Node)
+}
+
+func whyNoEntry(provider mesh.Ref, readsPlans bool) string {
+	w := fmt.Sprintf("asked of %s on %s; waits for its entry in %s", provider.Module, provider.Node, mesh.BoundBucket(provider.Module))
+	if !readsPlans {
+		w += fmt.Sprintf("; %s does not read mesh-provisioner.plans, so its helper will never answer this key", provider.Module)
+	}
+	return w
+}
+
+func whyEntryUndecodable(provider mesh.Ref, err error) string {
+	return fmt.Sprintf("the entry of %s for this key cannot be decoded: %v", provider.Module, err)
+}
+
+func whyEntryOdd(provider mesh.Ref, state mesh.State, why string) string {
+	w := fmt.Sprintf("the entry of %s says state %q, which is not provided, failed or waits", provider.Module, state)
+	if why != "" {
+		w += ": " + why
+	}
+	return w
+}
+
+func whyEntryOutcome(provider mesh.Ref, state mesh.State, why string) string {
+	if why == "" {
+		why = "it gave no why"
+	}
+	return fmt.Sprintf("%s on %s says %s: %s", provider.Module, provider.Node, state, why)
+}
+
+func whyDependsOn(key string, state mesh.State) string {
+	if state == "" {
+		return fmt.Sprintf("waits for %s, which is not asked yet", key)
+	}
+	return fmt.Sprintf("waits for %s, which is %s", key, state)
+}
+
+func whyNoProvider(key, problem string) string {
+	return fmt.Sprintf("waits for %s, which has no provider: %s", key, problem)
+}
+
+func whyNotRunning(provider mesh.Ref) string {
+	return fmt.Sprintf("waits for %s on %s to run", provider.Module, provider.Node)
+}
+
+func whyHaveUndecodable(provider mesh.Ref, err error) string {
+	return fmt.Sprintf("the have of %s on %s cannot be decoded: %v", provider.Module, provider.Node, err)
+}
+
+func whyHaveFailed(provider mesh.Ref, h mesh.Have) string {
+	detail := h.Detail
+	if detail == "" {
+		detail = "no detail given"
+	}
+	return fmt.Sprintf("%s on %s is %s with health %s: %s", provider.Module, provider.Node, h.Phase, h.Health, detail)
+}
+
+func whyHaveNotReady(provider mesh.Ref, h mesh.Have, want string) string {
+	w := fmt.Sprintf("%s on %s is %s with health %s", provider.Module, provider.Node, h.Phase, h.Health)
+	if want != "" && h.Fingerprint != want {
+		w += fmt.Sprintf(", running build %s where its want names %s", h.Fingerprint, want)
+	}
+	return w
+}
+
+func whyProviderUnknown(provider mesh.Ref, err error) string {
+	if err == ErrNoManifest {
+		return fmt.Sprintf("the trunk manifest of %s is not known, so nothing says how it answers", provider.Module)
+	}
+	return fmt.Sprintf("the trunk manifest of %s is not valid: %v", provider.Module, err)
+}
+
+func whyOfferGone(provider mesh.Ref, provision string) string {
+	return fmt.Sprintf("%s no longer offers %s", provider.Module, provision)
+}

@@ -1,0 +1,163 @@
+package seat_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
+)
+
+const labMesh = `
+nodes: [lab, other, third]
+modules:
+  mesh-vault:
+    builds:
+      - fp: v1
+        manifest: {module: mesh-vault, provides: [{name: credential, answered-by: helper}], state: [bound], reads: [mesh-provisioner.plans]}
+  db:
+    builds:
+      - fp: d1
+        manifest: {module: db, provides: [{name: database, credential: own, answered-by: helper}], state: [bound], reads: [mesh-provisioner.plans]}
+  db2:
+    builds:
+      - fp: e1
+        manifest: {module: db2, provides: [{name: database}]}
+  web:
+    builds:
+      - fp: w1
+        manifest: {module: web, requires: [{provision: database, from: db}], dirs: [{name: state}]}
+placement:
+  lab: [mesh-vault, db, web]
+  other: [db2]
+  third: [db2]
+wants:
+  lab: {mesh-vault: v1, db: d1, web: w1}
+`
+
+// module writes a module's manifest, one build and its record straight to
+// the buckets, as an indexer and a builder would.
+func (h *harness) module(name, fp, manifestJSON string) {
+	h.t.Helper()
+	d := mesh.Digest([]byte(manifestJSON))
+	h.put(mesh.ManifestsBucket, mesh.ManifestKey(d), mesh.ManifestRecord{JSON: manifestJSON})
+	h.put(mesh.BuildsBucket, name+"."+fp, mesh.Build{Module: name, Fingerprint: fp, Manifest: d, At: time.Now().UTC()})
+	h.put(mesh.ModulesBucket, name, mesh.ModuleRecord{Manifest: d})
+}
+
+func TestHeldModulesKeepTheirNodeComposed(t *testing.T) {
+	h := start(t, []byte(labMesh))
+	h.module("web2", "w1", `{"module":"web2"}`)
+	h.put(mesh.WantsBucket, "want.lab.web2", mesh.Want{Fingerprint: "nope"})
+	h.put(mesh.BuildsBucket, "lost.l1", mesh.Build{Module: "lost", Fingerprint: "l1", Manifest: "sha256:00", At: time.Now()})
+	h.module("bad", "b1", `{"module":"bad","ports":"http"}`)
+	h.module("nocache", "n1", `{"module":"nocache","provides":[{"name":"cache"}]}`)
+	h.module("lonely", "o1", `{"module":"lonely","requires":[{"provision":"cache","from":"nocache"}]}`)
+	h.module("multi", "m1", `{"module":"multi","requires":[{"provision":"database","from":"db2"}]}`)
+	h.module("asker", "a1", `{"module":"asker","requires":[{"provision":"queue","from":"db"}]}`)
+	h.module("pinned", "p1", `{"module":"pinned","requires":[{"provision":"database","from":"db","on":"third"}]}`)
+	h.module("renamed", "r1", `{"module":"other-name"}`)
+	h.put(mesh.PlacementBucket, "lab", mesh.Placement{Modules: []mesh.PlacedModule{
+		{Module: "mesh-vault"}, {Module: "db"}, {Module: "web"}, {Module: "ghost"}, {Module: "web2"}, {Module: "lost"},
+		{Module: "bad"}, {Module: "lonely"}, {Module: "multi"}, {Module: "asker"}, {Module: "pinned"},
+		{Module: "Bad_Name"}, {Module: "renamed"},
+	}})
+	h.settle()
+
+	for _, c := range []struct{ module, why string }{
+		{"ghost", "no build of ghost is known"},
+		{"web2", "its want names build nope of web2, which is not known"},
+		{"lost", "the manifest sha256:00 of lost build l1 is missing"},
+		{"bad", "of bad build b1 is not valid: manifest: json: cannot unmarshal string"},
+		{"lonely", "it requires cache from nocache, which is placed on no node"},
+		{"multi", "it requires database from db2, which is placed on several nodes (other, third) and none is chosen"},
+		{"asker", "it requires queue from db, which offers no such provision (it offers database)"},
+		{"pinned", "it requires database from db on third, where db is not placed"},
+		{"Bad_Name", `module name "Bad_Name" is not a valid token`},
+		{"renamed", `the manifest of renamed build r1 names module "other-name"`},
+	} {
+		t.Run(c.module, func(t *testing.T) {
+			var r mesh.Refusal
+			if !h.get(mesh.RefusedBucket, "lab."+c.module, &r) {
+				t.Fatalf("no refusal lab.%s", c.module)
+			}
+			if r.Node != "lab" || r.Module != c.module || !strings.Contains(r.Why, c.why) || r.Since.IsZero() {
+				t.Errorf("refusal lab.%s = %+v; want why with %q", c.module, r, c.why)
+			}
+			var p mesh.Plan
+			if h.get(mesh.PlansBucket, "lab."+c.module, &p) {
+				t.Errorf("held module %s has a plan", c.module)
+			}
+		})
+	}
+	// The rest of the node is composed.
+	var p mesh.Plan
+	if !h.get(mesh.PlansBucket, "lab.web", &p) || p.Fingerprint != "w1" {
+		t.Errorf("plan lab.web = %+v; want composed at w1 beside the held modules", p)
+	}
+	h.waitState("lab.web.database", mesh.Asked, noEntry+"db_bound")
+
+	// A refusal is written only when its why changes.
+	refused := h.lastSeq(mesh.RefusedBucket)
+	h.put(mesh.WantsBucket, "want.lab.web", mesh.Want{Fingerprint: "w1"})
+	h.settle()
+	if got := h.lastSeq(mesh.RefusedBucket); got != refused {
+		t.Errorf("refusals rewritten with the same whys: last sequence %d -> %d", refused, got)
+	}
+
+	// A held module composes again once fixed: its refusal goes.
+	h.module("ghost", "g1", `{"module":"ghost","dirs":[{"name":"state"}]}`)
+	h.settle()
+	var r mesh.Refusal
+	if h.get(mesh.RefusedBucket, "lab.ghost", &r) {
+		t.Errorf("refusal lab.ghost still there: %+v", r)
+	}
+	if !h.get(mesh.PlansBucket, "lab.ghost", &p) || p.Fingerprint != "g1" {
+		t.Errorf("plan lab.ghost = %+v; want g1", p)
+	}
+}
+
+// A module held after it had a plan keeps its plan and its keys as they
+// were.
+func TestHeldModuleKeepsPlanAndKeys(t *testing.T) {
+	h := start(t, []byte(labMesh))
+	h.waitState("lab.web.database", mesh.Asked, noEntry)
+	h.put(mesh.WantsBucket, "want.lab.web", mesh.Want{Fingerprint: "w9"})
+	h.settle()
+	var r mesh.Refusal
+	if !h.get(mesh.RefusedBucket, "lab.web", &r) || !strings.Contains(r.Why, "w9") {
+		t.Fatalf("refusal lab.web = %+v; want one naming w9", r)
+	}
+	var p mesh.Plan
+	if !h.get(mesh.PlansBucket, "lab.web", &p) || p.Fingerprint != "w1" {
+		t.Errorf("held web lost its plan: %+v", p)
+	}
+	if pr, _ := h.provision("lab.web.database"); pr.State != mesh.Asked {
+		t.Errorf("held web's key = %s; want left asked", pr.State)
+	}
+}
+
+// No node runs the vault: a problem, and the key stays asked.
+func TestNoVaultIsAProblem(t *testing.T) {
+	file := strings.Replace(labMesh, "lab: [mesh-vault, db, web]", "lab: [db, web]", 1)
+	file = strings.Replace(file, "mesh-vault: v1, ", "", 1)
+	h := start(t, []byte(file))
+	p := h.waitState("lab.web.database", mesh.Asked, "waits for lab.web.credential.db_database, which has no provider: no node runs mesh-vault, so the credential lab.web.credential.db_database has no provider")
+	if len(p.DependsOn) != 1 {
+		t.Errorf("depends-on = %v", p.DependsOn)
+	}
+	if _, ok := h.provision("lab.web.credential.db_database"); ok {
+		t.Error("a credential key with no provider was written")
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	found := false
+	for _, r := range h.results {
+		for _, pr := range r.Problems {
+			found = found || strings.Contains(pr, "no node runs mesh-vault")
+		}
+	}
+	if !found {
+		t.Error("no result said that no node runs mesh-vault")
+	}
+}

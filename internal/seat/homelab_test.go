@@ -1,0 +1,158 @@
+package seat_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
+)
+
+type want struct {
+	provider mesh.Ref
+	state    mesh.State
+	why      string // a part the why must hold
+}
+
+var (
+	pgControl    = mesh.Ref{Module: "postgres", Node: "control"}
+	vaultControl = mesh.Ref{Module: "mesh-vault", Node: "control"}
+	kcControl    = mesh.Ref{Module: "keycloak", Node: "control"}
+	rpControl    = mesh.Ref{Module: "route-proxy", Node: "control"}
+	redisControl = mesh.Ref{Module: "redis", Node: "control"}
+	giteaAce     = mesh.Ref{Module: "gitea", Node: "ace"}
+)
+
+const (
+	noEntry   = "waits for its entry in "
+	redisCred = "control.redis.credential.redis_cache"
+)
+
+// The homelab mesh with no provider running: every key of ace and shanks,
+// with its provider, state and the gist of its why.
+var homelabKeys = map[string]want{
+	"ace.gitea.database.main":                               {pgControl, mesh.Asked, "asked of postgres on control; " + noEntry + "postgres_bound"},
+	"ace.gitea.credential.postgres_database_main":           {vaultControl, mesh.Asked, noEntry + "mesh-vault_bound"},
+	"ace.gitea.oidc-client":                                 {kcControl, mesh.Asked, noEntry + "keycloak_bound"},
+	"ace.gitea.credential.keycloak_oidc-client":             {vaultControl, mesh.Asked, noEntry + "mesh-vault_bound"},
+	"ace.gitea.route":                                       {rpControl, mesh.Asked, noEntry + "route-proxy_bound"},
+	"ace.gitea.cache":                                       {redisControl, mesh.Asked, "waits for " + redisCred + ", which is asked"},
+	"ace.vaultwarden.database":                              {pgControl, mesh.Asked, noEntry + "postgres_bound"},
+	"ace.vaultwarden.credential.postgres_database":          {vaultControl, mesh.Asked, noEntry + "mesh-vault_bound"},
+	"ace.vaultwarden.route":                                 {rpControl, mesh.Asked, noEntry + "route-proxy_bound"},
+	"ace.gitea.credential.gitea_gitea-read":                 {vaultControl, mesh.Asked, noEntry + "mesh-vault_bound"},
+	"shanks.matrix-synapse.database":                        {pgControl, mesh.Asked, noEntry + "postgres_bound"},
+	"shanks.matrix-synapse.credential.postgres_database":    {vaultControl, mesh.Asked, noEntry},
+	"shanks.matrix-synapse.oidc-client":                     {kcControl, mesh.Asked, noEntry + "keycloak_bound"},
+	"shanks.matrix-synapse.credential.keycloak_oidc-client": {vaultControl, mesh.Asked, noEntry},
+	"shanks.matrix-synapse.route":                           {rpControl, mesh.Asked, noEntry},
+	"shanks.woodpecker.forge-account":                       {giteaAce, mesh.Asked, "asked of gitea on ace; " + noEntry + "gitea_bound"},
+	"shanks.woodpecker.credential.gitea_forge-account":      {vaultControl, mesh.Asked, noEntry},
+	"shanks.woodpecker.gitea-read":                          {giteaAce, mesh.Asked, "waits for ace.gitea.credential.gitea_gitea-read, which is asked"},
+	"shanks.woodpecker.database":                            {pgControl, mesh.Asked, noEntry},
+	"shanks.woodpecker.credential.postgres_database":        {vaultControl, mesh.Asked, noEntry},
+	"shanks.woodpecker.route":                               {rpControl, mesh.Asked, noEntry},
+	"shanks.immich.database":                                {pgControl, mesh.Asked, noEntry},
+	"shanks.immich.credential.postgres_database":            {vaultControl, mesh.Asked, noEntry},
+	"shanks.immich.cache":                                   {redisControl, mesh.Asked, "waits for " + redisCred + ", which is asked"},
+	"shanks.immich.route":                                   {rpControl, mesh.Asked, noEntry},
+	"shanks.home-assistant.route":                           {rpControl, mesh.Asked, noEntry},
+}
+
+func TestHomelabComposes(t *testing.T) {
+	h := start(t, homelab(t))
+	for _, node := range []string{"ace.", "shanks."} {
+		for _, key := range h.keys(mesh.ProvisionsBucket, node) {
+			if _, ok := homelabKeys[key]; !ok {
+				t.Errorf("unexpected provision key %s", key)
+			}
+		}
+	}
+	for key, w := range homelabKeys {
+		p, ok := h.provision(key)
+		if !ok {
+			t.Errorf("provision %s is missing", key)
+			continue
+		}
+		if p.Provider != w.provider || p.State != w.state || !strings.Contains(p.Why, w.why) {
+			t.Errorf("provision %s = provider %v, %s, %q; want %v, %s, why with %q",
+				key, p.Provider, p.State, p.Why, w.provider, w.state, w.why)
+		}
+	}
+
+	// gitea's newest build asks its cache before its want names it; the
+	// plan stays at the want.
+	var plan mesh.Plan
+	if !h.get(mesh.PlansBucket, "ace.gitea", &plan) || plan.Fingerprint != "b7c100" {
+		t.Errorf("plan ace.gitea fp = %q; want b7c100 (its want)", plan.Fingerprint)
+	}
+	for _, pp := range plan.Provisions {
+		if pp.Provision == "cache" {
+			t.Errorf("plan ace.gitea at its want holds the cache of its newest build")
+		}
+	}
+	cache, _ := h.provision("ace.gitea.cache")
+	if !slices.Equal(cache.DependsOn, []string{redisCred}) || cache.Consumer != (mesh.Ref{Module: "gitea", Node: "ace"}) {
+		t.Errorf("ace.gitea.cache = %+v; want consumer gitea on ace, depends-on %s", cache, redisCred)
+	}
+	// The shared credential of redis' cache is a key of control, held by
+	// redis, from the vault.
+	cred, ok := h.provision(redisCred)
+	if !ok || cred.Consumer != redisControl || cred.Provider != vaultControl || cred.State != mesh.Asked {
+		t.Errorf("%s = %+v, %v; want consumer redis on control, provider mesh-vault on control, asked", redisCred, cred, ok)
+	}
+	// home-assistant has no want: composed at the build its have runs.
+	if !h.get(mesh.PlansBucket, "shanks.home-assistant", &plan) || plan.Fingerprint != "aa2026" {
+		t.Errorf("plan shanks.home-assistant fp = %q; want aa2026", plan.Fingerprint)
+	}
+	// Plans carry everything of the manifest, resolved.
+	if !h.get(mesh.PlansBucket, "ace.gitea", &plan) {
+		t.Fatal("no plan ace.gitea")
+	}
+	if len(plan.Dirs) != 3 || plan.Dirs[2] != (mesh.Dir{Name: "tmp", Unknown: "sweep"}) || plan.Dirs[0].Unknown != "program" ||
+		len(plan.Ports) != 2 || !slices.Equal(plan.Secrets, []string{"secret-key"}) {
+		t.Errorf("plan ace.gitea = %+v; want 3 dirs (tmp swept), 2 ports, secret-key", plan)
+	}
+	wantProv := mesh.PlanProvision{Provision: "database", Local: "main", Provider: "control", ProviderModule: "postgres", Credential: "own"}
+	if len(plan.Provisions) != 3 || plan.Provisions[0] != wantProv {
+		t.Errorf("plan ace.gitea provisions = %+v; want 3, first %+v", plan.Provisions, wantProv)
+	}
+	if n := len(h.keys(mesh.PlansBucket, "")); n != 18 {
+		t.Errorf("%d plans; want 18 (one per placed module)", n)
+	}
+	if n := len(h.keys(mesh.RefusedBucket, "")); n != 0 {
+		t.Errorf("%d refusals; want none", n)
+	}
+}
+
+func TestSharedCredentialKeptWhileDependedOn(t *testing.T) {
+	h := start(t, homelab(t))
+	before := h.seat.Compositions("control")
+	// Compose control again: its redis credential is needed by other nodes.
+	h.put(mesh.WantsBucket, "want.control.redis", mesh.Want{Fingerprint: "71be02"})
+	h.put(mesh.PlacementBucket, "control", `{"modules":[{"module":"mesh-vault"},{"module":"postgres"},{"module":"redis"},{"module":"keycloak"},{"module":"route-proxy"},{"module":"node-tools"}]}`)
+	h.settle()
+	if h.seat.Compositions("control") == before {
+		t.Fatal("control was not composed again")
+	}
+	if p, _ := h.provision(redisCred); p.State != mesh.Asked {
+		t.Fatalf("%s = %s (%s); want asked: others depend on it", redisCred, p.State, p.Why)
+	}
+	// Take every consumer of the cache away: gitea (its newest build needs
+	// the cache), nextcloud and immich.
+	file := strings.NewReplacer(
+		"ace: [gitea, vaultwarden, node-tools]", "ace: [vaultwarden, node-tools]",
+		"ace: {gitea: b7c100, vaultwarden: 4a4a4a, node-tools: 0d0d01}", "ace: {vaultwarden: 4a4a4a, node-tools: 0d0d01}",
+		"g14: [grafana, prometheus, nextcloud, node-tools]", "g14: [grafana, prometheus, node-tools]",
+		"nextcloud: 0cd001, ", "",
+		"shanks: [matrix-synapse, woodpecker, immich, home-assistant, node-tools]", "shanks: [matrix-synapse, home-assistant, node-tools]",
+		"woodpecker: 3c3c3c, immich: e1e1c0, ", "",
+		"    gitea: {phase: starting, health: unknown, fp: b7c100}\n", "",
+	).Replace(string(homelab(t)))
+	h.apply([]byte(file))
+	p := h.waitState(redisCred, mesh.Retiring, "no build wanted or placed on control requires credential of mesh-vault on control any more")
+	if p.Consumer != redisControl {
+		t.Errorf("retiring %s consumer = %v", redisCred, p.Consumer)
+	}
+	h.waitState("ace.gitea.cache", mesh.Retiring, "no build wanted or placed on ace requires cache of redis on control any more")
+}

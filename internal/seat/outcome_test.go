@@ -1,0 +1,97 @@
+package seat_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
+)
+
+// Each of a provider's entries re-judges its key without composing the
+// consumer's node.
+func TestEntriesRejudgeWithoutComposing(t *testing.T) {
+	h := start(t, homelab(t))
+	counts := map[string]int{}
+	for _, n := range []string{"control", "ace", "g14", "shanks"} {
+		counts[n] = h.seat.Compositions(n)
+	}
+	pg := mesh.BoundBucket("postgres")
+	h.put(pg, "ace.gitea.database.main", mesh.Entry{State: mesh.Provided, VaultName: "vault/ace-gitea-main", Generation: 3})
+	h.put(pg, "ace.vaultwarden.database", mesh.Entry{State: mesh.Failed, Why: `role "vw" exists`})
+	h.put(pg, "g14.grafana.database", mesh.Entry{State: mesh.Waits, Why: "postgres is not reachable"})
+	h.put(pg, "shanks.matrix-synapse.database", `{"refused":"disk full"}`)
+	h.put(pg, "shanks.immich.database", mesh.Entry{State: "pending", Why: "working on it"})
+	h.put(pg, "shanks.woodpecker.database", `{"state": provided`)
+	h.put(pg, "g14.nextcloud.database.main", `{"waits":"an operator must approve the size"}`)
+
+	p := h.waitState("ace.gitea.database.main", mesh.Provided, "")
+	if p.Reference == nil || *p.Reference != (mesh.Reference{ID: "vault/ace-gitea-main", Generation: 3}) || p.Why != "" {
+		t.Errorf("provided key = %+v; want reference vault/ace-gitea-main generation 3 and no why", p)
+	}
+	h.waitState("ace.vaultwarden.database", mesh.Failed, `postgres on control says failed: role "vw" exists`)
+	h.waitState("g14.grafana.database", mesh.Waits, "postgres on control says waits: postgres is not reachable")
+	h.waitState("shanks.matrix-synapse.database", mesh.Failed, "says failed: disk full")
+	h.waitState("g14.nextcloud.database.main", mesh.Waits, "says waits: an operator must approve the size")
+	h.waitState("shanks.immich.database", mesh.Asked, `the entry of postgres says state "pending", which is not provided, failed or waits: working on it`)
+	h.waitState("shanks.woodpecker.database", mesh.Asked, "the entry of postgres for this key cannot be decoded")
+	for n, c := range counts {
+		if got := h.seat.Compositions(n); got != c {
+			t.Errorf("node %s composed %d times after entries; want %d (entries only re-judge keys)", n, got, c)
+		}
+	}
+
+	// A provided key that later fails keeps its reference.
+	h.put(pg, "ace.gitea.database.main", mesh.Entry{State: mesh.Failed, Why: "password rotation failed"})
+	p = h.waitState("ace.gitea.database.main", mesh.Failed, "password rotation failed")
+	if p.Reference == nil || p.Reference.Generation != 3 {
+		t.Errorf("failed key lost its reference: %+v", p)
+	}
+	// An entry gone: asked again.
+	h.del(pg, "ace.vaultwarden.database")
+	h.waitState("ace.vaultwarden.database", mesh.Asked, noEntry+"postgres_bound")
+}
+
+// A provider whose manifest does not read the plans never answers: said.
+func TestEntryOfProviderThatReadsNoPlans(t *testing.T) {
+	file := strings.Replace(string(homelab(t)), "          reads: [mesh-provisioner.plans]\n          ports: [{name: http}, {name: https}]",
+		"          ports: [{name: http}, {name: https}]", 1)
+	h := start(t, []byte(file))
+	h.waitState("ace.gitea.route", mesh.Asked, "route-proxy does not read mesh-provisioner.plans, so its helper will never answer this key")
+}
+
+// By have: the key waits for the credential it depends on, then follows the
+// provider's have.
+func TestHaveOutcomes(t *testing.T) {
+	h := start(t, homelab(t))
+	h.waitState("ace.gitea.cache", mesh.Asked, "waits for "+redisCred+", which is asked")
+	counts := h.seat.Compositions("ace")
+
+	h.put(mesh.BoundBucket("mesh-vault"), redisCred, mesh.Entry{State: mesh.Provided, VaultName: "v/redis", Generation: 1})
+	h.waitState(redisCred, mesh.Provided, "")
+	p := h.waitState("ace.gitea.cache", mesh.Provided, "")
+	h.waitState("shanks.immich.cache", mesh.Provided, "")
+	if p.Provider != redisControl {
+		t.Errorf("ace.gitea.cache provider = %v", p.Provider)
+	}
+
+	h.put(mesh.HaveBucket, "control.redis", mesh.Have{Phase: mesh.PhaseRunning, Health: mesh.HealthFailed, Fingerprint: "71be02", Detail: "out of memory"})
+	h.waitState("ace.gitea.cache", mesh.Failed, "redis on control is running with health failed: out of memory")
+	h.put(mesh.HaveBucket, "control.redis", mesh.Have{Phase: mesh.PhaseStarting, Health: mesh.HealthUnknown, Fingerprint: "71be02"})
+	h.waitState("ace.gitea.cache", mesh.Asked, "redis on control is starting with health unknown")
+	h.put(mesh.HaveBucket, "control.redis", mesh.Have{Phase: mesh.PhaseRunning, Health: mesh.HealthOK, Fingerprint: "71aaaa"})
+	h.waitState("ace.gitea.cache", mesh.Asked, "running build 71aaaa where its want names 71be02")
+	h.del(mesh.HaveBucket, "control.redis")
+	h.waitState("ace.gitea.cache", mesh.Asked, "waits for redis on control to run")
+	h.put(mesh.HaveBucket, "control.redis", `not json`)
+	h.waitState("ace.gitea.cache", mesh.Asked, "the have of redis on control cannot be decoded")
+	h.put(mesh.HaveBucket, "control.redis", mesh.Have{Phase: mesh.PhaseRunning, Health: mesh.HealthOK, Fingerprint: "71be02"})
+	h.waitState("ace.gitea.cache", mesh.Provided, "")
+
+	// The credential going back to asked takes its dependents with it.
+	h.put(mesh.BoundBucket("mesh-vault"), redisCred, mesh.Entry{State: mesh.Waits, Why: "sealed"})
+	h.waitState("ace.gitea.cache", mesh.Asked, "waits for "+redisCred+", which is waits")
+	h.settle()
+	if got := h.seat.Compositions("ace"); got != counts {
+		t.Errorf("ace composed %d times; want %d (haves and entries re-judge keys only)", got, counts)
+	}
+}

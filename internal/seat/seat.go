@@ -1,0 +1,489 @@
+// Package seat runs the provisioner's seat: the one instance in the mesh
+// that composes plans and judges provisions. It follows every bucket it
+// reads as a watched copy, takes each change into an in-memory
+// [state.Mesh], composes the nodes a change touches (coalesced per node:
+// changes that arrive while a node is composed compose it once more
+// afterwards) and re-judges the keys a provider's entry or have answers.
+// It writes only what changed. It composes on change events, never on a
+// timer.
+package seat
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/compose"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/state"
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
+)
+
+// Config configures a [Seat].
+type Config struct {
+	// ID names this instance in the lease. Empty means host name, process
+	// id and start time.
+	ID string
+	// LeaseTTL is how long the lease outlives its holder. Zero means 10 s.
+	LeaseTTL time.Duration
+	// Log receives the results and every odd key. Nil means slog.Default().
+	Log *slog.Logger
+	// OnResult, if set, is called on the seat's loop after each node's
+	// result is written. It must not block.
+	OnResult func(*compose.Result)
+	// Slow is the composition time above which a composition that changed
+	// nothing is said in the log. Zero means 5 ms.
+	Slow time.Duration
+	// Now is the seat's clock. Nil means time.Now.
+	Now func() time.Time
+}
+
+// readBuckets are the buckets the seat follows besides the providers'
+// bound buckets.
+var readBuckets = []string{
+	mesh.PlacementBucket, mesh.WantsBucket, mesh.ModulesBucket, mesh.ManifestsBucket,
+	mesh.BuildsBucket, mesh.HaveBucket,
+	mesh.PlansBucket, mesh.ProvisionsBucket, mesh.RefusedBucket,
+}
+
+// Seat is one instance of the provisioner's seat. Create it with [New] and
+// run it with [Seat.Run]; its methods are safe for concurrent use.
+type Seat struct {
+	js   jetstream.JetStream
+	cfg  Config
+	log  *slog.Logger
+	mesh *state.Mesh
+
+	copies map[string]*bus.Copy // owned by the loop once running
+
+	mu      sync.Mutex
+	queue   []bus.Change
+	wake    chan struct{}
+	busy    bool
+	counts  map[string]int // compositions per node
+	judged  int            // keys re-judged without composing
+	started bool
+	watched map[string]*bus.Copy // bucket -> copy, readable by Settled
+}
+
+// New returns a seat that will work through js, the seat's own connection.
+func New(js jetstream.JetStream, cfg Config) *Seat {
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.LeaseTTL == 0 {
+		cfg.LeaseTTL = 10 * time.Second
+	}
+	if cfg.Slow == 0 {
+		cfg.Slow = 5 * time.Millisecond
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.ID == "" {
+		host, _ := os.Hostname()
+		cfg.ID = fmt.Sprintf("%s-%d-%d", host, os.Getpid(), time.Now().UnixNano())
+	}
+	return &Seat{
+		js:      js,
+		cfg:     cfg,
+		log:     cfg.Log,
+		mesh:    state.New(),
+		copies:  map[string]*bus.Copy{},
+		wake:    make(chan struct{}, 1),
+		counts:  map[string]int{},
+		watched: map[string]*bus.Copy{},
+	}
+}
+
+// Run takes the seat's lease (waiting while another instance holds it),
+// follows the mesh, composes every node once, then composes on each change
+// until ctx is done. It returns nil when ctx is done, [ErrLeaseLost] when
+// the lease is lost, or an error when the seat's buckets cannot be made.
+func (s *Seat) Run(ctx context.Context) error {
+	l, err := acquire(ctx, s.js, s.cfg.ID, s.cfg.LeaseTTL, s.log.Info)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	defer l.release()
+	s.log.Info("seat: holding the lease", "id", s.cfg.ID)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	lost := make(chan error, 1)
+	go func() { lost <- l.hold(ctx) }()
+
+	for _, b := range readBuckets {
+		s.follow(ctx, b)
+	}
+	if err := s.start(ctx); err != nil {
+		return err
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-lost:
+			if err != nil {
+				return err
+			}
+			return nil
+		case <-s.wake:
+			s.round(ctx)
+		}
+	}
+}
+
+// follow starts a watched copy of bucket whose changes go to the queue.
+func (s *Seat) follow(ctx context.Context, bucket string) {
+	if _, ok := s.copies[bucket]; ok {
+		return
+	}
+	c := bus.Follow(ctx, s.js, bucket, bus.Options{Create: true, Log: s.log, OnChange: s.enqueue})
+	s.copies[bucket] = c
+	s.mu.Lock()
+	s.watched[bucket] = c
+	s.mu.Unlock()
+}
+
+// enqueue hands a change to the loop; it never blocks the watch.
+func (s *Seat) enqueue(ch bus.Change) {
+	s.mu.Lock()
+	s.queue = append(s.queue, ch)
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// start waits for every copy's initial values (also of bound buckets found
+// on the way), then composes every node once.
+func (s *Seat) start(ctx context.Context) error {
+	for {
+		for _, c := range s.copies {
+			select {
+			case <-c.Ready():
+			case <-ctx.Done():
+				return nil
+			}
+		}
+		d := s.drain()
+		if len(d.bound) == 0 {
+			break
+		}
+		for _, p := range d.bound {
+			s.follow(ctx, mesh.BoundBucket(p))
+		}
+	}
+	nodes := s.mesh.Nodes()
+	s.log.Info("seat: composing every node", "nodes", len(nodes))
+	s.mu.Lock()
+	s.started = true
+	s.mu.Unlock()
+	d := &dirty{nodes: map[string]bool{}, keys: map[string]bool{}}
+	for _, n := range nodes {
+		d.nodes[n] = true
+	}
+	s.work(ctx, d)
+	return nil
+}
+
+// dirty collects what changes touched since the last round.
+type dirty struct {
+	nodes map[string]bool
+	keys  map[string]bool
+	bound []string
+}
+
+// drain takes every queued change into the mesh and returns what they
+// touched.
+func (s *Seat) drain() *dirty {
+	d := &dirty{nodes: map[string]bool{}, keys: map[string]bool{}}
+	s.drainInto(d)
+	return d
+}
+
+func (s *Seat) drainInto(d *dirty) {
+	s.mu.Lock()
+	q := s.queue
+	s.queue = nil
+	s.mu.Unlock()
+	for _, ch := range q {
+		t := s.mesh.Take(ch)
+		if t.Odd != nil {
+			s.log.Warn("seat: odd change", "bucket", ch.Bucket, "key", ch.Key, "why", t.Odd)
+		}
+		for _, n := range t.Nodes {
+			d.nodes[n] = true
+		}
+		for _, k := range t.Keys {
+			d.keys[k] = true
+		}
+		d.bound = append(d.bound, t.Bound...)
+	}
+}
+
+// round handles what arrived since the last one.
+func (s *Seat) round(ctx context.Context) {
+	s.work(ctx, s.drain())
+}
+
+// work composes dirty nodes one at a time, taking in the changes that
+// arrive meanwhile (a node touched again is composed once more), then
+// re-judges dirty keys, until nothing is dirty.
+func (s *Seat) work(ctx context.Context, d *dirty) {
+	s.setBusy(true)
+	defer s.setBusy(false)
+	for ctx.Err() == nil {
+		for _, p := range d.bound {
+			s.follow(ctx, mesh.BoundBucket(p))
+		}
+		d.bound = nil
+		if len(d.nodes) > 0 {
+			node := pick(d.nodes)
+			delete(d.nodes, node)
+			s.composeNode(ctx, node, d)
+			s.drainInto(d)
+			continue
+		}
+		if len(d.keys) > 0 {
+			keys := make([]string, 0, len(d.keys))
+			for k := range d.keys {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			d.keys = map[string]bool{}
+			s.judgeKeys(ctx, keys, d)
+			s.drainInto(d)
+			continue
+		}
+		s.drainInto(d)
+		if len(d.nodes) == 0 && len(d.keys) == 0 && len(d.bound) == 0 {
+			return
+		}
+	}
+}
+
+func pick(m map[string]bool) string {
+	first := ""
+	for k := range m {
+		if first == "" || k < first {
+			first = k
+		}
+	}
+	return first
+}
+
+func (s *Seat) setBusy(b bool) {
+	s.mu.Lock()
+	s.busy = b
+	s.mu.Unlock()
+}
+
+// composeNode composes one node, writes its result and says it.
+func (s *Seat) composeNode(ctx context.Context, node string, d *dirty) {
+	var res *compose.Result
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				s.log.Error("seat: composition panicked", "node", node, "panic", r)
+				res = nil
+			}
+		}()
+		res = compose.Node(s.mesh, node, s.cfg.Now().UTC())
+	}()
+	if res == nil {
+		return
+	}
+	s.mesh.Composed(res)
+	start := time.Now()
+	changed := s.write(ctx, res.Plans, res.PlansRemoved, res.Refusals, res.RefusalsRemoved, res.Provisions, d)
+	// A key that retires no longer depends on another node's key: that node
+	// may now find its own key unneeded.
+	for _, k := range res.Retiring {
+		p, _ := s.mesh.Provision(k)
+		for _, dep := range p.DependsOn {
+			if dk, err := mesh.ParseProvisionKey(dep); err == nil && dk.Node != node {
+				d.nodes[dk.Node] = true
+			}
+		}
+	}
+	s.mu.Lock()
+	s.counts[node]++
+	s.mu.Unlock()
+	s.report(res, changed, time.Since(start))
+	if s.cfg.OnResult != nil {
+		s.cfg.OnResult(res)
+	}
+}
+
+// judgeKeys re-judges keys whose provider's entry or have changed.
+func (s *Seat) judgeKeys(ctx context.Context, keys []string, d *dirty) {
+	out := compose.Judge(s.mesh, keys, s.mesh.NeedOf, s.cfg.Now().UTC())
+	s.mu.Lock()
+	s.judged += len(keys)
+	s.mu.Unlock()
+	if len(out) == 0 {
+		return
+	}
+	s.write(ctx, nil, nil, nil, nil, out, d)
+	for k, p := range out {
+		s.log.Info("seat: judged", "key", k, "state", p.State, "why", p.Why)
+	}
+}
+
+// report logs a node's result.
+func (s *Seat) report(res *compose.Result, changed int, write time.Duration) {
+	attrs := []any{
+		"node", res.Node,
+		"plans_written", len(res.Plans), "plans_removed", len(res.PlansRemoved),
+		"provisions_changed", len(res.Provisions), "retiring", len(res.Retiring),
+		"held", len(res.Held), "problems", len(res.Problems),
+		"compose", res.Compose, "judge", res.Judge, "write", write,
+	}
+	for m, why := range res.Held {
+		s.log.Warn("seat: module held", "node", res.Node, "module", m, "why", why)
+	}
+	for _, p := range res.Problems {
+		s.log.Warn("seat: problem", "node", res.Node, "problem", p)
+	}
+	switch {
+	case changed > 0:
+		s.log.Info("seat: composed", attrs...)
+	case res.Compose+res.Judge > s.cfg.Slow:
+		s.log.Warn("seat: slow composition changed nothing", attrs...)
+	default:
+		s.log.Debug("seat: composed, nothing changed", attrs...)
+	}
+}
+
+// write applies writes in the order plans, refusals, provisions; each write
+// is taken into the seat's copy and mesh at once. Keys whose state changed
+// have their dependents marked for re-judging. It returns how many keys it
+// wrote or deleted; a failed write is logged and left for the next change.
+func (s *Seat) write(ctx context.Context, plans map[string][]byte, plansGone []string,
+	refusals map[string]mesh.Refusal, refusalsGone []string, provs map[string]mesh.Provision, d *dirty) int {
+	n := 0
+	for _, k := range sortedKeys(plans) {
+		n += s.put(ctx, mesh.PlansBucket, k, plans[k])
+	}
+	for _, k := range plansGone {
+		n += s.del(ctx, mesh.PlansBucket, k)
+	}
+	for _, k := range sortedKeys(refusals) {
+		b, _ := json.Marshal(refusals[k])
+		n += s.put(ctx, mesh.RefusedBucket, k, b)
+	}
+	for _, k := range refusalsGone {
+		n += s.del(ctx, mesh.RefusedBucket, k)
+	}
+	for _, k := range sortedKeys(provs) {
+		p := provs[k]
+		old, had := s.mesh.Provision(k)
+		b, _ := json.Marshal(p)
+		n += s.put(ctx, mesh.ProvisionsBucket, k, b)
+		if !had || old.State != p.State {
+			for _, dep := range s.mesh.DependentsOf(k) {
+				d.keys[dep] = true
+			}
+		}
+	}
+	return n
+}
+
+func (s *Seat) put(ctx context.Context, bucket, key string, value []byte) int {
+	c := s.copies[bucket]
+	kv, err := c.KV(ctx)
+	if err != nil {
+		return 0
+	}
+	rev, err := kv.Put(ctx, key, value)
+	if err != nil {
+		s.log.Error("seat: write failed", "bucket", bucket, "key", key, "err", err)
+		return 0
+	}
+	c.Took(key, value, rev)
+	s.mesh.Take(bus.Change{Bucket: bucket, Key: key, Value: value, Revision: rev})
+	return 1
+}
+
+func (s *Seat) del(ctx context.Context, bucket, key string) int {
+	c := s.copies[bucket]
+	kv, err := c.KV(ctx)
+	if err != nil {
+		return 0
+	}
+	if err := kv.Delete(ctx, key); err != nil {
+		s.log.Error("seat: delete failed", "bucket", bucket, "key", key, "err", err)
+		return 0
+	}
+	c.Took(key, nil, 0)
+	s.mesh.Take(bus.Change{Bucket: bucket, Key: key, Deleted: true})
+	return 1
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// Compositions returns how many times node has been composed.
+func (s *Seat) Compositions(node string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.counts[node]
+}
+
+// Settled reports whether the seat has composed every node once, holds
+// every write made to the buckets it follows up to marks (bucket -> stream
+// sequence, see [Marks]), and has nothing left to do.
+func (s *Seat) Settled(marks map[string]uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.started || s.busy || len(s.queue) > 0 {
+		return false
+	}
+	for b, seq := range marks {
+		c, ok := s.watched[b]
+		if !ok || c.Seen() < seq {
+			return false
+		}
+	}
+	return true
+}
+
+// Marks returns the last stream sequence of each bucket the seat reads
+// (missing buckets are left out): pass it to [Seat.Settled] to wait until
+// the seat has taken every write made before.
+func Marks(ctx context.Context, js jetstream.JetStream) map[string]uint64 {
+	marks := map[string]uint64{}
+	for _, b := range []string{mesh.PlacementBucket, mesh.WantsBucket, mesh.ModulesBucket,
+		mesh.ManifestsBucket, mesh.BuildsBucket, mesh.HaveBucket} {
+		str, err := js.Stream(ctx, "KV_"+b)
+		if err != nil {
+			continue
+		}
+		info, err := str.Info(ctx)
+		if err != nil {
+			continue
+		}
+		if info.State.Msgs > 0 {
+			marks[b] = info.State.LastSeq
+		}
+	}
+	return marks
+}

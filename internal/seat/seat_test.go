@@ -1,0 +1,187 @@
+package seat_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus/bustest"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/compose"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/meshfile"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/seat"
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
+)
+
+// harness runs a real embedded server, a seat on its own connection, and an
+// operator's connection for the test's own reads and writes.
+type harness struct {
+	t    *testing.T
+	ctx  context.Context
+	js   jetstream.JetStream
+	seat *seat.Seat
+
+	mu      sync.Mutex
+	results []*compose.Result
+}
+
+func homelab(t *testing.T) []byte {
+	t.Helper()
+	b, err := os.ReadFile("../../examples/homelab.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// start applies the mesh file text (if any) and starts the seat.
+func start(t *testing.T, file []byte) *harness {
+	t.Helper()
+	s := bustest.Server(t)
+	h := &harness{t: t, ctx: bustest.Context(t)}
+	_, h.js = bustest.Connect(t, s, "operator")
+	if file != nil {
+		h.apply(file)
+	}
+	_, sjs := bustest.Connect(t, s, "seat")
+	h.seat = seat.New(sjs, seat.Config{OnResult: func(r *compose.Result) {
+		h.mu.Lock()
+		h.results = append(h.results, r)
+		h.mu.Unlock()
+	}})
+	ctx, cancel := context.WithCancel(h.ctx)
+	done := make(chan error, 1)
+	go func() { done <- h.seat.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("seat.Run = %v", err)
+		}
+	})
+	h.settle()
+	return h
+}
+
+func (h *harness) apply(file []byte) meshfile.Stats {
+	h.t.Helper()
+	f, err := meshfile.Parse("test.yaml", file)
+	if err != nil {
+		h.t.Fatalf("parse: %v", err)
+	}
+	st, err := meshfile.Apply(h.ctx, h.js, f, time.Now())
+	if err != nil {
+		h.t.Fatalf("apply: %v", err)
+	}
+	if h.seat != nil {
+		h.settle()
+	}
+	return st
+}
+
+// settle waits until the seat has taken every write made so far and is
+// idle.
+func (h *harness) settle() {
+	h.t.Helper()
+	marks := seat.Marks(h.ctx, h.js)
+	bustest.WaitFor(h.t, 0, "the seat to settle", func() bool { return h.seat.Settled(marks) })
+}
+
+func (h *harness) kv(bucket string) jetstream.KeyValue {
+	h.t.Helper()
+	kv, err := bus.Bucket(h.ctx, h.js, bucket, 0)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return kv
+}
+
+func (h *harness) put(bucket, key string, v any) {
+	h.t.Helper()
+	var b []byte
+	switch v := v.(type) {
+	case string:
+		b = []byte(v)
+	default:
+		b, _ = json.Marshal(v)
+	}
+	if _, err := h.kv(bucket).Put(h.ctx, key, b); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) del(bucket, key string) {
+	h.t.Helper()
+	if err := h.kv(bucket).Delete(h.ctx, key); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// get decodes the value at key, reporting whether there is one.
+func (h *harness) get(bucket, key string, v any) bool {
+	h.t.Helper()
+	e, err := h.kv(bucket).Get(h.ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return false
+	}
+	if err != nil {
+		h.t.Fatalf("get %s %s: %v", bucket, key, err)
+	}
+	if err := json.Unmarshal(e.Value(), v); err != nil {
+		h.t.Fatalf("decode %s %s: %v", bucket, key, err)
+	}
+	return true
+}
+
+func (h *harness) provision(key string) (mesh.Provision, bool) {
+	h.t.Helper()
+	var p mesh.Provision
+	ok := h.get(mesh.ProvisionsBucket, key, &p)
+	return p, ok
+}
+
+func (h *harness) keys(bucket, prefix string) []string {
+	h.t.Helper()
+	lister, err := h.kv(bucket).ListKeys(h.ctx)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var out []string
+	for k := range lister.Keys() {
+		if strings.HasPrefix(k, prefix) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// waitState waits until key has state and a why containing gist.
+func (h *harness) waitState(key string, state mesh.State, gist string) mesh.Provision {
+	h.t.Helper()
+	var p mesh.Provision
+	bustest.WaitFor(h.t, 0, key+" to be "+string(state)+" ("+gist+")", func() bool {
+		var ok bool
+		p, ok = h.provision(key)
+		return ok && p.State == state && strings.Contains(p.Why, gist)
+	})
+	return p
+}
+
+func (h *harness) lastSeq(bucket string) uint64 {
+	h.t.Helper()
+	str, err := h.js.Stream(h.ctx, "KV_"+bucket)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	info, err := str.Info(h.ctx)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return info.State.LastSeq
+}

@@ -1,0 +1,695 @@
+// Package state holds the mesh in memory as the seat sees it: every bucket
+// the seat reads, decoded once per change and indexed so that composing a
+// node reads only what that node touches. [Mesh] implements
+// [compose.State], and [Mesh.Take] says what each change touches: which
+// nodes to compose and which keys to re-judge.
+//
+// A Mesh is not safe for concurrent use: the seat's loop owns it.
+package state
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/compose"
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
+	"github.com/mesh-provisioner/mesh-provisioner/mesh/token"
+)
+
+type set map[string]struct{}
+
+func (s set) add(k string) { s[k] = struct{}{} }
+
+func (s set) sorted() []string {
+	out := make([]string, 0, len(s))
+	for k := range s {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func addTo(m map[string]set, k, v string) {
+	s := m[k]
+	if s == nil {
+		s = set{}
+		m[k] = s
+	}
+	s.add(v)
+}
+
+func removeFrom(m map[string]set, k, v string) {
+	if s := m[k]; s != nil {
+		delete(s, v)
+		if len(s) == 0 {
+			delete(m, k)
+		}
+	}
+}
+
+type placed struct {
+	modules []string
+	err     error
+}
+
+type want struct {
+	fp  string
+	err error
+}
+
+type have struct {
+	h   mesh.Have
+	err error
+}
+
+type entry struct {
+	e   mesh.Entry
+	err error
+}
+
+type manifest struct {
+	m   *mesh.Manifest
+	err error
+}
+
+// Mesh is the seat's view of the mesh. The zero value is not usable: call
+// [New].
+type Mesh struct {
+	placement map[string]placed          // node -> placement
+	nodesOf   map[string][]string        // module -> sorted nodes it is placed on
+	wants     map[string]map[string]want // node -> module -> want
+	haves     map[string]map[string]have // node -> module -> have
+	builds    map[string]map[string]mesh.Build
+	newest    map[string]mesh.Build
+	trunk     map[string]string // module -> digest
+	manifests map[string]manifest
+	texts     map[string]string // digest -> raw JSON text (decoded lazily)
+	usedBy    map[string]set    // digest -> modules whose build or trunk names it
+	entries   map[string]map[string]entry
+
+	provisions map[string]mesh.Provision
+	provByNode map[string]set
+	dependents map[string]set // key -> keys whose depends-on names it
+
+	plans      map[string][]byte
+	plansOf    map[string]set
+	refusals   map[string]mesh.Refusal
+	refusalsOf map[string]set
+
+	// What the last composition of each node found.
+	needed     map[string]map[string]*compose.Need // node -> key -> need
+	needers    map[string]set                      // key -> nodes whose composition needs it
+	byProvider map[mesh.Ref]set                    // provider -> needed keys it answers
+	requires   map[string][]string                 // node -> modules its modules require
+	consumers  map[string]set                      // module -> nodes that require it
+
+	bound set // providers whose bound bucket is followed
+}
+
+// New returns an empty Mesh.
+func New() *Mesh {
+	return &Mesh{
+		placement:  map[string]placed{},
+		nodesOf:    map[string][]string{},
+		wants:      map[string]map[string]want{},
+		haves:      map[string]map[string]have{},
+		builds:     map[string]map[string]mesh.Build{},
+		newest:     map[string]mesh.Build{},
+		trunk:      map[string]string{},
+		manifests:  map[string]manifest{},
+		texts:      map[string]string{},
+		usedBy:     map[string]set{},
+		entries:    map[string]map[string]entry{},
+		provisions: map[string]mesh.Provision{},
+		provByNode: map[string]set{},
+		dependents: map[string]set{},
+		plans:      map[string][]byte{},
+		plansOf:    map[string]set{},
+		refusals:   map[string]mesh.Refusal{},
+		refusalsOf: map[string]set{},
+		needed:     map[string]map[string]*compose.Need{},
+		needers:    map[string]set{},
+		byProvider: map[mesh.Ref]set{},
+		requires:   map[string][]string{},
+		consumers:  map[string]set{},
+		bound:      set{},
+	}
+}
+
+// Touch is what one change touches.
+type Touch struct {
+	// Nodes to compose.
+	Nodes []string
+	// Keys to re-judge without composing.
+	Keys []string
+	// Bound lists providers newly found to keep entries: the seat follows
+	// their <provider>_bound buckets.
+	Bound []string
+	// Odd, when set, says why the change's key or value is out of shape; the
+	// change was taken as far as it could be (a value that does not decode
+	// is kept as such, so that compositions can say why).
+	Odd error
+}
+
+func (t *Touch) nodes(ns ...string) { t.Nodes = append(t.Nodes, ns...) }
+
+// ErrOdd is wrapped by every Touch.Odd.
+var ErrOdd = errors.New("state: odd change")
+
+func odd(ch bus.Change, format string, args ...any) error {
+	return fmt.Errorf("%w: %s %s: %s", ErrOdd, ch.Bucket, ch.Key, fmt.Sprintf(format, args...))
+}
+
+// Take takes one change of a followed bucket into the mesh and returns what
+// it touches.
+func (m *Mesh) Take(ch bus.Change) Touch {
+	var t Touch
+	switch {
+	case ch.Bucket == mesh.PlacementBucket:
+		m.takePlacement(ch, &t)
+	case ch.Bucket == mesh.WantsBucket:
+		m.takeWant(ch, &t)
+	case ch.Bucket == mesh.HaveBucket:
+		m.takeHave(ch, &t)
+	case ch.Bucket == mesh.BuildsBucket:
+		m.takeBuild(ch, &t)
+	case ch.Bucket == mesh.ModulesBucket:
+		m.takeModule(ch, &t)
+	case ch.Bucket == mesh.ManifestsBucket:
+		m.takeManifest(ch, &t)
+	case ch.Bucket == mesh.ProvisionsBucket:
+		m.takeProvision(ch, &t)
+	case ch.Bucket == mesh.PlansBucket:
+		m.takePlan(ch, &t)
+	case ch.Bucket == mesh.RefusedBucket:
+		m.takeRefusal(ch, &t)
+	case strings.HasSuffix(ch.Bucket, "_bound"):
+		m.takeEntry(ch, &t)
+	default:
+		t.Odd = odd(ch, "not a bucket the seat follows")
+	}
+	return t
+}
+
+func decode(ch bus.Change, v any) error {
+	if err := json.Unmarshal(ch.Value, v); err != nil {
+		return odd(ch, "value does not decode: %v", err)
+	}
+	return nil
+}
+
+func (m *Mesh) takePlacement(ch bus.Change, t *Touch) {
+	node := ch.Key
+	if !mesh.ValidName(node) {
+		t.Odd = odd(ch, "node %q is not a valid name", node)
+		return
+	}
+	old := m.placement[node]
+	var now placed
+	if !ch.Deleted {
+		var p mesh.Placement
+		if err := decode(ch, &p); err != nil {
+			t.Odd = err
+			now = placed{modules: old.modules, err: err}
+		} else {
+			for _, pm := range p.Modules {
+				now.modules = append(now.modules, pm.Module)
+			}
+		}
+	}
+	if ch.Deleted {
+		delete(m.placement, node)
+	} else {
+		m.placement[node] = now
+	}
+	t.nodes(node)
+	// Modules that came or went: their consumers resolve providers anew.
+	changed := set{}
+	for _, mod := range old.modules {
+		if !slices.Contains(now.modules, mod) {
+			changed.add(mod)
+		}
+	}
+	for _, mod := range now.modules {
+		if !slices.Contains(old.modules, mod) {
+			changed.add(mod)
+		}
+	}
+	for mod := range changed {
+		m.reindexNodesOf(mod)
+		for n := range m.consumers[mod] {
+			t.nodes(n)
+		}
+	}
+}
+
+func (m *Mesh) reindexNodesOf(mod string) {
+	var nodes []string
+	for n, p := range m.placement {
+		if slices.Contains(p.modules, mod) {
+			nodes = append(nodes, n)
+		}
+	}
+	sort.Strings(nodes)
+	if len(nodes) == 0 {
+		delete(m.nodesOf, mod)
+		return
+	}
+	m.nodesOf[mod] = nodes
+}
+
+func (m *Mesh) takeWant(ch bus.Change, t *Touch) {
+	k, err := mesh.ParseWantKey(ch.Key)
+	if err != nil {
+		t.Odd = odd(ch, "%v", err)
+		return
+	}
+	if ch.Deleted {
+		if w := m.wants[k.Node]; w != nil {
+			delete(w, k.Module)
+		}
+	} else {
+		var w mesh.Want
+		v := want{}
+		if err := decode(ch, &w); err != nil {
+			t.Odd, v.err = err, err
+		} else if !w.Removed {
+			v.fp = w.Fingerprint
+		}
+		if w.Removed && v.err == nil {
+			if ws := m.wants[k.Node]; ws != nil {
+				delete(ws, k.Module)
+			}
+		} else {
+			if m.wants[k.Node] == nil {
+				m.wants[k.Node] = map[string]want{}
+			}
+			m.wants[k.Node][k.Module] = v
+		}
+	}
+	t.nodes(k.Node)
+	t.Keys = append(t.Keys, m.byProvider[mesh.Ref{Module: k.Module, Node: k.Node}].sorted()...)
+}
+
+func (m *Mesh) takeHave(ch bus.Change, t *Touch) {
+	k, err := mesh.ParseHaveKey(ch.Key)
+	if err != nil {
+		t.Odd = odd(ch, "%v", err)
+		return
+	}
+	if k.Module == "" {
+		return // the node's own have: not read by composition
+	}
+	old, hadOld := m.haves[k.Node][k.Module]
+	if ch.Deleted {
+		if h := m.haves[k.Node]; h != nil {
+			delete(h, k.Module)
+		}
+	} else {
+		v := have{}
+		if err := decode(ch, &v.h); err != nil {
+			t.Odd, v.err = err, err
+		}
+		if m.haves[k.Node] == nil {
+			m.haves[k.Node] = map[string]have{}
+		}
+		m.haves[k.Node][k.Module] = v
+	}
+	t.Keys = append(t.Keys, m.byProvider[mesh.Ref{Module: k.Module, Node: k.Node}].sorted()...)
+	// A module with no want is composed at the build its have runs.
+	if _, wanted := m.wants[k.Node][k.Module]; !wanted {
+		now := m.haves[k.Node][k.Module]
+		if !hadOld || old.h.Fingerprint != now.h.Fingerprint || ch.Deleted {
+			t.nodes(k.Node)
+		}
+	}
+}
+
+func (m *Mesh) takeBuild(ch bus.Change, t *Touch) {
+	k, err := mesh.ParseBuildKey(ch.Key)
+	if err != nil {
+		t.Odd = odd(ch, "%v", err)
+		return
+	}
+	if ch.Deleted {
+		delete(m.builds[k.Module], k.Fingerprint)
+	} else {
+		var b mesh.Build
+		if err := decode(ch, &b); err != nil {
+			t.Odd = err
+			return
+		}
+		b.Module, b.Fingerprint = k.Module, k.Fingerprint
+		if m.builds[k.Module] == nil {
+			m.builds[k.Module] = map[string]mesh.Build{}
+		}
+		m.builds[k.Module][k.Fingerprint] = b
+		addTo(m.usedBy, b.Manifest, k.Module)
+		m.noteManifest(b.Manifest, t)
+	}
+	m.renewNewest(k.Module)
+	m.touchModule(k.Module, t)
+}
+
+func (m *Mesh) renewNewest(mod string) {
+	var best mesh.Build
+	found := false
+	for _, b := range m.builds[mod] {
+		if !found || b.At.After(best.At) || b.At.Equal(best.At) && b.Fingerprint > best.Fingerprint {
+			best, found = b, true
+		}
+	}
+	if found {
+		m.newest[mod] = best
+	} else {
+		delete(m.newest, mod)
+	}
+}
+
+// touchModule composes the nodes where mod is placed and those of its
+// consumers.
+func (m *Mesh) touchModule(mod string, t *Touch) {
+	t.nodes(m.nodesOf[mod]...)
+	for n := range m.consumers[mod] {
+		t.nodes(n)
+	}
+}
+
+func (m *Mesh) takeModule(ch bus.Change, t *Touch) {
+	if !mesh.ValidName(ch.Key) {
+		t.Odd = odd(ch, "module %q is not a valid name", ch.Key)
+		return
+	}
+	if ch.Deleted {
+		delete(m.trunk, ch.Key)
+	} else {
+		var r mesh.ModuleRecord
+		if err := decode(ch, &r); err != nil {
+			t.Odd = err
+			return
+		}
+		m.trunk[ch.Key] = r.Manifest
+		addTo(m.usedBy, r.Manifest, ch.Key)
+		m.noteManifest(r.Manifest, t)
+	}
+	m.touchModule(ch.Key, t)
+}
+
+func (m *Mesh) takeManifest(ch bus.Change, t *Touch) {
+	digest, err := token.Unescape(ch.Key)
+	if err != nil || !strings.HasPrefix(digest, "sha256:") {
+		t.Odd = odd(ch, "key is not an escaped sha256 digest")
+		return
+	}
+	delete(m.manifests, digest)
+	if ch.Deleted {
+		delete(m.texts, digest)
+	} else {
+		var r mesh.ManifestRecord
+		if err := decode(ch, &r); err != nil {
+			t.Odd = err
+			m.manifests[digest] = manifest{err: err}
+		} else {
+			m.texts[digest] = r.JSON
+			m.noteManifest(digest, t)
+			if mf := m.manifests[digest]; mf.err != nil {
+				t.Odd = odd(ch, "%v", mf.err)
+			}
+		}
+	}
+	for mod := range m.usedBy[digest] {
+		m.touchModule(mod, t)
+	}
+}
+
+// noteManifest decodes a manifest once per digest and notes providers that
+// keep entries.
+func (m *Mesh) noteManifest(digest string, t *Touch) {
+	mf, ok := m.manifests[digest]
+	if !ok {
+		text, has := m.texts[digest]
+		if !has {
+			return
+		}
+		if got := mesh.Digest([]byte(text)); got != digest {
+			mf = manifest{err: fmt.Errorf("its text has digest %s", got)}
+		} else {
+			mf.m, mf.err = mesh.ParseManifest([]byte(text))
+		}
+		m.manifests[digest] = mf
+	}
+	if mf.m != nil && mf.m.KeepsEntries() {
+		if _, ok := m.bound[mf.m.Module]; !ok {
+			m.bound.add(mf.m.Module)
+			t.Bound = append(t.Bound, mf.m.Module)
+		}
+	}
+}
+
+func (m *Mesh) takeEntry(ch bus.Change, t *Touch) {
+	provider := strings.TrimSuffix(ch.Bucket, "_bound")
+	if _, err := mesh.ParseProvisionKey(ch.Key); err != nil {
+		t.Odd = odd(ch, "%v", err)
+		return
+	}
+	if ch.Deleted {
+		delete(m.entries[provider], ch.Key)
+	} else {
+		v := entry{}
+		if err := decode(ch, &v.e); err != nil {
+			t.Odd, v.err = err, err
+		}
+		if m.entries[provider] == nil {
+			m.entries[provider] = map[string]entry{}
+		}
+		m.entries[provider][ch.Key] = v
+	}
+	t.Keys = append(t.Keys, ch.Key)
+}
+
+func (m *Mesh) takeProvision(ch bus.Change, t *Touch) {
+	k, err := mesh.ParseProvisionKey(ch.Key)
+	if err != nil {
+		t.Odd = odd(ch, "%v", err)
+		return
+	}
+	if old, ok := m.provisions[ch.Key]; ok {
+		for _, d := range old.DependsOn {
+			removeFrom(m.dependents, d, ch.Key)
+		}
+	}
+	if ch.Deleted {
+		delete(m.provisions, ch.Key)
+		removeFrom(m.provByNode, k.Node, ch.Key)
+		return
+	}
+	var p mesh.Provision
+	if err := decode(ch, &p); err != nil {
+		t.Odd = err
+		return
+	}
+	m.provisions[ch.Key] = p
+	addTo(m.provByNode, k.Node, ch.Key)
+	for _, d := range p.DependsOn {
+		addTo(m.dependents, d, ch.Key)
+	}
+}
+
+func (m *Mesh) takePlan(ch bus.Change, t *Touch) {
+	k, err := mesh.ParseNodeModule(ch.Key)
+	if err != nil {
+		t.Odd = odd(ch, "%v", err)
+		return
+	}
+	if ch.Deleted {
+		delete(m.plans, ch.Key)
+		removeFrom(m.plansOf, k.Node, ch.Key)
+		return
+	}
+	m.plans[ch.Key] = ch.Value
+	addTo(m.plansOf, k.Node, ch.Key)
+}
+
+func (m *Mesh) takeRefusal(ch bus.Change, t *Touch) {
+	k, err := mesh.ParseNodeModule(ch.Key)
+	if err != nil {
+		t.Odd = odd(ch, "%v", err)
+		return
+	}
+	if ch.Deleted {
+		delete(m.refusals, ch.Key)
+		removeFrom(m.refusalsOf, k.Node, ch.Key)
+		return
+	}
+	var r mesh.Refusal
+	if err := decode(ch, &r); err != nil {
+		t.Odd = err
+		return
+	}
+	m.refusals[ch.Key] = r
+	addTo(m.refusalsOf, k.Node, ch.Key)
+}
+
+// Composed takes what the last composition of a node found: the keys it
+// needs and the modules it requires, for routing later changes.
+func (m *Mesh) Composed(res *compose.Result) {
+	if res.Needed == nil {
+		return // the node was not composed (its placement did not decode)
+	}
+	node := res.Node
+	for key, n := range m.needed[node] {
+		removeFrom(m.needers, key, node)
+		if _, still := m.needers[key]; !still {
+			if s := m.byProvider[n.Provider]; s != nil {
+				delete(s, key)
+				if len(s) == 0 {
+					delete(m.byProvider, n.Provider)
+				}
+			}
+		}
+	}
+	for _, mod := range m.requires[node] {
+		removeFrom(m.consumers, mod, node)
+	}
+	m.needed[node] = res.Needed
+	for key, n := range res.Needed {
+		addTo(m.needers, key, node)
+		s := m.byProvider[n.Provider]
+		if s == nil {
+			s = set{}
+			m.byProvider[n.Provider] = s
+		}
+		s.add(key)
+	}
+	m.requires[node] = res.Requires
+	for _, mod := range res.Requires {
+		addTo(m.consumers, mod, node)
+	}
+}
+
+// NeedOf returns the need that the last composition of some node found for
+// key, or nil when no composition needs it.
+func (m *Mesh) NeedOf(key string) *compose.Need {
+	for node := range m.needers[key] {
+		return m.needed[node][key]
+	}
+	return nil
+}
+
+// Nodes returns every node the mesh knows: placed, or holding plans,
+// provisions or refusals.
+func (m *Mesh) Nodes() []string {
+	s := set{}
+	for n := range m.placement {
+		s.add(n)
+	}
+	for n := range m.plansOf {
+		s.add(n)
+	}
+	for n := range m.provByNode {
+		s.add(n)
+	}
+	for n := range m.refusalsOf {
+		s.add(n)
+	}
+	return s.sorted()
+}
+
+// Bound returns the providers known to keep entries, sorted.
+func (m *Mesh) Bound() []string { return m.bound.sorted() }
+
+// Provisions calls f for every provision the seat keeps.
+func (m *Mesh) Provisions(f func(key string, p mesh.Provision)) {
+	for k, p := range m.provisions {
+		f(k, p)
+	}
+}
+
+// Refusals calls f for every refusal the seat keeps.
+func (m *Mesh) Refusals(f func(key string, r mesh.Refusal)) {
+	for k, r := range m.refusals {
+		f(k, r)
+	}
+}
+
+// The compose.State methods.
+
+func (m *Mesh) Placed(node string) ([]string, error) {
+	p := m.placement[node]
+	return p.modules, p.err
+}
+
+func (m *Mesh) NodesOf(module string) []string { return m.nodesOf[module] }
+
+func (m *Mesh) Want(node, module string) (string, bool, error) {
+	w, ok := m.wants[node][module]
+	return w.fp, ok && w.err == nil, w.err
+}
+
+func (m *Mesh) Have(node, module string) (mesh.Have, bool, error) {
+	h, ok := m.haves[node][module]
+	return h.h, ok && h.err == nil, h.err
+}
+
+func (m *Mesh) Build(module, fp string) (mesh.Build, bool) {
+	b, ok := m.builds[module][fp]
+	return b, ok
+}
+
+func (m *Mesh) Newest(module string) (mesh.Build, bool) {
+	b, ok := m.newest[module]
+	return b, ok
+}
+
+func (m *Mesh) Trunk(module string) (string, bool) {
+	d, ok := m.trunk[module]
+	return d, ok
+}
+
+func (m *Mesh) Manifest(digest string) (*mesh.Manifest, error) {
+	mf, ok := m.manifests[digest]
+	if !ok {
+		if _, has := m.texts[digest]; !has {
+			return nil, compose.ErrNoManifest
+		}
+		var t Touch
+		m.noteManifest(digest, &t)
+		mf = m.manifests[digest]
+	}
+	return mf.m, mf.err
+}
+
+func (m *Mesh) Entry(provider, key string) (mesh.Entry, bool, error) {
+	e, ok := m.entries[provider][key]
+	return e.e, ok && e.err == nil, e.err
+}
+
+func (m *Mesh) Provision(key string) (mesh.Provision, bool) {
+	p, ok := m.provisions[key]
+	return p, ok
+}
+
+func (m *Mesh) ProvisionsOf(node string) []string { return m.provByNode[node].sorted() }
+
+func (m *Mesh) DependentsOf(key string) []string { return m.dependents[key].sorted() }
+
+func (m *Mesh) Plan(key string) ([]byte, bool) {
+	b, ok := m.plans[key]
+	return b, ok
+}
+
+func (m *Mesh) PlansOf(node string) []string { return m.plansOf[node].sorted() }
+
+func (m *Mesh) Refusal(key string) (mesh.Refusal, bool) {
+	r, ok := m.refusals[key]
+	return r, ok
+}
+
+func (m *Mesh) RefusalsOf(node string) []string { return m.refusalsOf[node].sorted() }
+
+var _ compose.State = (*Mesh)(nil)
