@@ -274,9 +274,6 @@ func (c *Copy) watch(ctx context.Context) error {
 		if initial {
 			seen[e.Key()] = true
 		}
-		if r := e.Revision(); r > c.seen.Load() {
-			c.seen.Store(r)
-		}
 		deleted := e.Operation() != jetstream.KeyValuePut
 		var value []byte
 		if !deleted {
@@ -284,6 +281,10 @@ func (c *Copy) watch(ctx context.Context) error {
 		}
 		if c.take(e.Key(), value, e.Revision(), deleted) && c.opts.OnChange != nil {
 			c.opts.OnChange(Change{Bucket: c.bucket, Key: e.Key(), Value: value, Revision: e.Revision(), Deleted: deleted})
+		}
+		// Seen moves only after OnChange has handed the change on.
+		if r := e.Revision(); r > c.seen.Load() {
+			c.seen.Store(r)
 		}
 	}
 	return nil

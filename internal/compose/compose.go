@@ -14,9 +14,11 @@ import (
 	"encoding/json"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
+	"github.com/mesh-provisioner/mesh-provisioner/mesh/token"
 )
 
 // Need is a provision key that a composition found needed: who consumes it,
@@ -329,7 +331,7 @@ func (c *composer) trunk(module string) (*mesh.Manifest, error) {
 // hold records m as held: a refusal written only when its why changes.
 func (c *composer) hold(m, why string) {
 	c.res.Held[m] = why
-	key := mesh.NodeModule{Node: c.node, Module: m}.String()
+	key := refusalKey(c.node, m)
 	if old, ok := c.st.Refusal(key); ok && old.Why == why {
 		return
 	}
@@ -354,17 +356,22 @@ func (c *composer) sweepPlans(composed map[string]bool) {
 // sweepRefusals removes the refusals of modules no longer placed.
 func (c *composer) sweepRefusals() {
 	for _, key := range c.st.RefusalsOf(c.node) {
-		k, err := mesh.ParseNodeModule(key)
+		_, tok, _ := strings.Cut(key, ".")
+		m, err := token.Unescape(tok)
 		if err != nil {
 			continue
 		}
-		if _, held := c.res.Held[k.Module]; held {
+		if _, held := c.res.Held[m]; held {
 			continue
 		}
 		c.res.RefusalsRemoved = append(c.res.RefusalsRemoved, key)
 	}
 	sort.Strings(c.res.RefusalsRemoved)
 }
+
+// refusalKey is <node>.<module>, the module escaped as a token so that a
+// module held for its bad name still has a refusal key.
+func refusalKey(node, module string) string { return node + "." + token.Escape(module) }
 
 func orEmpty[T any](s []T) []T {
 	if s == nil {

@@ -63,16 +63,23 @@ func TestIdempotentApplyWritesNothing(t *testing.T) {
 func TestBurstCoalesces(t *testing.T) {
 	h := start(t, homelab(t))
 	before := h.seat.Compositions("shanks")
-	kv := h.kv(mesh.HaveBucket)
+	h.kv(mesh.HaveBucket)
 	for i := 0; i < 100; i++ {
 		// home-assistant has no want: each have with a new fp composes shanks.
 		fp := "aa2026"
 		if i%2 == 0 {
 			fp = "zz0000"
 		}
-		if _, err := kv.Put(h.ctx, "shanks.home-assistant", []byte(`{"phase":"running","health":"ok","fp":"`+fp+`"}`)); err != nil {
+		// Published without waiting for each ack: a burst, as a busy
+		// engine would send.
+		if _, err := h.js.PublishAsync("$KV."+mesh.HaveBucket+".shanks.home-assistant",
+			[]byte(`{"phase":"running","health":"ok","fp":"`+fp+`"}`)); err != nil {
 			t.Fatal(err)
 		}
+	}
+	select {
+	case <-h.js.PublishAsyncComplete():
+	case <-h.ctx.Done():
 	}
 	h.settle()
 	var plan mesh.Plan

@@ -217,6 +217,9 @@ func (s *Seat) drainInto(d *dirty) {
 	s.mu.Lock()
 	q := s.queue
 	s.queue = nil
+	if len(q) > 0 {
+		s.busy = true // until work has handled what q touches
+	}
 	s.mu.Unlock()
 	for _, ch := range q {
 		t := s.mesh.Take(ch)
@@ -242,7 +245,6 @@ func (s *Seat) round(ctx context.Context) {
 // arrive meanwhile (a node touched again is composed once more), then
 // re-judges dirty keys, until nothing is dirty.
 func (s *Seat) work(ctx context.Context, d *dirty) {
-	s.setBusy(true)
 	defer s.setBusy(false)
 	for ctx.Err() == nil {
 		for _, p := range d.bound {

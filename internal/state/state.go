@@ -516,11 +516,14 @@ func (m *Mesh) takePlan(ch bus.Change, t *Touch) {
 }
 
 func (m *Mesh) takeRefusal(ch bus.Change, t *Touch) {
-	k, err := mesh.ParseNodeModule(ch.Key)
-	if err != nil {
-		t.Odd = odd(ch, "%v", err)
+	// The module token is escaped: a module held for its bad name has a
+	// refusal too.
+	node, mod, ok := strings.Cut(ch.Key, ".")
+	if _, err := token.Unescape(mod); !ok || err != nil || !mesh.ValidName(node) || strings.Contains(mod, ".") {
+		t.Odd = odd(ch, "not <node>.<module>")
 		return
 	}
+	k := mesh.NodeModule{Node: node, Module: mod}
 	if ch.Deleted {
 		delete(m.refusals, ch.Key)
 		removeFrom(m.refusalsOf, k.Node, ch.Key)
