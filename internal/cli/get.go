@@ -1,0 +1,347 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
+)
+
+func init() { commands = append(commands, newGetCmd) }
+
+// getKind is one thing "get WHAT" shows. Each file that adds a kind puts it
+// into getKinds in its init.
+type getKind struct {
+	// short says in a few words what the kind shows, for the help.
+	short string
+	// read returns the kind's items narrowed by q: every item under its key
+	// as stored, and every odd key (out of shape, or a value that does not
+	// decode) with why. Notes are said on stderr (a bucket that does not
+	// exist yet).
+	read func(ctx context.Context, q *getQuery) (getAnswer, error)
+	// header names the table's columns; row gives an item's cells.
+	header []string
+	row    func(it getItem) []string
+}
+
+// getKinds holds every kind "get" knows, by the word that names it.
+var getKinds = map[string]getKind{}
+
+// getQuery is what "get" was asked: the bus to read and the narrowing.
+type getQuery struct {
+	bus          *busFlags
+	node, module string
+	// js is the connection the command dialed, for kinds that read
+	// buckets; a kind asking a verb may dial its own.
+	js jetstream.JetStream
+}
+
+// getItem is one key and its value as stored.
+type getItem struct {
+	Key   string
+	Value []byte
+}
+
+// getOdd is a key that is out of its bucket's shape or whose value does
+// not decode, said instead of dropped.
+type getOdd struct {
+	Key, Why string
+	Value    []byte
+}
+
+// getAnswer is what a kind read.
+type getAnswer struct {
+	Items []getItem
+	Odd   []getOdd
+	Notes []string
+}
+
+func init() {
+	getKinds["plans"] = getKind{
+		short:  "each placed module's plan on its node (" + mesh.PlansBucket + ")",
+		read:   readPlans,
+		header: []string{"NODE", "MODULE", "FP", "DIRS", "PORTS", "SECRETS", "CONFIG", "CONTRIBUTES", "PROVISIONS"},
+		row:    planRow,
+	}
+	getKinds["provisions"] = getKind{
+		short:  "every provision between a consumer and a provider, with its state and why (" + mesh.ProvisionsBucket + ")",
+		read:   readProvisions,
+		header: []string{"NODE", "KEY", "STATE", "PROVIDER", "WHY"},
+		row:    provisionRow,
+	}
+	getKinds["refused"] = getKind{
+		short:  "the modules held, with why (" + mesh.RefusedBucket + ")",
+		read:   readRefused,
+		header: []string{"NODE", "MODULE", "WHY", "SINCE"},
+		row:    refusalRow,
+	}
+}
+
+// newGetCmd returns "get WHAT": read what the seat keeps.
+func newGetCmd() *cobra.Command {
+	var bf busFlags
+	var q getQuery
+	var output string
+	cmd := &cobra.Command{
+		Use:   "get " + strings.Join(kindNames(), "|"),
+		Short: "Show what the mesh keeps: " + strings.Join(kindNames(), ", "),
+		Long:  getLong(),
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			kind, ok := getKinds[args[0]]
+			if !ok {
+				return usageError{fmt.Errorf("get: unknown %q; want one of %s", args[0], strings.Join(kindNames(), ", "))}
+			}
+			if output != "table" && output != "json" {
+				return usageError{fmt.Errorf("get: -o %q; want table or json", output)}
+			}
+			nc, js, err := bf.connect("get")
+			if err != nil {
+				return fmt.Errorf("get: %w", err)
+			}
+			defer nc.Close()
+			q.bus, q.js = &bf, js
+			ans, err := kind.read(cmd.Context(), &q)
+			if err != nil {
+				return fmt.Errorf("get %s: %w", args[0], err)
+			}
+			sort.Slice(ans.Items, func(i, j int) bool { return ans.Items[i].Key < ans.Items[j].Key })
+			sort.Slice(ans.Odd, func(i, j int) bool { return ans.Odd[i].Key < ans.Odd[j].Key })
+			for _, n := range ans.Notes {
+				fmt.Fprintln(cmd.ErrOrStderr(), "get:", n)
+			}
+			if output == "json" {
+				return writeGetJSON(cmd.OutOrStdout(), cmd.ErrOrStderr(), ans)
+			}
+			return writeGetTable(cmd.OutOrStdout(), args[0], kind, ans)
+		},
+	}
+	cmd.Flags().StringVar(&q.node, "node", "", "only this node's keys")
+	cmd.Flags().StringVar(&q.module, "module", "", "only this module's keys")
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json (an object: key -> value as stored)")
+	bf.add(cmd)
+	return cmd
+}
+
+func kindNames() []string {
+	names := make([]string, 0, len(getKinds))
+	for k := range getKinds {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func getLong() string {
+	var b strings.Builder
+	b.WriteString("Get shows what the mesh keeps, sorted by key, narrowed by --node and --module.\n")
+	b.WriteString("A key out of its bucket's shape or a value that does not decode is listed as odd, never hidden.\n\n")
+	for _, k := range kindNames() {
+		fmt.Fprintf(&b, "  %-12s %s\n", k, getKinds[k].short)
+	}
+	return b.String()
+}
+
+// writeGetTable writes the items as a table, then the odd keys.
+func writeGetTable(w io.Writer, what string, kind getKind, ans getAnswer) error {
+	if len(ans.Items) == 0 && len(ans.Odd) == 0 {
+		_, err := fmt.Fprintf(w, "no %s\n", what)
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if len(ans.Items) > 0 {
+		fmt.Fprintln(tw, strings.Join(kind.header, "\t"))
+		for _, it := range ans.Items {
+			fmt.Fprintln(tw, strings.Join(kind.row(it), "\t"))
+		}
+	}
+	if len(ans.Odd) > 0 {
+		if len(ans.Items) > 0 {
+			fmt.Fprintln(tw)
+		}
+		fmt.Fprintf(tw, "ODD KEY\tWHY\n")
+		for _, o := range ans.Odd {
+			fmt.Fprintf(tw, "%s\t%s\n", o.Key, o.Why)
+		}
+	}
+	return tw.Flush()
+}
+
+// writeGetJSON writes one object, key -> value as stored (a value that is
+// not JSON as a JSON string), and says the odd keys on errw.
+func writeGetJSON(w, errw io.Writer, ans getAnswer) error {
+	obj := map[string]json.RawMessage{}
+	for _, it := range ans.Items {
+		obj[it.Key] = asJSON(it.Value)
+	}
+	for _, o := range ans.Odd {
+		obj[o.Key] = asJSON(o.Value)
+		fmt.Fprintf(errw, "get: odd key %s: %s\n", o.Key, o.Why)
+	}
+	b, err := json.MarshalIndent(obj, "", "  ")
+	if err != nil {
+		return fmt.Errorf("get: encode: %w", err)
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
+}
+
+func asJSON(v []byte) json.RawMessage {
+	if json.Valid(v) {
+		return v
+	}
+	s, _ := json.Marshal(string(v))
+	return s
+}
+
+// readBucket reads every key of bucket and sorts each with check: keep
+// reports whether the key is asked for; a non-empty why makes it odd.
+// A bucket that does not exist yet is no error: it is said in the notes.
+func readBucket(ctx context.Context, js jetstream.JetStream, bucket string, check func(key string, value []byte) (keep bool, why string)) (getAnswer, error) {
+	var ans getAnswer
+	if _, err := js.KeyValue(ctx, bucket); errors.Is(err, jetstream.ErrBucketNotFound) {
+		ans.Notes = append(ans.Notes, fmt.Sprintf("bucket %s does not exist yet (has the seat run?)", bucket))
+		return ans, nil
+	} else if err != nil {
+		return ans, fmt.Errorf("bucket %s: %w", bucket, err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	c := bus.Follow(ctx, js, bucket, bus.Options{})
+	select {
+	case <-c.Ready():
+	case <-ctx.Done():
+		return ans, fmt.Errorf("read %s: %w", bucket, ctx.Err())
+	}
+	c.Range(func(key string, it bus.Item) bool {
+		keep, why := check(key, it.Value)
+		switch {
+		case why != "":
+			ans.Odd = append(ans.Odd, getOdd{Key: key, Why: why, Value: it.Value})
+		case keep:
+			ans.Items = append(ans.Items, getItem{Key: key, Value: it.Value})
+		}
+		return true
+	})
+	return ans, nil
+}
+
+// decode decodes a stored value strictly, saying why it does not.
+func decode(value []byte, v any) string {
+	if err := json.Unmarshal(value, v); err != nil {
+		return "value does not decode: " + err.Error()
+	}
+	return ""
+}
+
+func matches(filter string, values ...string) bool {
+	if filter == "" {
+		return true
+	}
+	for _, v := range values {
+		if v == filter {
+			return true
+		}
+	}
+	return false
+}
+
+// readNodeModule reads a bucket keyed <node>.<module> whose values name
+// their node and module, narrowed by q; v returns a fresh value and the
+// node and module it names.
+func readNodeModule(ctx context.Context, q *getQuery, bucket string, v func(value []byte) (node, module, why string)) (getAnswer, error) {
+	return readBucket(ctx, q.js, bucket, func(key string, value []byte) (bool, string) {
+		k, err := mesh.ParseNodeModule(key)
+		if err != nil {
+			return false, "key out of shape: " + err.Error()
+		}
+		if !matches(q.node, k.Node) || !matches(q.module, k.Module) {
+			return false, ""
+		}
+		node, module, why := v(value)
+		if why != "" {
+			return false, why
+		}
+		if node != k.Node || module != k.Module {
+			return false, fmt.Sprintf("value is of %s on %s, not of its key", module, node)
+		}
+		return true, ""
+	})
+}
+
+func readPlans(ctx context.Context, q *getQuery) (getAnswer, error) {
+	return readNodeModule(ctx, q, mesh.PlansBucket, func(value []byte) (string, string, string) {
+		var p mesh.Plan
+		why := decode(value, &p)
+		return p.Node, p.Module, why
+	})
+}
+
+func readRefused(ctx context.Context, q *getQuery) (getAnswer, error) {
+	return readNodeModule(ctx, q, mesh.RefusedBucket, func(value []byte) (string, string, string) {
+		var r mesh.Refusal
+		why := decode(value, &r)
+		return r.Node, r.Module, why
+	})
+}
+
+// readProvisions narrows by node and module on either side: a provision
+// is shown when its consumer or its provider is on the node, and when its
+// consumer or its provider is the module.
+func readProvisions(ctx context.Context, q *getQuery) (getAnswer, error) {
+	return readBucket(ctx, q.js, mesh.ProvisionsBucket, func(key string, value []byte) (bool, string) {
+		k, err := mesh.ParseProvisionKey(key)
+		if err != nil {
+			return false, "key out of shape: " + err.Error()
+		}
+		var p mesh.Provision
+		if why := decode(value, &p); why != "" {
+			return matches(q.node, k.Node) && matches(q.module, k.Consumer), why
+		}
+		return matches(q.node, k.Node, p.Provider.Node) && matches(q.module, k.Consumer, p.Provider.Module), ""
+	})
+}
+
+func planRow(it getItem) []string {
+	var p mesh.Plan
+	_ = json.Unmarshal(it.Value, &p) // decoded before it became an item
+	provs := make([]string, len(p.Provisions))
+	for i, pp := range p.Provisions {
+		name := pp.Provision
+		if pp.Local != "" {
+			name += "." + pp.Local
+		}
+		provs[i] = name + " from " + pp.ProviderModule + "@" + pp.Provider
+	}
+	return []string{p.Node, p.Module, p.Fingerprint,
+		fmt.Sprint(len(p.Dirs)), fmt.Sprint(len(p.Ports)), fmt.Sprint(len(p.Secrets)), fmt.Sprint(len(p.Config)),
+		fmt.Sprint(len(p.Contributes)), fmt.Sprintf("%d: %s", len(provs), strings.Join(provs, ", "))}
+}
+
+func provisionRow(it getItem) []string {
+	var p mesh.Provision
+	_ = json.Unmarshal(it.Value, &p) // decoded before it became an item
+	k, _ := mesh.ParseProvisionKey(it.Key)
+	why := p.Why
+	if why == "" {
+		why = "-"
+	}
+	return []string{k.Node, it.Key, string(p.State), p.Provider.Module + "@" + p.Provider.Node, why}
+}
+
+func refusalRow(it getItem) []string {
+	var r mesh.Refusal
+	_ = json.Unmarshal(it.Value, &r) // decoded before it became an item
+	return []string{r.Node, r.Module, r.Why, r.Since.UTC().Format(time.RFC3339)}
+}

@@ -1,0 +1,103 @@
+package meshfile
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
+)
+
+// Counts says how many keys an apply wrote, found unchanged and removed.
+type Counts struct {
+	Written, Unchanged, Removed int
+}
+
+// Stats is what [Apply] did: the counts over every bucket, the counts per
+// bucket, and the keys it left alone because they are out of their
+// bucket's shape.
+type Stats struct {
+	Counts
+	Buckets map[string]Counts
+	Odd     []Odd
+}
+
+func (s *Stats) add(bucket string, c Counts) {
+	b := s.Buckets[bucket]
+	b.Written += c.Written
+	b.Unchanged += c.Unchanged
+	b.Removed += c.Removed
+	s.Buckets[bucket] = b
+	s.Written += c.Written
+	s.Unchanged += c.Unchanged
+	s.Removed += c.Removed
+}
+
+// Apply writes the file f into the buckets of [Buckets] through js,
+// creating a bucket that is missing (one replica). It reads what each
+// bucket holds now, computes [File.Diff] with now, and writes only the
+// keys whose bytes differ, manifests first and placement last; then it
+// removes the placement, want and have keys the file no longer has
+// (placement first). Applying the same file twice writes nothing the
+// second time. Keys out of their bucket's shape are left alone and listed
+// in Stats.Odd.
+//
+// Apply is an operator's one-shot command: it reads every key of the six
+// buckets once. It returns the first write that fails, wrapped, with the
+// counts of what it did until then; cancelling ctx stops it between writes.
+func Apply(ctx context.Context, js jetstream.JetStream, f *File, now time.Time) (Stats, error) {
+	stats := Stats{Buckets: map[string]Counts{}}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // stops the copies' watches
+	copies := map[string]*bus.Copy{}
+	current := map[string]map[string][]byte{}
+	for _, bucket := range Buckets {
+		if _, err := bus.Bucket(ctx, js, bucket, 0); err != nil {
+			return stats, fmt.Errorf("apply %s: %w", f.Name, err)
+		}
+		copies[bucket] = bus.Follow(ctx, js, bucket, bus.Options{})
+	}
+	for _, bucket := range Buckets {
+		c := copies[bucket]
+		select {
+		case <-c.Ready():
+		case <-ctx.Done():
+			return stats, fmt.Errorf("apply %s: read %s: %w", f.Name, bucket, ctx.Err())
+		}
+		held := map[string][]byte{}
+		c.Range(func(key string, it bus.Item) bool {
+			held[key] = it.Value
+			return true
+		})
+		current[bucket] = held
+	}
+
+	d := f.Diff(current, now)
+	stats.Odd = d.Odd
+	for bucket, n := range d.Unchanged {
+		stats.add(bucket, Counts{Unchanged: n})
+	}
+	for _, put := range d.Puts {
+		wrote, err := bus.PutIfChanged(ctx, copies[put.Bucket], put.Key, put.Value)
+		if err != nil {
+			return stats, fmt.Errorf("apply %s: %w", f.Name, err)
+		}
+		if wrote {
+			stats.add(put.Bucket, Counts{Written: 1})
+		} else {
+			stats.add(put.Bucket, Counts{Unchanged: 1})
+		}
+	}
+	for _, rm := range d.Removes {
+		removed, err := bus.DeleteIfPresent(ctx, copies[rm.Bucket], rm.Key)
+		if err != nil {
+			return stats, fmt.Errorf("apply %s: %w", f.Name, err)
+		}
+		if removed {
+			stats.add(rm.Bucket, Counts{Removed: 1})
+		}
+	}
+	return stats, nil
+}

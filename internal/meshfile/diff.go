@@ -1,0 +1,147 @@
+package meshfile
+
+import (
+	"bytes"
+	"sort"
+	"time"
+
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
+)
+
+// Buckets lists the buckets a mesh file writes, in the order [Apply]
+// writes them: what a composition reads by reference first (manifests,
+// builds, modules, haves, wants), placement last, so that a seat that
+// follows the buckets never sees a module placed before its builds.
+var Buckets = []string{
+	mesh.ManifestsBucket,
+	mesh.BuildsBucket,
+	mesh.ModulesBucket,
+	mesh.HaveBucket,
+	mesh.WantsBucket,
+	mesh.PlacementBucket,
+}
+
+// removeOrder is the order in which Apply removes keys: placement first, so
+// that a module stops being placed before its want and have go.
+var removeOrder = []string{mesh.PlacementBucket, mesh.WantsBucket, mesh.HaveBucket}
+
+// Put is one key to write: Value at Key in Bucket.
+type Put struct {
+	Bucket, Key string
+	Value       []byte
+}
+
+// Odd is a key found in a bucket that is out of the bucket's shape: it is
+// left as it is and said.
+type Odd struct {
+	Bucket, Key, Why string
+}
+
+// Diff is what applying a file changes, computed by [File.Diff].
+type Diff struct {
+	// Puts are the keys whose bytes differ from what the bucket holds (or
+	// that it does not hold), in the order of [Buckets], keys sorted within
+	// a bucket.
+	Puts []Put
+	// Removes are the keys of placement, wants and haves that the file no
+	// longer has, placement first, keys sorted within a bucket. Manifests,
+	// builds and modules are never removed.
+	Removes []Put
+	// Unchanged counts, per bucket, the file's keys that the bucket already
+	// holds with the same bytes.
+	Unchanged map[string]int
+	// Odd lists the keys out of their bucket's shape, left as they are.
+	Odd []Odd
+}
+
+// Diff compares the file's keys with current, the keys each bucket holds
+// now (bucket -> key -> value; a missing bucket is empty), and returns
+// what to write and what to remove. now gives new builds their at times
+// (now plus the build's index in its module, in milliseconds, always
+// increasing in the order listed); a build whose module, fp and manifest
+// are unchanged keeps its at, so that applying the same file twice changes
+// nothing.
+//
+// Removed are: a placement key whose node is not in the file; a want key
+// the file does not have; a have key whose node is not in the file or
+// whose module is not placed on that node in the file. Diff is pure.
+func (f *File) Diff(current map[string]map[string][]byte, now time.Time) *Diff {
+	d := &Diff{Unchanged: map[string]int{}}
+	keys := f.Keys()
+	builds := map[string][]byte{}
+	now = now.UTC().Truncate(time.Millisecond)
+	for _, m := range f.Modules {
+		bs := make([]mesh.Build, 0, len(m.Builds))
+		for _, b := range m.Builds {
+			bs = append(bs, mesh.Build{Module: m.Name, Fingerprint: b.Fingerprint, Manifest: b.Digest})
+		}
+		buildTimes(bs, current[mesh.BuildsBucket], now)
+		for _, b := range bs {
+			builds[mesh.BuildKey{Module: b.Module, Fingerprint: b.Fingerprint}.String()] = marshal(b)
+		}
+	}
+	keys[mesh.BuildsBucket] = builds
+
+	for _, bucket := range Buckets {
+		for _, k := range sortedKeys(keys[bucket]) {
+			v := keys[bucket][k]
+			if old, ok := current[bucket][k]; ok && bytes.Equal(old, v) {
+				d.Unchanged[bucket]++
+				continue
+			}
+			d.Puts = append(d.Puts, Put{Bucket: bucket, Key: k, Value: v})
+		}
+	}
+	for _, bucket := range removeOrder {
+		for _, k := range sortedKeys(current[bucket]) {
+			if _, keep := keys[bucket][k]; keep {
+				continue
+			}
+			why, remove := f.removes(bucket, k)
+			if why != "" {
+				d.Odd = append(d.Odd, Odd{Bucket: bucket, Key: k, Why: why})
+				continue
+			}
+			if remove {
+				d.Removes = append(d.Removes, Put{Bucket: bucket, Key: k})
+			}
+		}
+	}
+	return d
+}
+
+// removes reports whether key of bucket, which the file does not write,
+// is removed; why is set instead for a key out of its bucket's shape.
+func (f *File) removes(bucket, key string) (why string, remove bool) {
+	switch bucket {
+	case mesh.PlacementBucket:
+		if !mesh.ValidName(key) {
+			return "not a node name", false
+		}
+		return "", !f.HasNode(key)
+	case mesh.WantsBucket:
+		if _, err := mesh.ParseWantKey(key); err != nil {
+			return err.Error(), false
+		}
+		return "", true
+	case mesh.HaveBucket:
+		k, err := mesh.ParseHaveKey(key)
+		if err != nil {
+			return err.Error(), false
+		}
+		if !f.HasNode(k.Node) {
+			return "", true
+		}
+		return "", k.Module != "" && !f.Placed(k.Node, k.Module)
+	}
+	return "", false
+}
+
+func sortedKeys(m map[string][]byte) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,315 @@
+package meshfile
+
+import (
+	"errors"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
+)
+
+const homelab = "../../examples/homelab.yaml"
+
+// TestParseBroken parses one file holding many distinct problems and
+// checks that each is said once, on its line, and nothing else.
+func TestParseBroken(t *testing.T) {
+	want := []Error{
+		{2, `node "Bad_Node" is not a valid name`},
+		{2, `node "ace" listed twice`},
+		{3, `unknown key "colour"`},
+		{10, `provides[0] credential "personal" is not one of own, shared, none`},
+		{12, `manifest: ports is text; want a list`},
+		{13, `dirs[0] unknown "delete" is not one of program, sweep`},
+		{14, `module postgres: build "3f2a91" listed twice (first at line 7)`},
+		{20, `module is "gitee"; want "gitea"`},
+		{22, `requires[0] local "Main" is not a valid name`},
+		{23, `requires[1]: unknown field "form"`},
+		{23, `requires[1] from is missing`},
+		{24, `requires[2] is text; want a mapping`},
+		{25, `secrets[1]: "key" listed twice`},
+		{26, `manifest: unknown field "colour"`},
+		{27, `reads[0] "plans" is not a read <module>.<state>`},
+		{28, `manifest: config is a mapping; want a list`},
+		{29, `manifest: duplicate key "module" (first at line 20)`},
+		{31, `module redis has no builds`},
+		{32, `module "Wiki" is not a valid name`},
+		{35, `module is "wiki"; want "Wiki"`},
+		{37, `module grafana: unknown field "version"`},
+		{39, `module grafana: build has no fp`},
+		{40, `module grafana build 6f6f00 has no manifest`},
+		{42, `module "postgres" placed twice on control (first at line 42)`},
+		{43, `placement of ace: module "prometheus" is not in modules`},
+		{44, `placement: node "g14" is not in nodes`},
+		{45, `placement: duplicate key "control" (first at line 42)`},
+		{47, `gitea wants build "ffffff", which gitea does not list (builds: b7c100)`},
+		{48, `wants of control: module "gitea" is not placed on control`},
+		{49, `wants: node "shanks" is not in nodes`},
+		{52, `postgres: unknown field "colour"`},
+		{52, `postgres: phase "sleeping" is not one of running, starting, stopped, failed`},
+		{53, `haves of control: module "gitea" is not placed on control`},
+		{55, `haves of ace: gitea: health is missing`},
+	}
+	f, err := ParseFile("testdata/broken.yaml")
+	if f != nil {
+		t.Fatalf("ParseFile(broken.yaml) returned a file; want none")
+	}
+	errs, ok := errors.AsType[*Errors](err)
+	if !ok {
+		t.Fatalf("ParseFile(broken.yaml) error = %v; want *Errors", err)
+	}
+	if errs.File != "testdata/broken.yaml" {
+		t.Errorf("Errors.File = %q; want testdata/broken.yaml", errs.File)
+	}
+	got := errs.List
+	for i, w := range want {
+		if i >= len(got) {
+			t.Errorf("missing error %d: line %d: %s", i, w.Line, w.Msg)
+			continue
+		}
+		if got[i].Line != w.Line || !strings.Contains(got[i].Msg, w.Msg) {
+			t.Errorf("error %d = line %d: %s; want line %d: ...%s...", i, got[i].Line, got[i].Msg, w.Line, w.Msg)
+		}
+	}
+	for _, extra := range got[min(len(want), len(got)):] {
+		t.Errorf("unexpected error: line %d: %s", extra.Line, extra.Msg)
+	}
+	// Error() prints one line per problem, FILE:LINE: message.
+	lines := strings.Split(errs.Error(), "\n")
+	if len(lines) != len(got) {
+		t.Fatalf("Error() has %d lines; want %d", len(lines), len(got))
+	}
+	if want := "testdata/broken.yaml:12: module postgres build 3f2a91: manifest: ports is text; want a list"; lines[4] != want {
+		t.Errorf("Error() line 5 = %q; want %q", lines[4], want)
+	}
+}
+
+// TestParseErrors checks single problems, one per case.
+func TestParseErrors(t *testing.T) {
+	const ok = `nodes: [control]
+modules:
+  redis:
+    builds:
+      - fp: 71be02
+        manifest: {module: redis, provides: [{name: cache, credential: shared}]}
+placement:
+  control: [redis]
+`
+	for _, tc := range []struct {
+		name, text string
+		line       int
+		gist       string
+	}{
+		{"empty", "", 0, "the file is empty"},
+		{"only a comment", "# nothing\n", 0, "the file is empty"},
+		{"not yaml", "nodes: [control\nmodules: {}\n", 1, "not YAML: did not find expected ',' or ']'"},
+		{"bad indentation", "nodes: [a]\n  modules: x\n", 1, "not YAML: did not find expected key"},
+		{"tab indentation", "nodes: [a]\nplacement:\n\ta: [b]\n", 3, "not YAML: found character that cannot start any token"},
+		{"two documents", ok + "---\nnodes: [x]\n", 9, "a second YAML document"},
+		{"a list", "- control\n", 1, "the file is a list"},
+		{"no nodes", "modules: {}\n", 1, "no nodes"},
+		{"nodes not a list", "nodes: control\n", 1, "nodes is text; want a list"},
+		{"node is a mapping", "nodes: [{a: b}]\n", 1, "node is a mapping; want text"},
+		{"node is a boolean", "nodes: [true]\n", 1, "node is a boolean; want text"},
+		{"merge key", "nodes: [a]\nbase: &b {x: 1}\nplacement:\n  <<: *b\n", 4, "merge keys (<<) are not supported"},
+		{"manifest missing module", strings.Replace(ok, "{module: redis, ", "{", 1), 6, `module is missing; want "redis"`},
+		{"manifest null", strings.Replace(ok, "manifest: {module: redis, provides: [{name: cache, credential: shared}]}", "manifest:", 1), 5, "has no manifest"},
+		{"bad fp", strings.Replace(ok, "fp: 71be02", "fp: 71BE02", 1), 5, `fp "71BE02" is not a valid name`},
+		{"fp is a list", strings.Replace(ok, "fp: 71be02", "fp: [a]", 1), 5, `fp is a list; want text`},
+		{"answered-by", strings.Replace(ok, "credential: shared", "answered-by: human", 1), 6, `answered-by "human" is not one of helper`},
+		{"offer without name", strings.Replace(ok, "name: cache, ", "", 1), 6, `provides[0] name is missing`},
+		{"offer listed twice", strings.Replace(ok, "[{name: cache, credential: shared}]", "[{name: cache}, {name: cache}]", 1), 6, `provides[1]: "cache" listed twice`},
+		{"requirement twice", strings.Replace(ok, "provides: [{name: cache, credential: shared}]", "requires: [{provision: db, from: redis}, {provision: db, from: redis}]", 1), 6, `requires[1]: db listed twice`},
+		{"bad provision name", strings.Replace(ok, "provides: [{name: cache, credential: shared}]", "requires: [{provision: my_db, from: redis}]", 1), 6, `requires[0] provision "my_db" is not a valid name`},
+		{"state item a list", strings.Replace(ok, "credential: shared}]", "credential: shared}], state: [[bound]]", 1), 6, `state[0] is a list; want a name or {name: ..}`},
+		{"state mapping without name", strings.Replace(ok, "credential: shared}]", "credential: shared}], state: [{kind: bound}]", 1), 6, `state[0]: unknown field "kind"`},
+		{"contribution without collection", strings.Replace(ok, "credential: shared}]", "credential: shared}], contributes: [{item: x}]", 1), 6, `contributes[0] collection is missing`},
+		{"empty config name", strings.Replace(ok, "credential: shared}]", `credential: shared}], config: [""]`, 1), 6, `config[0] is empty`},
+		{"port name a number is fine but a float is not a name", strings.Replace(ok, "credential: shared}]", "credential: shared}], ports: [{name: 1.5}]", 1), 6, `ports[0] name "1.5" is not a valid name`},
+		{"placement not a list", ok + "  control: redis\n", 9, `placement: duplicate key "control"`},
+		{"placement of a node is a mapping", strings.Replace(ok, "control: [redis]", "control: {redis: 1}", 1), 8, `placement of control is a mapping; want a list`},
+		{"want fp a number that is no build", ok + "wants:\n  control: {redis: 123}\n", 10, `redis wants build "123", which redis does not list`},
+		{"want of an unknown module", ok + "wants:\n  control: {gitea: b7c100}\n", 10, `wants of control: module "gitea" is not in modules`},
+		{"have of an unknown node", ok + "haves:\n  ace: {redis: {phase: running, health: ok}}\n", 10, `haves: node "ace" is not in nodes`},
+		{"have is text", ok + "haves:\n  control: {redis: running}\n", 10, `haves of control: redis is text; want a mapping`},
+		{"module is a list", "nodes: [a]\nmodules:\n  redis: [a]\n", 3, `module redis is a list; want a mapping with builds`},
+		{"module without builds key", "nodes: [a]\nmodules:\n  redis: {}\n", 3, `module redis has no builds`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("m.yaml", []byte(tc.text))
+			errs, ok := errors.AsType[*Errors](err)
+			if !ok {
+				t.Fatalf("Parse = %v; want *Errors", err)
+			}
+			for _, e := range errs.List {
+				if e.Line == tc.line && strings.Contains(e.Msg, tc.gist) {
+					return
+				}
+			}
+			t.Errorf("Parse errors =\n%v\nwant one at line %d with %q", errs, tc.line, tc.gist)
+		})
+	}
+	if _, err := Parse("ok.yaml", []byte(ok)); err != nil {
+		t.Fatalf("Parse(ok) = %v; want no error", err)
+	}
+}
+
+// TestParseWarnings checks what is said but does not refuse the file.
+func TestParseWarnings(t *testing.T) {
+	text := `nodes: [control]
+modules:
+  gitea:
+    builds:
+      - fp: b7c100
+        manifest:
+          module: gitea
+          requires: [{provision: database, from: postgress}, {provision: route, from: gitea, on: g14}]
+placement:
+  control: [gitea]
+haves:
+  control: {gitea: {phase: running, health: ok, fp: c0ffee}}
+`
+	f, err := Parse("w.yaml", []byte(text))
+	if err != nil {
+		t.Fatalf("Parse = %v; want no error", err)
+	}
+	want := []Error{
+		{8, `gitea requires database from "postgress", which is no module of this file`},
+		{8, `gitea requires route on node "g14", which is no node of this file`},
+		{12, `haves of control: gitea runs build "c0ffee", which gitea does not list (builds: b7c100)`},
+	}
+	if len(f.Warnings) != len(want) {
+		t.Fatalf("Warnings = %v; want %d", f.Warnings, len(want))
+	}
+	for i, w := range want {
+		if f.Warnings[i].Line != w.Line || !strings.HasPrefix(f.Warnings[i].Msg, w.Msg) {
+			t.Errorf("Warnings[%d] = %v; want line %d: %s...", i, f.Warnings[i], w.Line, w.Msg)
+		}
+	}
+	if got := f.Haves["control"]["gitea"]; got != (mesh.Have{Phase: "running", Health: "ok", Fingerprint: "c0ffee"}) {
+		t.Errorf("have of gitea on control = %+v", got)
+	}
+}
+
+// TestParseHomelab checks the bundled example: no problem, and the keys
+// it writes per bucket.
+func TestParseHomelab(t *testing.T) {
+	f, err := ParseFile(homelab)
+	if err != nil {
+		t.Fatalf("ParseFile(homelab) = %v", err)
+	}
+	if len(f.Warnings) != 0 {
+		t.Errorf("Warnings = %v; want none", f.Warnings)
+	}
+	keys := f.Keys()
+	for bucket, n := range map[string]int{
+		mesh.PlacementBucket: 4,
+		mesh.WantsBucket:     17,
+		mesh.ModulesBucket:   15,
+		mesh.ManifestsBucket: 16, // gitea's two builds have two manifests
+		mesh.HaveBucket:      8,
+	} {
+		if len(keys[bucket]) != n {
+			t.Errorf("Keys()[%s] has %d keys; want %d", bucket, len(keys[bucket]), n)
+		}
+	}
+	if got := len(f.Builds()); got != 16 {
+		t.Errorf("Builds() = %d; want 16", got)
+	}
+	if got, want := string(keys[mesh.PlacementBucket]["ace"]), `{"modules":[{"module":"gitea"},{"module":"vaultwarden"},{"module":"node-tools"}]}`; got != want {
+		t.Errorf("placement ace = %s; want %s", got, want)
+	}
+	if got, want := string(keys[mesh.WantsBucket]["want.ace.gitea"]), `{"fp":"b7c100","removed":false}`; got != want {
+		t.Errorf("want.ace.gitea = %s; want %s", got, want)
+	}
+	if got, want := string(keys[mesh.HaveBucket]["ace.gitea"]), `{"phase":"starting","health":"unknown","fp":"b7c100"}`; got != want {
+		t.Errorf("have ace.gitea = %s; want %s", got, want)
+	}
+	if _, ok := keys[mesh.WantsBucket]["want.shanks.home-assistant"]; ok {
+		t.Errorf("want.shanks.home-assistant is written; home-assistant has no want")
+	}
+	gitea := f.Module("gitea")
+	if gitea == nil || len(gitea.Builds) != 2 || gitea.Trunk().Fingerprint != "b7c2f0" {
+		t.Fatalf("module gitea = %+v; want two builds, trunk b7c2f0", gitea)
+	}
+	if got, want := string(keys[mesh.ModulesBucket]["gitea"]), `{"manifest":"`+gitea.Trunk().Digest+`"}`; got != want {
+		t.Errorf("modules gitea = %s; want %s", got, want)
+	}
+	rec := keys[mesh.ManifestsBucket][mesh.ManifestKey(gitea.Trunk().Digest)]
+	if rec == nil {
+		t.Fatalf("no manifest at %s", mesh.ManifestKey(gitea.Trunk().Digest))
+	}
+	if mesh.Digest(gitea.Trunk().JSON) != gitea.Trunk().Digest {
+		t.Errorf("digest of gitea's trunk is not the digest of its JSON")
+	}
+	m, err := mesh.ParseManifest(gitea.Trunk().JSON)
+	if err != nil {
+		t.Fatalf("ParseManifest(gitea trunk) = %v", err)
+	}
+	if len(m.Requires) != 4 || m.Requires[3] != (mesh.Requirement{Provision: "cache", From: "redis"}) {
+		t.Errorf("gitea trunk requires = %+v; want the cache last", m.Requires)
+	}
+	vault := f.Module("mesh-vault").Trunk().Manifest
+	if !slices.Equal(vault.State, []mesh.StateName{"bound", "store"}) || !vault.ReadsPlans() {
+		t.Errorf("mesh-vault manifest = %+v", vault)
+	}
+	if !f.Placed("shanks", "home-assistant") || f.Placed("ace", "postgres") {
+		t.Errorf("Placed is wrong")
+	}
+	if !slices.Equal(f.Nodes, []string{"control", "ace", "g14", "shanks"}) {
+		t.Errorf("Nodes = %v", f.Nodes)
+	}
+}
+
+// TestParseStateForms checks both forms of a state name, and that the
+// same manifest always has the same text.
+func TestParseStateForms(t *testing.T) {
+	text := func(state string) []byte {
+		return []byte("nodes: [a]\nmodules:\n  p:\n    builds:\n      - fp: f1\n        manifest: {module: p, state: " + state + "}\n")
+	}
+	a, err := Parse("a", text("[bound, store]"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Parse("b", text("[{name: bound}, {name: store}]"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(a.Modules[0].Trunk().JSON) != string(b.Modules[0].Trunk().JSON) {
+		t.Errorf("the two forms give %s and %s; want the same text", a.Modules[0].Trunk().JSON, b.Modules[0].Trunk().JSON)
+	}
+	if got, want := string(a.Modules[0].Trunk().JSON), `{"module":"p","state":["bound","store"]}`; got != want {
+		t.Errorf("manifest JSON = %s; want %s", got, want)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	for _, path := range []string{homelab, "testdata/broken.yaml"} {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte("nodes: [a]\nx: &a [*a]\n"))
+	f.Add([]byte("a: &a {b: *a}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		file, err := Parse("fuzz.yaml", data)
+		if err != nil {
+			errs, ok := errors.AsType[*Errors](err)
+			if !ok || len(errs.List) == 0 {
+				t.Fatalf("Parse error = %v; want *Errors with at least one", err)
+			}
+			return
+		}
+		for _, m := range file.Modules {
+			for _, b := range m.Builds {
+				if _, err := mesh.ParseManifest(b.JSON); err != nil {
+					t.Fatalf("manifest of %s %s does not parse back: %v", m.Name, b.Fingerprint, err)
+				}
+			}
+		}
+		_ = file.Keys()
+	})
+}
