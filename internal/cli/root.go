@@ -44,6 +44,7 @@ type usageError struct{ error }
 type busFlags struct {
 	url   string
 	creds string
+	log   *slog.Logger // nil means slog.Default()
 }
 
 func (f *busFlags) add(cmd *cobra.Command) {
@@ -53,7 +54,11 @@ func (f *busFlags) add(cmd *cobra.Command) {
 
 // connect dials the bus as component name.
 func (f *busFlags) connect(name string) (*nats.Conn, jetstream.JetStream, error) {
-	return bus.Connect(bus.Dial{URL: f.url, Creds: f.creds, Name: name, Log: slog.Default()})
+	log := f.log
+	if log == nil {
+		log = slog.Default()
+	}
+	return bus.Connect(bus.Dial{URL: f.url, Creds: f.creds, Name: name, Log: log})
 }
 
 // Root returns the root command with every subcommand.

@@ -1,0 +1,309 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+
+	"github.com/mesh-provisioner/mesh-provisioner/examples"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/compose"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/meshfile"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/seat"
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
+)
+
+func init() { commands = append(commands, newUpCmd) }
+
+// upFlags are the flags of "up".
+type upFlags struct {
+	data     string
+	listen   string
+	once     bool
+	output   string
+	logLevel string
+}
+
+func newUpCmd() *cobra.Command {
+	var f upFlags
+	cmd := &cobra.Command{
+		Use:   "up [MESHFILE]",
+		Short: "Run a whole mesh on this machine: embedded NATS, the seat, the mesh file applied",
+		Long: `up runs the single-machine default: an embedded NATS server with JetStream (its store in --data),
+the seat, and the mesh file applied (the bundled homelab example when none is given). It prints progress
+while the seat composes, then a summary per node, and keeps running: apply the file again from another
+terminal ("apply -f FILE --nats URL") and only what changed is composed again.
+
+With --once it applies, waits until the seat is quiet, prints everything the seat keeps and exits 0.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runUp(cmd.Context(), cmd.OutOrStdout(), f, args)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.data, "data", defaultDataDir(), "directory of the mesh's state (the NATS JetStream store)")
+	fl.StringVar(&f.listen, "listen", "127.0.0.1:4222", "address the embedded NATS server listens on (port 0 picks a free one)")
+	fl.BoolVar(&f.once, "once", false, "apply, wait until the seat is quiet, print what it keeps, and exit")
+	fl.StringVarP(&f.output, "output", "o", "table", "with --once: table or json")
+	fl.StringVar(&f.logLevel, "log-level", "warn", "log level on stderr: debug, info, warn or error")
+	return cmd
+}
+
+// defaultDataDir is a folder under the user's state directory.
+func defaultDataDir() string {
+	base := os.Getenv("XDG_STATE_HOME")
+	if base == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return filepath.Join(os.TempDir(), "mesh-provisioner")
+		}
+		base = filepath.Join(home, ".local", "state")
+	}
+	return filepath.Join(base, "mesh-provisioner")
+}
+
+func logger(level string, w io.Writer) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, usageError{fmt.Errorf("--log-level %q: %w", level, err)}
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
+func runUp(ctx context.Context, out io.Writer, f upFlags, args []string) error {
+	if f.output != "table" && f.output != "json" {
+		return usageError{fmt.Errorf("-o %q: want table or json", f.output)}
+	}
+	log, err := logger(f.logLevel, os.Stderr)
+	if err != nil {
+		return err
+	}
+	// Parse first: a bad file is refused before anything starts.
+	var file *meshfile.File
+	name := "bundled example homelab.yaml"
+	if len(args) == 1 {
+		name = args[0]
+		file, err = meshfile.ParseFile(args[0])
+	} else {
+		file, err = meshfile.Parse("homelab.yaml", examples.Homelab)
+	}
+	if err != nil {
+		return err
+	}
+	srv, err := bus.StartServer(bus.ServerConfig{Dir: filepath.Join(f.data, "nats"), Listen: f.listen})
+	if err != nil {
+		return err
+	}
+	defer srv.Shutdown()
+	progress := out
+	if f.once {
+		progress = os.Stderr
+	}
+	fmt.Fprintf(progress, "NATS with JetStream on %s (store %s)\n", srv.URL(), filepath.Join(f.data, "nats"))
+	fmt.Fprintf(progress, "from another terminal: mesh-provisioner get provisions --nats %s\n", srv.URL())
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	// The seat, on its own connection.
+	snc, sjs, err := bus.Connect(bus.Dial{URL: srv.URL(), Name: "mesh-provisioner-seat", Log: log})
+	if err != nil {
+		return err
+	}
+	defer snc.Close()
+	results := make(chan *compose.Result, 1024)
+	st := seat.New(sjs, seat.Config{Log: log, OnResult: func(r *compose.Result) {
+		select {
+		case results <- r:
+		default: // progress is best effort; the log has every result
+		}
+	}})
+	seatDone := make(chan error, 1)
+	go func() { seatDone <- st.Run(ctx) }()
+
+	// The operator's connection: applies the file and reads what the seat
+	// keeps.
+	onc, ojs, err := bus.Connect(bus.Dial{URL: srv.URL(), Name: "operator", Log: log})
+	if err != nil {
+		return err
+	}
+	defer onc.Close()
+	stats, err := meshfile.Apply(ctx, ojs, file, time.Now())
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(progress, "applied %s: %d written, %d unchanged, %d removed\n", name, stats.Written, stats.Unchanged, stats.Removed)
+
+	if err := waitSettled(ctx, st, ojs, results, progress, seatDone); err != nil {
+		return err
+	}
+	if f.once {
+		return printKept(ctx, out, ojs, f.output)
+	}
+	if err := printSummary(ctx, out, ojs); err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "up: running; Ctrl-C stops")
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-seatDone:
+			return err
+		case r := <-results:
+			printResult(out, r)
+			if err := waitSettled(ctx, st, ojs, results, out, seatDone); err != nil {
+				return err
+			}
+			if err := printSummary(ctx, out, ojs); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// waitSettled prints results until the seat has taken every write made so
+// far and has nothing left to do.
+func waitSettled(ctx context.Context, st *seat.Seat, js jetstream.JetStream, results <-chan *compose.Result, out io.Writer, seatDone <-chan error) error {
+	marks := seat.Marks(ctx, js)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-seatDone:
+			if err == nil {
+				err = fmt.Errorf("the seat stopped")
+			}
+			return err
+		case r := <-results:
+			printResult(out, r)
+		case <-tick.C:
+			if st.Settled(marks) && len(results) == 0 {
+				return nil
+			}
+		}
+	}
+}
+
+func printResult(out io.Writer, r *compose.Result) {
+	if !r.Changed() && len(r.Held) == 0 && len(r.Problems) == 0 {
+		return
+	}
+	fmt.Fprintf(out, "composed %-10s plans %d written %d removed, provisions %d changed, %d retiring, %d held, %d problems (%v)\n",
+		r.Node, len(r.Plans), len(r.PlansRemoved), len(r.Provisions), len(r.Retiring), len(r.Held), len(r.Problems),
+		(r.Compose + r.Judge).Round(time.Microsecond))
+}
+
+// kept reads what the seat keeps: every plan, provision and refusal as
+// stored.
+func kept(ctx context.Context, js jetstream.JetStream) (map[string]map[string]json.RawMessage, error) {
+	all := map[string]map[string]json.RawMessage{}
+	for name, bucket := range map[string]string{"plans": mesh.PlansBucket, "provisions": mesh.ProvisionsBucket, "refused": mesh.RefusedBucket} {
+		ans, err := readBucket(ctx, js, bucket, func(string, []byte) (bool, string) { return true, "" })
+		if err != nil {
+			return nil, err
+		}
+		m := map[string]json.RawMessage{}
+		for _, it := range ans.Items {
+			m[it.Key] = asJSON(it.Value)
+		}
+		all[name] = m
+	}
+	return all, nil
+}
+
+// printKept prints what the seat keeps: one JSON object
+// {"plans":{..},"provisions":{..},"refused":{..}}, or tables.
+func printKept(ctx context.Context, out io.Writer, js jetstream.JetStream, output string) error {
+	all, err := kept(ctx, js)
+	if err != nil {
+		return err
+	}
+	if output == "json" {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(all)
+	}
+	for _, what := range []string{"plans", "provisions", "refused"} {
+		kind := getKinds[what]
+		items := make([]getItem, 0, len(all[what]))
+		for k, v := range all[what] {
+			items = append(items, getItem{Key: k, Value: v})
+		}
+		sort.Slice(items, func(i, j int) bool { return items[i].Key < items[j].Key })
+		fmt.Fprintf(out, "\n%s (%d)\n", strings.ToUpper(what), len(items))
+		if err := writeGetTable(out, what, kind, getAnswer{Items: items}); err != nil {
+			return err
+		}
+	}
+	return printSummary(ctx, out, js)
+}
+
+// printSummary prints per node how many provisions are in each state and
+// which modules are held.
+func printSummary(ctx context.Context, out io.Writer, js jetstream.JetStream) error {
+	all, err := kept(ctx, js)
+	if err != nil {
+		return err
+	}
+	type row struct {
+		plans  int
+		states map[mesh.State]int
+		held   []string
+	}
+	rows := map[string]*row{}
+	get := func(n string) *row {
+		if rows[n] == nil {
+			rows[n] = &row{states: map[mesh.State]int{}}
+		}
+		return rows[n]
+	}
+	for k := range all["plans"] {
+		n, _, _ := strings.Cut(k, ".")
+		get(n).plans++
+	}
+	for k, v := range all["provisions"] {
+		var p mesh.Provision
+		if json.Unmarshal(v, &p) != nil {
+			continue
+		}
+		n, _, _ := strings.Cut(k, ".")
+		get(n).states[p.State]++
+	}
+	for k := range all["refused"] {
+		n, m, _ := strings.Cut(k, ".")
+		r := get(n)
+		r.held = append(r.held, m)
+	}
+	nodes := make([]string, 0, len(rows))
+	for n := range rows {
+		nodes = append(nodes, n)
+	}
+	sort.Strings(nodes)
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "\nNODE\tPLANS\tPROVIDED\tASKED\tWAITS\tFAILED\tRETIRING\tHELD")
+	for _, n := range nodes {
+		r := rows[n]
+		sort.Strings(r.held)
+		held := "-"
+		if len(r.held) > 0 {
+			held = strings.Join(r.held, ", ")
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", n, r.plans, r.states[mesh.Provided], r.states[mesh.Asked],
+			r.states[mesh.Waits], r.states[mesh.Failed], r.states[mesh.Retiring], held)
+	}
+	return tw.Flush()
+}
