@@ -62,13 +62,16 @@ func TestIdempotentApplyWritesNothing(t *testing.T) {
 // A burst of changes to one node composes it a handful of times.
 func TestBurstCoalesces(t *testing.T) {
 	h := start(t, homelab(t))
+	h.module("home-assistant", "aa2027", `{"module":"home-assistant","ports":[{"name":"http"}]}`)
+	h.settle()
 	before := h.seat.Compositions("shanks")
 	h.kv(mesh.HaveBucket)
 	for i := 0; i < 100; i++ {
-		// home-assistant has no want: each have with a new fp composes shanks.
-		fp := "aa2026"
+		// home-assistant has no want: each have with another fp composes
+		// shanks. The last names aa2027.
+		fp := "aa2027"
 		if i%2 == 0 {
-			fp = "zz0000"
+			fp = "aa2026"
 		}
 		// Published without waiting for each ack: a burst, as a busy
 		// engine would send.
@@ -83,8 +86,8 @@ func TestBurstCoalesces(t *testing.T) {
 	}
 	h.settle()
 	var plan mesh.Plan
-	if !h.get(mesh.PlansBucket, "shanks.home-assistant", &plan) || plan.Fingerprint != "aa2026" {
-		t.Errorf("plan shanks.home-assistant fp = %q; want aa2026 (the last have's)", plan.Fingerprint)
+	if !h.get(mesh.PlansBucket, "shanks.home-assistant", &plan) || plan.Fingerprint != "aa2027" {
+		t.Errorf("plan shanks.home-assistant fp = %q; want aa2027 (the last have's)", plan.Fingerprint)
 	}
 	n := h.seat.Compositions("shanks") - before
 	if n < 1 || n > 20 {
