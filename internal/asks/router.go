@@ -91,7 +91,7 @@ func Start(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, log *slog
 		}
 		r.subs = append(r.subs, sub)
 	}
-	if err := nc.FlushWithContext(ctx); err != nil {
+	if err := nc.FlushTimeout(writeTimeout); err != nil {
 		r.stop()
 		return nil, fmt.Errorf("asks: start: flush subscriptions: %w", err)
 	}
@@ -210,29 +210,37 @@ func (r *Router) raise(module string, data []byte) (*mesh.Record, error) {
 	return &held, nil
 }
 
-// onAnswer answers a request on "mesh-asks.answer.<user>".
+// onAnswer answers a request on "mesh-asks.answer.<user>"; every refusal is
+// said in the log too.
 func (r *Router) onAnswer(m *nats.Msg) {
-	user, err := token.Unescape(strings.TrimPrefix(m.Subject, AnswerPrefix))
-	if err != nil || user == "" {
-		r.respondJSON(m, reply(nil, refusal("bad-request", fmt.Sprintf("subject %s does not name a user", m.Subject))))
-		return
+	user, req, err := answerOf(m)
+	var rec *mesh.Record
+	if err == nil {
+		rec, err = r.answer(user, req)
 	}
-	var req AnswerRequest
-	if err := json.Unmarshal(m.Data, &req); err != nil {
-		r.respondJSON(m, reply(nil, refusal("bad-request", fmt.Sprintf("answer is not JSON {\"ask\",\"option\"}: %v", err))))
-		return
-	}
-	if req.Ask == "" || req.Option == "" {
-		r.respondJSON(m, reply(nil, refusal("bad-request", fmt.Sprintf("answer names no ask or no option: ask %q, option %q", req.Ask, req.Option))))
-		return
-	}
-	rec, err := r.answer(user, req)
 	if err != nil {
-		r.log.Warn("asks: answer refused", "ask", req.Ask, "option", req.Option, "user", user, "err", err)
+		r.log.Warn("asks: answer refused", "subject", m.Subject, "ask", req.Ask, "option", req.Option, "err", err)
 	} else {
 		r.log.Info("asks: ask answered", "ask", req.Ask, "option", req.Option, "user", user)
 	}
 	r.respondJSON(m, reply(rec, err))
+}
+
+// answerOf reads the user from the subject of m and the request from its
+// data.
+func answerOf(m *nats.Msg) (string, AnswerRequest, error) {
+	var req AnswerRequest
+	user, err := token.Unescape(strings.TrimPrefix(m.Subject, AnswerPrefix))
+	if err != nil || user == "" {
+		return "", req, refusal("bad-request", fmt.Sprintf("subject %s does not name a user", m.Subject))
+	}
+	if err := json.Unmarshal(m.Data, &req); err != nil {
+		return "", req, refusal("bad-request", fmt.Sprintf("answer is not JSON {\"ask\",\"option\"}: %v", err))
+	}
+	if req.Ask == "" || req.Option == "" {
+		return "", req, refusal("bad-request", fmt.Sprintf("answer names no ask or no option: ask %q, option %q", req.Ask, req.Option))
+	}
+	return user, req, nil
 }
 
 // answer writes user's choice of req.Option into the open ask req.Ask.
