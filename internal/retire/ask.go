@@ -57,7 +57,7 @@ func Ask(key mesh.ProvisionKey, p mesh.Provision, now time.Time, ttl time.Durati
 		Who:         "operator",
 		Expires:     now.Add(ttl).UTC().Truncate(time.Second),
 		OnExpiry:    OnExpiry,
-		About:       "provision." + k,
+		About:       About(k),
 		Details:     details(k, id, p),
 		Options: []mesh.AskOption{
 			{ID: Yes, Label: "Remove", Does: t.yes, Level: levelApprove, Binds: mesh.ActDigest(k, id, Yes)},
@@ -66,6 +66,10 @@ func Ask(key mesh.ProvisionKey, p mesh.Provision, now time.Time, ttl time.Durati
 		Asker: Asker,
 	}
 }
+
+// About returns what the ask of the provision key is about:
+// "provision.<key>".
+func About(key string) string { return "provision." + key }
 
 // texts are the person-facing texts of one retiring key's ask.
 type texts struct {

@@ -40,6 +40,8 @@ type Decision struct {
 // module that raised the ask ([Asker] for the seat).
 //
 // Only a retiring key with an ask and no warrant yet is decided. A record
+// of another ask, or of an ask about another key (two keys whose ids collide,
+// such as a-b.c and a.b-c asked in the same second), is refused. A record
 // still open, or not there, is [Wait]. An expired record is [Clear]. An
 // answered record is a [Warrant] only when its warrant names asker and this
 // ask, chose an option that both the ask and [Ask] offer ([Yes] or [No]),
@@ -57,6 +59,8 @@ func Decide(key string, p mesh.Provision, rec mesh.Record, asker string) Decisio
 		return wait(whyNoRecord, p.Ask, key)
 	case rec.Ask.ID != p.Ask:
 		return refuse(whyOtherRecord, p.Ask, key, rec.Ask.ID)
+	case rec.Ask.About != About(key):
+		return refuse(whyOtherAbout, p.Ask, key, rec.Ask.About, About(key))
 	case rec.Ask.Asker != "" && rec.Ask.Asker != asker:
 		return refuse(whyOtherAskAsker, p.Ask, key, rec.Ask.Asker, asker)
 	}

@@ -174,6 +174,13 @@ func TestDecide(t *testing.T) {
 				"\"retire-ace-gitea-database-main-1\"; the key is left as it was",
 		},
 		{
+			name: "the record of an ask about another key", p: p,
+			rec:     with(yes, func(r *mesh.Record) { r.Ask.About = "provision.ace-gitea.database.main" }),
+			verdict: retire.Refuse,
+			why: "the record of ask " + id + " for key ace.gitea.database.main is about " +
+				"\"provision.ace-gitea.database.main\", not \"provision.ace.gitea.database.main\"; the key is left as it was",
+		},
+		{
 			name: "answered without a warrant", p: p,
 			rec:     with(yes, func(r *mesh.Record) { r.Warrant = nil }),
 			verdict: retire.Refuse,
