@@ -411,3 +411,62 @@ func TestNoRouter(t *testing.T) {
 		t.Errorf("List with no router = %v; want %v", err, asks.ErrNoRouter)
 	}
 }
+
+func TestTwoRouters(t *testing.T) {
+	// Two routers share the records: an ask is recorded once, and of two
+	// answers given at once exactly one is taken.
+	r := start(t)
+	nc, js := bustest.Connect(t, r.s, "asks-2")
+	if _, err := asks.Start(r.ctx, nc, js, nil); err != nil {
+		t.Fatal(err)
+	}
+	_, a := vaultwarden(time.Hour)
+	b, _ := json.Marshal(a)
+	for range 5 {
+		if err := r.seat.Publish(mesh.AsksSubject, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bustest.WaitFor(t, 0, "the ask to be recorded", func() bool {
+		_, err := r.records.Get(r.ctx, a.ID)
+		return err == nil
+	})
+	alice, _ := bustest.Connect(t, r.s, "alice")
+	type result struct {
+		option string
+		err    error
+	}
+	results := make(chan result, 2)
+	for _, c := range []struct {
+		nc     *nats.Conn
+		user   string
+		option string
+	}{{r.operator, "operator", "yes"}, {alice, "alice", "no"}} {
+		go func() {
+			_, err := asks.Answer(r.ctx, c.nc, c.user, a.ID, c.option)
+			results <- result{c.option, err}
+		}()
+	}
+	var taken []string
+	for range 2 {
+		res := <-results
+		switch {
+		case res.err == nil:
+			taken = append(taken, res.option)
+		case !errors.Is(res.err, asks.ErrNotOpen):
+			t.Errorf("answer %s = %v; want nil or %v", res.option, res.err, asks.ErrNotOpen)
+		}
+	}
+	if len(taken) != 1 {
+		t.Fatalf("answers taken: %v; want exactly one", taken)
+	}
+	rec, _ := r.record(t, a.ID)
+	if rec.State != mesh.RecordAnswered || rec.Warrant.Option != taken[0] {
+		t.Errorf("record = %s with %+v; want answered %s", rec.State, rec.Warrant, taken[0])
+	}
+	// Five publishes on two routers: still the one record (revision 1), then
+	// the answer (revision 2).
+	if _, rev := r.record(t, a.ID); rev != 2 {
+		t.Errorf("record revision = %d; want 2 (recorded once, answered once)", rev)
+	}
+}
