@@ -1,0 +1,143 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/asks"
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
+)
+
+func init() { commands = append(commands, newAsksCmd) }
+
+// requestTimeout bounds one request of a command to a running mesh.
+const requestTimeout = 10 * time.Second
+
+// askView is one open ask as `asks -o json` prints it: the ask, the
+// provision key it is about (for an ask about "provision.<key>") and that
+// key's provider, read from mesh-provisioner_provisions.
+type askView struct {
+	Ask      mesh.Ask  `json:"ask"`
+	Key      string    `json:"key,omitempty"`
+	Provider *mesh.Ref `json:"provider,omitempty"`
+}
+
+func newAsksCmd() *cobra.Command {
+	var bf busFlags
+	var output string
+	cmd := &cobra.Command{
+		Use:   "asks",
+		Short: "List the open asks that wait for an operator's answer",
+		Long: "asks lists the open asks, soonest expiry first, through the ask router (mesh-asks.list): each\n" +
+			"ask's id, headline, the provision key it is about, that key's provider and the provider's node,\n" +
+			"when it expires and the options to answer it with (`answer ASK-ID OPTION`).",
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output != "table" && output != "json" {
+				return usageError{fmt.Errorf("-o %q: want table or json", output)}
+			}
+			nc, js, err := bf.connect("cli-asks")
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
+			defer cancel()
+			l, err := asks.List(ctx, nc, mesh.RecordOpen)
+			if err != nil {
+				return err
+			}
+			views := make([]askView, 0, len(l.Records))
+			for _, rec := range l.Records {
+				views = append(views, viewOf(ctx, js, rec.Ask))
+			}
+			if output == "json" {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(struct {
+					Asks []askView  `json:"asks"`
+					Odd  []asks.Odd `json:"odd,omitempty"`
+				}{views, l.Odd})
+			}
+			for _, o := range l.Odd {
+				fmt.Fprintf(cmd.ErrOrStderr(), "odd record %s: %s\n", o.Key, o.Why)
+			}
+			return printAsks(cmd.OutOrStdout(), views)
+		},
+	}
+	bf.add(cmd)
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
+	return cmd
+}
+
+// viewOf finds the provision key an ask is about and that key's provider.
+// An ask about something else, or a key no longer in the bucket, has no
+// provider.
+func viewOf(ctx context.Context, js jetstream.JetStream, a mesh.Ask) askView {
+	v := askView{Ask: a}
+	key, ok := strings.CutPrefix(a.About, "provision.")
+	if !ok {
+		return v
+	}
+	v.Key = key
+	kv, err := js.KeyValue(ctx, mesh.ProvisionsBucket)
+	if err != nil {
+		return v
+	}
+	e, err := kv.Get(ctx, key)
+	if err != nil {
+		return v
+	}
+	var p mesh.Provision
+	if json.Unmarshal(e.Value(), &p) == nil && p.Provider.Module != "" {
+		v.Provider = &p.Provider
+	}
+	return v
+}
+
+// printAsks writes views as a table.
+func printAsks(w io.Writer, views []askView) error {
+	if len(views) == 0 {
+		_, err := fmt.Fprintln(w, "no open asks")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ASK\tHEADLINE\tKEY\tPROVIDER\tNODE\tEXPIRES\tOPTIONS")
+	for _, v := range views {
+		key, provider, node := or(v.Key, v.Ask.About), "-", "-"
+		if v.Provider != nil {
+			provider, node = v.Provider.Module, v.Provider.Node
+		}
+		opts := make([]string, len(v.Ask.Options))
+		for i, o := range v.Ask.Options {
+			opts[i] = o.ID + " (" + o.Label + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.Ask.ID, v.Ask.Headline, key, provider, node,
+			v.Ask.Expires.UTC().Format(time.RFC3339), strings.Join(opts, ", "))
+	}
+	return tw.Flush()
+}
+
+func or(s, otherwise string) string {
+	if s == "" {
+		return otherwise
+	}
+	return s
+}
+
+// noArgs refuses arguments as a usage error.
+func noArgs(_ *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usageError{errors.New("takes no arguments, got " + strings.Join(args, " "))}
+	}
+	return nil
+}
