@@ -52,6 +52,12 @@ type Result struct {
 	Provisions map[string]mesh.Provision
 	// Retiring lists the keys that turned retiring in this composition.
 	Retiring []string
+	// Asks are the asks to publish on asks.mesh-provisioner: one for each
+	// retiring key that has none. The keys in Provisions already name them.
+	Asks []mesh.Ask
+	// Retired are keys to delete: approved with yes, and their provider's
+	// entry is gone.
+	Retired []string
 	// Held maps each held module to its why.
 	Held map[string]string
 	// Problems are what went wrong short of holding a module.
@@ -69,7 +75,7 @@ type Result struct {
 
 // Changed reports whether the result writes or removes anything.
 func (r *Result) Changed() bool {
-	return len(r.Plans)+len(r.PlansRemoved)+len(r.Refusals)+len(r.RefusalsRemoved)+len(r.Provisions) > 0
+	return len(r.Plans)+len(r.PlansRemoved)+len(r.Refusals)+len(r.RefusalsRemoved)+len(r.Provisions)+len(r.Retired) > 0
 }
 
 // composer holds one node's composition while it runs.
@@ -77,19 +83,40 @@ type composer struct {
 	st       State
 	node     string
 	now      time.Time
+	opts     options
 	res      *Result
 	requires map[string]bool
 }
 
-// Node composes node from st at time now (spec 4 and 5) and returns what
+// Option changes how [Node] and [Judge] work.
+type Option func(*options)
+
+type options struct {
+	askTTL time.Duration
+}
+
+// AskTTL sets how long a retiring key's ask stays open. Zero means
+// [retire.DefaultTTL].
+func AskTTL(d time.Duration) Option { return func(o *options) { o.askTTL = d } }
+
+func optionsOf(opts []Option) options {
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
+	return o
+}
+
+// Node composes node from st at time now (spec 4, 5 and 6) and returns what
 // changes. It never fails: a module that cannot be composed is held with a
 // why, and everything else of the node is still composed.
-func Node(st State, node string, now time.Time) *Result {
+func Node(st State, node string, now time.Time, opts ...Option) *Result {
 	start := time.Now()
 	c := &composer{
 		st:   st,
 		node: node,
 		now:  now,
+		opts: optionsOf(opts),
 		res: &Result{
 			Node:       node,
 			Plans:      map[string][]byte{},

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/mesh-provisioner/mesh-provisioner/internal/retire"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
 
@@ -12,26 +13,35 @@ import (
 // something new; a key judged earlier in the same pass is read from out, so
 // that a key sees the fresh state of the keys it depends on.
 type judge struct {
-	st  State
-	now time.Time
-	out map[string]mesh.Provision
+	st   State
+	now  time.Time
+	opts options
+	res  *Result
+	out  map[string]mesh.Provision // res.Provisions
 }
 
-// Judge re-judges keys after their provider's entry or have changed,
-// without composing their nodes. needOf returns the need that the last
-// composition found for a key, or nil when no composition needs it; such a
-// key is left as it is (only a composition decides that a key retires). It
-// returns the keys that say something new.
-func Judge(st State, keys []string, needOf func(key string) *Need, now time.Time) map[string]mesh.Provision {
-	j := &judge{st: st, now: now, out: map[string]mesh.Provision{}}
+// Judge re-judges keys after their provider's entry or have changed, or the
+// record of their ask, without composing their nodes. needOf returns the
+// need that the last composition found for a key, or nil when no
+// composition needs it. A needed key gets its outcome; a retiring key is
+// decided on its ask's record (spec 6) and deleted once approved and its
+// entry is gone; any other key is left as it is (only a composition decides
+// that a key retires, and only a composition raises an ask). The result
+// holds Provisions, Retired and Problems (warrants refused).
+func Judge(st State, keys []string, needOf func(key string) *Need, now time.Time, opts ...Option) *Result {
+	res := &Result{Provisions: map[string]mesh.Provision{}}
+	j := &judge{st: st, now: now, opts: optionsOf(opts), res: res, out: res.Provisions}
 	var needs []*Need
 	for _, k := range keys {
 		if n := needOf(k); n != nil {
 			needs = append(needs, n)
+		} else if p, ok := st.Provision(k); ok && p.State == mesh.Retiring {
+			j.retiring(k, p, false)
 		}
 	}
 	j.needs(needs)
-	return j.out
+	sort.Strings(res.Retired)
+	return res
 }
 
 // needs judges needed keys, those with no depends-on first.
@@ -49,7 +59,7 @@ func (j *judge) needs(needs []*Need) {
 
 // judgeNode judges every key needed or held for the composed node.
 func (c *composer) judgeNode() {
-	j := &judge{st: c.st, now: c.now, out: c.res.Provisions}
+	j := &judge{st: c.st, now: c.now, opts: c.opts, res: c.res, out: c.res.Provisions}
 	needs := make([]*Need, 0, len(c.res.Needed))
 	for _, n := range c.res.Needed {
 		needs = append(needs, n)
@@ -82,6 +92,7 @@ func (c *composer) judgeNode() {
 			c.res.Retiring = append(c.res.Retiring, key)
 		}
 	}
+	sort.Strings(c.res.Retired)
 }
 
 // dependedOn reports whether a provision of another node, not itself
@@ -114,11 +125,13 @@ func (j *judge) needed(n *Need) {
 	j.put(n.Key, old, had, p)
 }
 
-// retire turns a held key that nothing needs any more to retiring, and
-// reports whether it changed.
+// retire turns a held key that nothing needs any more to retiring and
+// raises its ask, and reports whether it turned; a key already retiring is
+// decided on its ask instead.
 func (j *judge) retire(key string) bool {
 	old, _ := j.st.Provision(key)
 	if old.State == mesh.Retiring {
+		j.retiring(key, old, true)
 		return false
 	}
 	k, err := mesh.ParseProvisionKey(key)
@@ -129,7 +142,74 @@ func (j *judge) retire(key string) bool {
 	p.State = mesh.Retiring
 	p.Why = whyRetiring(k, old)
 	p.Ask, p.Warrant = "", nil
+	j.raise(k, &p)
 	return j.put(key, old, true, p)
+}
+
+// retiring decides a key that is already retiring (spec 6): with no ask and
+// no warrant, a composition raises one (raise); with an ask, its record is
+// decided; approved with yes, the key is retired once its provider's entry
+// is gone.
+func (j *judge) retiring(key string, p mesh.Provision, raise bool) {
+	switch {
+	case p.Warrant != nil:
+		if p.Warrant.Option == retire.Yes && !j.entryKept(key, p) {
+			j.res.Retired = append(j.res.Retired, key)
+		}
+	case p.Ask == "":
+		if raise {
+			k, err := mesh.ParseProvisionKey(key)
+			if err != nil {
+				return
+			}
+			np := p
+			j.raise(k, &np)
+			j.put(key, p, true, np)
+		}
+	default:
+		rec, _ := j.st.Record(p.Ask)
+		d := retire.Decide(key, p, rec, retire.Asker)
+		np := p
+		switch d.Verdict {
+		case retire.Warrant:
+			np.Warrant = d.Warrant
+		case retire.Clear:
+			np.Ask = ""
+		case retire.Refuse:
+			j.res.Problems = append(j.res.Problems, d.Why)
+			return
+		default:
+			return
+		}
+		j.put(key, p, true, np)
+		if np.Warrant != nil && np.Warrant.Option == retire.Yes && !j.entryKept(key, np) {
+			j.res.Retired = append(j.res.Retired, key)
+		}
+	}
+}
+
+// raise puts a new ask for the retiring key into p and the result. Its id
+// is the key and the time; a second in which an ask of the same id was
+// already recorded is skipped.
+func (j *judge) raise(k mesh.ProvisionKey, p *mesh.Provision) {
+	at := j.now
+	for {
+		if _, taken := j.st.Record(retire.ID(k, at)); !taken {
+			break
+		}
+		at = at.Add(time.Second)
+	}
+	a := retire.Ask(k, *p, at, j.opts.askTTL)
+	p.Ask = a.ID
+	j.res.Asks = append(j.res.Asks, a)
+}
+
+// entryKept reports whether the provider of a key still keeps an entry for
+// it: only then is the key not yet retired. A provider answering by its
+// have keeps none.
+func (j *judge) entryKept(key string, p mesh.Provision) bool {
+	_, ok, err := j.st.Entry(p.Provider.Module, key)
+	return ok || err != nil
 }
 
 // put keeps p for key when it says something new (its time aside).

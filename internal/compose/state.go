@@ -51,6 +51,8 @@ type State interface {
 	Refusal(key string) (mesh.Refusal, bool)
 	// RefusalsOf returns the refusal keys of node.
 	RefusalsOf(node string) []string
+	// Record returns the ask router's record of an ask (mesh-asks_records).
+	Record(id string) (mesh.Record, bool)
 }
 
 // ErrNoManifest is returned by [State.Manifest] for a digest whose manifest

@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/compose"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/retire"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/state"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
@@ -43,6 +45,12 @@ type Config struct {
 	Slow time.Duration
 	// Now is the seat's clock. Nil means time.Now.
 	Now func() time.Time
+	// AskTTL is how long a retiring key's ask stays open. Zero means
+	// retire.DefaultTTL (7 days).
+	AskTTL time.Duration
+	// AskTimeout is how long the seat waits for the ask router to record an
+	// ask it raised. Zero means 5 s.
+	AskTimeout time.Duration
 }
 
 // readBuckets are the buckets the seat follows besides the providers'
@@ -51,6 +59,7 @@ var readBuckets = []string{
 	mesh.PlacementBucket, mesh.WantsBucket, mesh.ModulesBucket, mesh.ManifestsBucket,
 	mesh.BuildsBucket, mesh.HaveBucket,
 	mesh.PlansBucket, mesh.ProvisionsBucket, mesh.RefusedBucket,
+	mesh.RecordsBucket,
 }
 
 // Seat is one instance of the provisioner's seat. Create it with [New] and
@@ -71,7 +80,12 @@ type Seat struct {
 	judged  int            // keys re-judged without composing
 	started bool
 	watched map[string]*bus.Copy // bucket -> copy, readable by Settled
+	lost    []lostAsk            // asks no router recorded
+	asking  int                  // asks raised and not yet answered by the router
 }
+
+// lostAsk is an ask that no router recorded in time.
+type lostAsk struct{ key, id string }
 
 // New returns a seat that will work through js, the seat's own connection.
 func New(js jetstream.JetStream, cfg Config) *Seat {
@@ -86,6 +100,9 @@ func New(js jetstream.JetStream, cfg Config) *Seat {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.AskTimeout == 0 {
+		cfg.AskTimeout = 5 * time.Second
 	}
 	if cfg.ID == "" {
 		host, _ := os.Hostname()
@@ -258,6 +275,10 @@ func (s *Seat) work(ctx context.Context, d *dirty) {
 			s.drainInto(d)
 			continue
 		}
+		if lost := s.takeLost(); len(lost) > 0 {
+			s.clearLost(ctx, lost, d)
+			continue
+		}
 		if len(d.keys) > 0 {
 			keys := make([]string, 0, len(d.keys))
 			for k := range d.keys {
@@ -270,7 +291,10 @@ func (s *Seat) work(ctx context.Context, d *dirty) {
 			continue
 		}
 		s.drainInto(d)
-		if len(d.nodes) == 0 && len(d.keys) == 0 && len(d.bound) == 0 {
+		s.mu.Lock()
+		lost := len(s.lost)
+		s.mu.Unlock()
+		if len(d.nodes) == 0 && len(d.keys) == 0 && len(d.bound) == 0 && lost == 0 {
 			return
 		}
 	}
@@ -302,7 +326,7 @@ func (s *Seat) composeNode(ctx context.Context, node string, d *dirty) {
 				res = nil
 			}
 		}()
-		res = compose.Node(s.mesh, node, s.cfg.Now().UTC())
+		res = compose.Node(s.mesh, node, s.cfg.Now().UTC(), compose.AskTTL(s.cfg.AskTTL))
 	}()
 	if res == nil {
 		return
@@ -310,6 +334,8 @@ func (s *Seat) composeNode(ctx context.Context, node string, d *dirty) {
 	s.mesh.Composed(res)
 	start := time.Now()
 	changed := s.write(ctx, res.Plans, res.PlansRemoved, res.Refusals, res.RefusalsRemoved, res.Provisions, d)
+	changed += s.retire(ctx, res.Retired)
+	s.raise(res.Asks)
 	// A key that retires no longer depends on another node's key: that node
 	// may now find its own key unneeded.
 	for _, k := range res.Retiring {
@@ -329,19 +355,95 @@ func (s *Seat) composeNode(ctx context.Context, node string, d *dirty) {
 	}
 }
 
-// judgeKeys re-judges keys whose provider's entry or have changed.
+// judgeKeys re-judges keys whose provider's entry or have changed, or
+// whose ask's record changed.
 func (s *Seat) judgeKeys(ctx context.Context, keys []string, d *dirty) {
-	out := compose.Judge(s.mesh, keys, s.mesh.NeedOf, s.cfg.Now().UTC())
+	res := compose.Judge(s.mesh, keys, s.mesh.NeedOf, s.cfg.Now().UTC(), compose.AskTTL(s.cfg.AskTTL))
 	s.mu.Lock()
 	s.judged += len(keys)
 	s.mu.Unlock()
-	if len(out) == 0 {
+	for _, p := range res.Problems {
+		s.log.Warn("seat: warrant refused", "why", p)
+	}
+	s.write(ctx, nil, nil, nil, nil, res.Provisions, d)
+	for k, p := range res.Provisions {
+		s.log.Info("seat: judged", "key", k, "state", p.State, "why", p.Why, "ask", p.Ask)
+	}
+	s.retire(ctx, res.Retired)
+	if s.cfg.OnResult != nil && (len(res.Provisions) > 0 || len(res.Retired) > 0 || len(res.Problems) > 0) {
+		s.cfg.OnResult(res)
+	}
+}
+
+// retire deletes keys approved with yes whose provider's entry is gone.
+func (s *Seat) retire(ctx context.Context, keys []string) int {
+	n := 0
+	for _, k := range keys {
+		if s.del(ctx, mesh.ProvisionsBucket, k) == 1 {
+			s.log.Info("seat: "+retire.WhyRetired, "key", k)
+			n++
+		}
+	}
+	return n
+}
+
+// raise publishes asks on asks.mesh-provisioner as requests, so that the
+// router's record of each is confirmed. An ask no router records in time is
+// said, and its key's ask is cleared so that it is asked again at its next
+// change.
+func (s *Seat) raise(asks []mesh.Ask) {
+	if len(asks) == 0 {
 		return
 	}
-	s.write(ctx, nil, nil, nil, nil, out, d)
-	for k, p := range out {
-		s.log.Info("seat: judged", "key", k, "state", p.State, "why", p.Why)
+	nc := s.js.Conn()
+	s.mu.Lock()
+	s.asking += len(asks)
+	s.mu.Unlock()
+	for _, a := range asks {
+		key := strings.TrimPrefix(a.About, "provision.")
+		s.log.Info("seat: asking the operator", "key", key, "ask", a.ID, "headline", a.Headline)
+		b, _ := json.Marshal(a)
+		go func() {
+			_, err := nc.Request(mesh.AsksSubject, b, s.cfg.AskTimeout)
+			s.mu.Lock()
+			s.asking--
+			if err != nil {
+				s.lost = append(s.lost, lostAsk{key: key, id: a.ID})
+			}
+			s.mu.Unlock()
+			if err != nil {
+				s.log.Error("seat: no ask router recorded the ask; it is asked again at the key's next change",
+					"key", key, "ask", a.ID, "err", err)
+				select {
+				case s.wake <- struct{}{}:
+				default:
+				}
+			}
+		}()
 	}
+}
+
+func (s *Seat) takeLost() []lostAsk {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.lost
+	s.lost = nil
+	return l
+}
+
+// clearLost clears the ask of keys whose ask no router recorded.
+func (s *Seat) clearLost(ctx context.Context, lost []lostAsk, d *dirty) {
+	out := map[string]mesh.Provision{}
+	for _, l := range lost {
+		p, ok := s.mesh.Provision(l.key)
+		if _, recorded := s.mesh.Record(l.id); !ok || p.Ask != l.id || recorded {
+			continue
+		}
+		p.Ask = ""
+		p.At = s.cfg.Now().UTC()
+		out[l.key] = p
+	}
+	s.write(ctx, nil, nil, nil, nil, out, d)
 }
 
 // report logs a node's result.
@@ -456,7 +558,7 @@ func (s *Seat) Compositions(node string) int {
 func (s *Seat) Settled(marks map[string]uint64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.started || s.busy || len(s.queue) > 0 {
+	if !s.started || s.busy || len(s.queue) > 0 || s.asking > 0 || len(s.lost) > 0 {
 		return false
 	}
 	for b, seq := range marks {

@@ -10,8 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/mesh-provisioner/mesh-provisioner/internal/asks"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus/bustest"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/compose"
@@ -25,8 +27,12 @@ import (
 type harness struct {
 	t    *testing.T
 	ctx  context.Context
+	srv  *bus.Server
+	opts options
+	nc   *nats.Conn
 	js   jetstream.JetStream
 	seat *seat.Seat
+	stop func()
 
 	mu      sync.Mutex
 	results []*compose.Result
@@ -44,14 +50,39 @@ func homelab(t *testing.T) []byte {
 // start applies the mesh file text (if any) and starts the seat.
 func start(t *testing.T, file []byte) *harness {
 	t.Helper()
+	return startWith(t, file, options{})
+}
+
+// options of a harness.
+type options struct {
+	router bool          // run the ask router on its own connection
+	askTTL time.Duration // the seat's AskTTL
+}
+
+func startWith(t *testing.T, file []byte, o options) *harness {
+	t.Helper()
 	s := bustest.Server(t)
-	h := &harness{t: t, ctx: bustest.Context(t)}
-	_, h.js = bustest.Connect(t, s, "operator")
+	h := &harness{t: t, ctx: bustest.Context(t), srv: s, opts: o}
+	h.nc, h.js = bustest.Connect(t, s, "operator")
+	if o.router {
+		rnc, rjs := bustest.Connect(t, s, "mesh-asks")
+		if _, err := asks.Start(h.ctx, rnc, rjs, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if file != nil {
 		h.apply(file)
 	}
-	_, sjs := bustest.Connect(t, s, "seat")
-	h.seat = seat.New(sjs, seat.Config{OnResult: func(r *compose.Result) {
+	h.startSeat()
+	return h
+}
+
+// startSeat starts a seat on its own connection and waits until it
+// settles; stopSeat stops it.
+func (h *harness) startSeat() {
+	h.t.Helper()
+	_, sjs := bustest.Connect(h.t, h.srv, "seat")
+	h.seat = seat.New(sjs, seat.Config{AskTTL: h.opts.askTTL, AskTimeout: time.Second, OnResult: func(r *compose.Result) {
 		h.mu.Lock()
 		h.results = append(h.results, r)
 		h.mu.Unlock()
@@ -59,14 +90,35 @@ func start(t *testing.T, file []byte) *harness {
 	ctx, cancel := context.WithCancel(h.ctx)
 	done := make(chan error, 1)
 	go func() { done <- h.seat.Run(ctx) }()
-	t.Cleanup(func() {
+	h.stop = func() {
 		cancel()
 		if err := <-done; err != nil {
-			t.Errorf("seat.Run = %v", err)
+			h.t.Errorf("seat.Run = %v", err)
+		}
+	}
+	h.t.Cleanup(func() {
+		if h.stop != nil {
+			h.stop()
+			h.stop = nil
 		}
 	})
 	h.settle()
-	return h
+}
+
+func (h *harness) stopSeat() {
+	h.stop()
+	h.stop = nil
+}
+
+// problems returns every problem the seat's results said so far.
+func (h *harness) problems() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for _, r := range h.results {
+		out = append(out, r.Problems...)
+	}
+	return out
 }
 
 func (h *harness) apply(file []byte) meshfile.Stats {

@@ -108,6 +108,9 @@ type Mesh struct {
 	requires   map[string][]string                 // node -> modules its modules require
 	consumers  map[string]set                      // module -> nodes that require it
 
+	records map[string]mesh.Record // ask id -> the router's record
+	askedBy map[string]string      // ask id -> the provision key that names it
+
 	bound set // providers whose bound bucket is followed
 }
 
@@ -137,6 +140,8 @@ func New() *Mesh {
 		byProvider: map[mesh.Ref]set{},
 		requires:   map[string][]string{},
 		consumers:  map[string]set{},
+		records:    map[string]mesh.Record{},
+		askedBy:    map[string]string{},
 		bound:      set{},
 	}
 }
@@ -188,6 +193,8 @@ func (m *Mesh) Take(ch bus.Change) Touch {
 		m.takePlan(ch, &t)
 	case ch.Bucket == mesh.RefusedBucket:
 		m.takeRefusal(ch, &t)
+	case ch.Bucket == mesh.RecordsBucket:
+		m.takeRecord(ch, &t)
 	case strings.HasSuffix(ch.Bucket, "_bound"):
 		m.takeEntry(ch, &t)
 	default:
@@ -482,6 +489,9 @@ func (m *Mesh) takeProvision(ch bus.Change, t *Touch) {
 		for _, d := range old.DependsOn {
 			removeFrom(m.dependents, d, ch.Key)
 		}
+		if old.Ask != "" && m.askedBy[old.Ask] == ch.Key {
+			delete(m.askedBy, old.Ask)
+		}
 	}
 	if ch.Deleted {
 		delete(m.provisions, ch.Key)
@@ -495,6 +505,9 @@ func (m *Mesh) takeProvision(ch bus.Change, t *Touch) {
 	}
 	m.provisions[ch.Key] = p
 	addTo(m.provByNode, k.Node, ch.Key)
+	if p.Ask != "" {
+		m.askedBy[p.Ask] = ch.Key
+	}
 	for _, d := range p.DependsOn {
 		addTo(m.dependents, d, ch.Key)
 	}
@@ -536,6 +549,29 @@ func (m *Mesh) takeRefusal(ch bus.Change, t *Touch) {
 	}
 	m.refusals[ch.Key] = r
 	addTo(m.refusalsOf, k.Node, ch.Key)
+}
+
+// takeRecord keeps the ask router's record of an ask and re-judges the key
+// the ask is about.
+func (m *Mesh) takeRecord(ch bus.Change, t *Touch) {
+	if ch.Deleted {
+		delete(m.records, ch.Key)
+	} else {
+		var r mesh.Record
+		if err := decode(ch, &r); err != nil {
+			t.Odd = err
+			return
+		}
+		m.records[ch.Key] = r
+		if key, ok := strings.CutPrefix(r.Ask.About, "provision."); ok {
+			if _, err := mesh.ParseProvisionKey(key); err == nil {
+				t.Keys = append(t.Keys, key)
+			}
+		}
+	}
+	if key, ok := m.askedBy[ch.Key]; ok {
+		t.Keys = append(t.Keys, key)
+	}
 }
 
 // Composed takes what the last composition of a node found: the keys it
@@ -694,5 +730,10 @@ func (m *Mesh) Refusal(key string) (mesh.Refusal, bool) {
 }
 
 func (m *Mesh) RefusalsOf(node string) []string { return m.refusalsOf[node].sorted() }
+
+func (m *Mesh) Record(id string) (mesh.Record, bool) {
+	r, ok := m.records[id]
+	return r, ok
+}
 
 var _ compose.State = (*Mesh)(nil)

@@ -1,0 +1,230 @@
+package seat_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/asks"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus/bustest"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/retire"
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
+)
+
+var vaultwardenKeys = []string{
+	"ace.vaultwarden.credential.postgres_database",
+	"ace.vaultwarden.database",
+	"ace.vaultwarden.route",
+}
+
+// record returns the router's record of an ask.
+func (h *harness) record(id string) (mesh.Record, bool) {
+	h.t.Helper()
+	var r mesh.Record
+	ok := h.get(mesh.RecordsBucket, id, &r)
+	return r, ok
+}
+
+// retired removes vaultwarden from ace and waits until each of its keys is
+// retiring with an ask the router recorded; it returns the asks by key.
+func (h *harness) retired() map[string]mesh.Ask {
+	h.t.Helper()
+	h.apply(withoutVaultwarden(h.t))
+	out := map[string]mesh.Ask{}
+	for _, key := range vaultwardenKeys {
+		var p mesh.Provision
+		bustest.WaitFor(h.t, 0, key+" retiring with an ask", func() bool {
+			var ok bool
+			p, ok = h.provision(key)
+			return ok && p.State == mesh.Retiring && p.Ask != ""
+		})
+		var r mesh.Record
+		bustest.WaitFor(h.t, 0, "the record of "+p.Ask, func() bool {
+			var ok bool
+			r, ok = h.record(p.Ask)
+			return ok
+		})
+		out[key] = r.Ask
+	}
+	return out
+}
+
+func TestRetiringKeysAskTheOperator(t *testing.T) {
+	h := startWith(t, homelab(t), options{router: true})
+	sub, err := h.nc.SubscribeSync(mesh.AsksSubject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := h.retired()
+	headlines := map[string]string{
+		"ace.vaultwarden.database":                     "Remove vaultwarden's database access?",
+		"ace.vaultwarden.route":                        "Remove vaultwarden's route access?",
+		"ace.vaultwarden.credential.postgres_database": "Remove vaultwarden's credential for postgres database?",
+	}
+	for key, a := range got {
+		if !strings.HasPrefix(a.ID, "retire-"+strings.ReplaceAll(key, ".", "-")+"-") || a.About != "provision."+key {
+			t.Errorf("ask of %s = id %s about %s", key, a.ID, a.About)
+		}
+		if a.Headline != headlines[key] || a.Who != "operator" || a.OnExpiry != retire.OnExpiry {
+			t.Errorf("ask of %s: headline %q who %q; want %q operator", key, a.Headline, a.Who, headlines[key])
+		}
+		if !strings.Contains(a.Explanation, "stay") {
+			t.Errorf("ask of %s does not say what stays: %q", key, a.Explanation)
+		}
+		if len(a.Options) != 2 || a.Options[0].ID != "yes" || a.Options[0].Label != "Remove" || a.Options[1].ID != "no" ||
+			a.Options[0].Binds != mesh.ActDigest(key, a.ID, "yes") || a.Options[1].Binds != mesh.ActDigest(key, a.ID, "no") {
+			t.Errorf("ask of %s options = %+v; want yes/no binding their acts", key, a.Options)
+		}
+	}
+	// One ask each was published.
+	seen := map[string]int{}
+	for {
+		m, err := sub.NextMsg(200 * time.Millisecond)
+		if err != nil {
+			break
+		}
+		var a mesh.Ask
+		json.Unmarshal(m.Data, &a)
+		seen[a.About]++
+	}
+	for _, key := range vaultwardenKeys {
+		if seen["provision."+key] != 1 {
+			t.Errorf("asks published for %s: %d; want 1", key, seen["provision."+key])
+		}
+	}
+	// Applying the same file again, and a seat that restarts, raise none.
+	records := len(h.keys(mesh.RecordsBucket, ""))
+	h.apply(withoutVaultwarden(t))
+	h.stopSeat()
+	h.startSeat()
+	h.put(mesh.WantsBucket, "want.ace.gitea", mesh.Want{Fingerprint: "b7c100"}) // composes ace again
+	h.settle()
+	if n := len(h.keys(mesh.RecordsBucket, "")); n != records {
+		t.Errorf("records after re-apply and restart = %d; want %d (no ask raised again)", n, records)
+	}
+	for key, a := range got {
+		if p, _ := h.provision(key); p.Ask != a.ID {
+			t.Errorf("%s ask = %q; want still %q", key, p.Ask, a.ID)
+		}
+	}
+}
+
+func TestAnswerYesRetiresOnceTheEntryIsGone(t *testing.T) {
+	h := startWith(t, homelab(t), options{router: true})
+	pg := mesh.BoundBucket("postgres")
+	h.put(pg, "ace.vaultwarden.database", mesh.Entry{State: mesh.Provided, VaultName: "v/vw", Generation: 1})
+	h.waitState("ace.vaultwarden.database", mesh.Provided, "")
+	got := h.retired()
+	key := "ace.vaultwarden.database"
+	if _, err := asks.Answer(h.ctx, h.nc, "alice", got[key].ID, "yes"); err != nil {
+		t.Fatal(err)
+	}
+	var p mesh.Provision
+	bustest.WaitFor(t, 0, "the warrant in "+key, func() bool {
+		p, _ = h.provision(key)
+		return p.Warrant != nil
+	})
+	if p.State != mesh.Retiring || p.Warrant.Ask != got[key].ID || p.Warrant.Option != "yes" || p.Warrant.By.Who != "alice" {
+		t.Errorf("%s = %+v warrant %+v; want retiring, yes by alice", key, p, p.Warrant)
+	}
+	// The key stays while the provider keeps its entry.
+	h.settle()
+	if _, ok := h.provision(key); !ok {
+		t.Fatal("the key went before its provider removed its entry")
+	}
+	h.del(pg, key)
+	bustest.WaitFor(t, 0, key+" to be deleted", func() bool { _, ok := h.provision(key); return !ok })
+}
+
+func TestAnswerNoIsKept(t *testing.T) {
+	h := startWith(t, homelab(t), options{router: true})
+	got := h.retired()
+	key := "ace.vaultwarden.route"
+	if _, err := asks.Answer(h.ctx, h.nc, "operator", got[key].ID, "no"); err != nil {
+		t.Fatal(err)
+	}
+	bustest.WaitFor(t, 0, "the warrant no", func() bool {
+		p, _ := h.provision(key)
+		return p.Warrant != nil && p.Warrant.Option == "no"
+	})
+	records := len(h.keys(mesh.RecordsBucket, ""))
+	h.put(mesh.WantsBucket, "want.ace.gitea", mesh.Want{Fingerprint: "b7c100"}) // composes ace again
+	h.settle()
+	p, _ := h.provision(key)
+	if p.State != mesh.Retiring || p.Warrant == nil || p.Warrant.Option != "no" || p.Ask != got[key].ID {
+		t.Errorf("%s after recomposing = %+v; want retiring with warrant no and its ask", key, p)
+	}
+	if n := len(h.keys(mesh.RecordsBucket, "")); n != records {
+		t.Errorf("records = %d; want %d: a no is not asked again", n, records)
+	}
+}
+
+func TestExpiredAskIsAskedAgainAtTheNextChange(t *testing.T) {
+	h := startWith(t, homelab(t), options{router: true, askTTL: time.Second})
+	got := h.retired()
+	key := "ace.vaultwarden.route"
+	bustest.WaitFor(t, 5*time.Second, "the ask to expire and be cleared", func() bool {
+		p, _ := h.provision(key)
+		return p.Ask == "" && p.State == mesh.Retiring
+	})
+	if r, _ := h.record(got[key].ID); r.State != mesh.RecordExpired {
+		t.Errorf("record state = %s; want expired", r.State)
+	}
+	h.put(mesh.WantsBucket, "want.ace.gitea", mesh.Want{Fingerprint: "b7c100"}) // a change of ace
+	var p mesh.Provision
+	bustest.WaitFor(t, 0, "a new ask", func() bool {
+		p, _ = h.provision(key)
+		return p.Ask != "" && p.Ask != got[key].ID
+	})
+	bustest.WaitFor(t, 0, "the new ask recorded", func() bool { _, ok := h.record(p.Ask); return ok })
+}
+
+func TestTamperedWarrantsAreRefused(t *testing.T) {
+	h := startWith(t, homelab(t), options{router: true})
+	got := h.retired()
+	key := "ace.vaultwarden.route"
+	a := got[key]
+	forge := func(w mesh.RecordWarrant) {
+		h.put(mesh.RecordsBucket, a.ID, mesh.Record{State: mesh.RecordAnswered, Ask: a, Warrant: &w})
+		h.settle()
+	}
+	good := mesh.RecordWarrant{Asker: "mesh-provisioner", Ask: a.ID, Outcome: mesh.OutcomeChosen, Option: "yes",
+		Binds: mesh.ActDigest(key, a.ID, "yes"), By: mesh.Identity{Who: "mallory", Kind: "nats-user", Identity: "mallory"}, At: time.Now()}
+	for name, w := range map[string]func(w mesh.RecordWarrant) mesh.RecordWarrant{
+		"binds another key": func(w mesh.RecordWarrant) mesh.RecordWarrant {
+			w.Binds = mesh.ActDigest("ace.gitea.route", a.ID, "yes")
+			return w
+		},
+		"another asker": func(w mesh.RecordWarrant) mesh.RecordWarrant { w.Asker = "postgres"; return w },
+		"an option never offered": func(w mesh.RecordWarrant) mesh.RecordWarrant {
+			w.Option = "burn"
+			w.Binds = mesh.ActDigest(key, a.ID, "burn")
+			return w
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			before := len(h.problems())
+			forge(w(good))
+			p, _ := h.provision(key)
+			if p.Warrant != nil || p.State != mesh.Retiring || p.Ask != a.ID {
+				t.Errorf("%s after a tampered record = %+v; want left retiring, no warrant", key, p)
+			}
+			if len(h.problems()) == before {
+				t.Error("the refused warrant was not said in a result")
+			}
+		})
+	}
+}
+
+func TestNeededAgainBeforeAnAnswer(t *testing.T) {
+	h := startWith(t, homelab(t), options{router: true})
+	h.retired()
+	h.apply(homelab(t))
+	for _, key := range vaultwardenKeys {
+		p := h.waitState(key, mesh.Asked, "")
+		if p.Ask != "" || p.Warrant != nil {
+			t.Errorf("%s needed again = %+v; want its ask and warrant cleared", key, p)
+		}
+	}
+}
