@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mesh-provisioner/mesh-provisioner/examples"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/asks"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/compose"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/meshfile"
@@ -131,6 +132,16 @@ func runUp(ctx context.Context, out io.Writer, f upFlags, args []string) error {
 	}})
 	seatDone := make(chan error, 1)
 	go func() { seatDone <- st.Run(ctx) }()
+
+	// The ask router, on its own connection.
+	anc, ajs, err := bus.Connect(bus.Dial{URL: srv.URL(), Name: "mesh-asks", Log: log})
+	if err != nil {
+		return err
+	}
+	defer anc.Close()
+	if _, err := asks.Start(ctx, anc, ajs, log); err != nil {
+		return err
+	}
 
 	// The operator's connection: applies the file and reads what the seat
 	// keeps.
@@ -305,5 +316,22 @@ func printSummary(ctx context.Context, out io.Writer, js jetstream.JetStream) er
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", n, r.plans, r.states[mesh.Provided], r.states[mesh.Asked],
 			r.states[mesh.Waits], r.states[mesh.Failed], r.states[mesh.Retiring], held)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	ans, err := readBucket(ctx, js, mesh.RecordsBucket, func(_ string, v []byte) (bool, string) {
+		var r mesh.Record
+		return json.Unmarshal(v, &r) == nil && r.State == mesh.RecordOpen, ""
+	})
+	if err != nil {
+		return err
+	}
+	if n := len(ans.Items); n > 0 {
+		fmt.Fprintf(out, "%d asks open for the operator: mesh-provisioner asks --nats %s\n", n, natsURLOf(js))
+	} else {
+		fmt.Fprintln(out, "no asks open")
+	}
+	return nil
 }
+
+func natsURLOf(js jetstream.JetStream) string { return js.Conn().ConnectedUrl() }
