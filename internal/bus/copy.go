@@ -43,6 +43,10 @@ type Options struct {
 	Create bool
 	// Log receives every give-up of the watch. Nil means slog.Default().
 	Log *slog.Logger
+	// Filter, if set, follows only the keys matching this one key pattern
+	// (for example "<node>.>"), so that a user allowed to read only those
+	// keys can follow the bucket. Empty means every key.
+	Filter string
 }
 
 // Copy is a key-value bucket held in memory and kept current by a
@@ -253,7 +257,12 @@ func (c *Copy) watch(ctx context.Context) error {
 			lastSeq = bs.StreamInfo().State.LastSeq
 		}
 	}
-	w, err := kv.WatchAll(ctx)
+	var w jetstream.KeyWatcher
+	if c.opts.Filter != "" {
+		w, err = kv.Watch(ctx, c.opts.Filter)
+	} else {
+		w, err = kv.WatchAll(ctx)
+	}
 	if err != nil {
 		return err
 	}

@@ -118,3 +118,28 @@ func TestCopySurvivesServerRestart(t *testing.T) {
 		return a && b && !d
 	})
 }
+
+func TestCopyFilterFollowsOnlyMatchingKeys(t *testing.T) {
+	s := bustest.Server(t)
+	ctx := bustest.Context(t)
+	_, js := bustest.Connect(t, s, "writer")
+	kv, err := bus.Bucket(ctx, js, "test_filter", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv.Put(ctx, "ace.a", []byte(`1`))
+	kv.Put(ctx, "g14.a", []byte(`1`))
+	c := bus.Follow(ctx, js, "test_filter", bus.Options{Filter: "ace.>"})
+	<-c.Ready()
+	kv.Put(ctx, "ace.b", []byte(`2`))
+	kv.Put(ctx, "g14.b", []byte(`2`))
+	bustest.WaitFor(t, 0, "ace.b", func() bool { _, ok := c.Get("ace.b"); return ok })
+	var keys []string
+	c.Range(func(k string, _ bus.Item) bool { keys = append(keys, k); return true })
+	if c.Len() != 2 {
+		t.Errorf("keys of a copy filtered on ace.> = %v; want ace.a and ace.b only", keys)
+	}
+	if _, ok := c.Get("g14.a"); ok {
+		t.Error("copy filtered on ace.> holds g14.a")
+	}
+}
