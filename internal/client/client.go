@@ -1,0 +1,277 @@
+// Package client is a node's client (spec 8): it follows its node's plans
+// in mesh-provisioner_plans (keys <node>.>) and applies each one on the
+// machine, under the node's root folder:
+//
+//   - each directory of the module is made at <root>/<module>/<dir>;
+//   - each port gets a free number in [Config.Ports], kept in the applied
+//     record and read back at start, so that it stays the same across
+//     restarts and plan changes;
+//   - in a directory whose unknown is "sweep", every file the client did
+//     not write (see [Client.Write]) is moved to the quarantine folder
+//     beside the root, <root>.quarantine/<module>/<dir>/<path>, and listed
+//     in the record's swept; nothing is ever deleted. A "program" directory
+//     is never touched;
+//   - the record {"fp","dirs","ports","swept","at"} is written at
+//     <node>.<module> in mesh-provisioner_applied, only when something but
+//     at changes;
+//   - each contribution is written at <node>.<collection>.<contributor> in
+//     mesh-provisioner_collect (escaped tokens; the contributor is the
+//     module), value [mesh.CollectItem].
+//
+// When a module's plan is gone, its applied record and its contributions
+// are deleted; its directories and their data stay.
+//
+// [Render] resolves a module's configuration template through the registry
+// (mesh-provisioner_registry) and says every placeholder it cannot resolve.
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
+)
+
+// PortRange is the range of port numbers a client assigns, both ends
+// included.
+type PortRange struct {
+	Low, High int
+}
+
+// DefaultPorts is the range used when [Config.Ports] is zero.
+var DefaultPorts = PortRange{Low: 20000, High: 29999}
+
+// VerbFunc asks a verb (a subject on request and reply) for the value of
+// one placeholder name for module on node, for example a secret of the
+// vault.
+type VerbFunc func(ctx context.Context, subject, node, module, name string) (string, error)
+
+// Config configures a node's [Client].
+type Config struct {
+	// Node is the node's name.
+	Node string
+	// Root is the node's root folder; the quarantine folder is beside it
+	// (Root + ".quarantine"). A relative path is taken from the working
+	// directory.
+	Root string
+	// JS is the client's own bus connection (bus.Connect named
+	// "client-<node>"), connected as the node's user.
+	JS jetstream.JetStream
+	// NC is the same connection, used to ask verbs while rendering. Nil
+	// leaves verbs unasked unless Verbs answers them.
+	NC *nats.Conn
+	// Verbs answers verbs by subject while rendering (for example
+	// "mesh-vault.secret"); a subject not in it is asked through NC with
+	// [AskVerb].
+	Verbs map[string]VerbFunc
+	// Ports is the range of port numbers to assign; zero means
+	// [DefaultPorts].
+	Ports PortRange
+	// Log says each plan that cannot be applied and each change made.
+	// Nil means slog.Default().
+	Log *slog.Logger
+	// Now returns the time written as an applied record's at. Nil means
+	// time.Now.
+	Now func() time.Time
+}
+
+// Client is one node's client. Create it with [New] and run it with
+// [Client.Run]. Its methods are safe for concurrent use.
+type Client struct {
+	cfg        Config
+	root       string
+	quarantine string
+	log        *slog.Logger
+
+	plans, applied, collect, registry *bus.Copy
+	ready                             chan struct{}
+
+	mu      sync.Mutex
+	dirty   map[string]bool // modules to apply
+	wake    chan struct{}
+	written *written
+}
+
+// ErrConfig is wrapped by the error [New] returns for a bad [Config].
+var ErrConfig = errors.New("client: bad configuration")
+
+// New checks cfg and returns a client that is not running yet. It returns
+// an error wrapping [ErrConfig] when the node is not a valid name, there
+// is no root or no bus connection, or the port range is empty.
+func New(cfg Config) (*Client, error) {
+	if !mesh.ValidName(cfg.Node) {
+		return nil, fmt.Errorf("%w: node %q is not a valid name", ErrConfig, cfg.Node)
+	}
+	if cfg.Root == "" {
+		return nil, fmt.Errorf("%w: node %s has no root folder", ErrConfig, cfg.Node)
+	}
+	if cfg.JS == nil {
+		return nil, fmt.Errorf("%w: node %s has no bus connection", ErrConfig, cfg.Node)
+	}
+	if cfg.Ports == (PortRange{}) {
+		cfg.Ports = DefaultPorts
+	}
+	if cfg.Ports.Low < 1 || cfg.Ports.High > 65535 || cfg.Ports.Low > cfg.Ports.High {
+		return nil, fmt.Errorf("%w: port range %d-%d", ErrConfig, cfg.Ports.Low, cfg.Ports.High)
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	root, err := filepath.Abs(cfg.Root)
+	if err != nil {
+		return nil, fmt.Errorf("%w: root %s: %v", ErrConfig, cfg.Root, err)
+	}
+	return &Client{
+		cfg:        cfg,
+		root:       root,
+		quarantine: root + ".quarantine",
+		log:        cfg.Log.With("node", cfg.Node),
+		ready:      make(chan struct{}),
+		dirty:      map[string]bool{},
+		wake:       make(chan struct{}, 1),
+	}, nil
+}
+
+// Run runs a node's client with cfg until ctx is done; see [New] and
+// [Client.Run].
+func Run(ctx context.Context, cfg Config) error {
+	c, err := New(cfg)
+	if err != nil {
+		return err
+	}
+	return c.Run(ctx)
+}
+
+// Root returns the node's root folder, absolute.
+func (c *Client) Root() string { return c.root }
+
+// Quarantine returns the folder beside the root into which swept files
+// are moved.
+func (c *Client) Quarantine() string { return c.quarantine }
+
+// Ready is closed once the client has applied every plan of its node that
+// was there when it started, and removed what is left of modules whose
+// plan is gone.
+func (c *Client) Ready() <-chan struct{} { return c.ready }
+
+// Run follows the node's plans, applied records and contributions (keys
+// <node>.>) and the registry, applies every plan, then applies each change
+// until ctx is done. It returns ctx's error, or an error when the root
+// folder or the record of written files cannot be made or read. Failures
+// of one plan are logged and do not stop it.
+func (c *Client) Run(ctx context.Context) error {
+	w, err := loadWritten(c.root)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.written = w
+	c.mu.Unlock()
+	filter := c.cfg.Node + ".>"
+	c.applied = bus.Follow(ctx, c.cfg.JS, mesh.AppliedBucket, bus.Options{Create: true, Filter: filter, Log: c.log})
+	c.collect = bus.Follow(ctx, c.cfg.JS, mesh.CollectBucket, bus.Options{Create: true, Filter: filter, Log: c.log})
+	c.registry = bus.Follow(ctx, c.cfg.JS, mesh.RegistryBucket, bus.Options{Log: c.log})
+	c.plans = bus.Follow(ctx, c.cfg.JS, mesh.PlansBucket, bus.Options{Filter: filter, Log: c.log,
+		OnChange: func(ch bus.Change) {
+			k, err := mesh.ParseNodeModule(ch.Key)
+			if err != nil {
+				c.log.Warn("client: plan key out of shape; left alone", "bucket", mesh.PlansBucket, "key", ch.Key, "err", err)
+				return
+			}
+			c.mark(k.Module)
+		}})
+	for _, cp := range []*bus.Copy{c.applied, c.collect, c.plans} {
+		select {
+		case <-cp.Ready():
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	for _, cp := range []*bus.Copy{c.applied, c.collect} {
+		if _, err := cp.KV(ctx); err != nil {
+			return err
+		}
+	}
+	for _, m := range c.modules() {
+		c.mark(m)
+	}
+	c.work(ctx)
+	close(c.ready)
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-c.wake:
+			c.work(ctx)
+		}
+	}
+}
+
+// modules returns every module that has a plan, an applied record or a
+// contribution on the node.
+func (c *Client) modules() []string {
+	set := map[string]bool{}
+	for _, cp := range []*bus.Copy{c.plans, c.applied} {
+		cp.Range(func(key string, _ bus.Item) bool {
+			if k, err := mesh.ParseNodeModule(key); err == nil {
+				set[k.Module] = true
+			}
+			return true
+		})
+	}
+	c.collect.Range(func(key string, _ bus.Item) bool {
+		if k, err := mesh.ParseCollectKey(key); err == nil && mesh.ValidName(k.Contributor) {
+			set[k.Contributor] = true
+		}
+		return true
+	})
+	out := make([]string, 0, len(set))
+	for m := range set {
+		out = append(out, m)
+	}
+	return out
+}
+
+// mark asks for module to be applied; changes that arrive meanwhile are
+// coalesced.
+func (c *Client) mark(module string) {
+	c.mu.Lock()
+	c.dirty[module] = true
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// work applies every marked module until none is left.
+func (c *Client) work(ctx context.Context) {
+	for ctx.Err() == nil {
+		c.mu.Lock()
+		var next string
+		for m := range c.dirty {
+			next = m
+			break
+		}
+		delete(c.dirty, next)
+		c.mu.Unlock()
+		if next == "" {
+			return
+		}
+		if err := c.apply(ctx, next); err != nil && ctx.Err() == nil {
+			c.log.Error("client: apply", "module", next, "err", err)
+		}
+	}
+}

@@ -1,0 +1,262 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
+)
+
+// VerbRequest is the body [AskVerb] sends: which value of which module on
+// which node is asked.
+type VerbRequest struct {
+	Node   string `json:"node"`
+	Module string `json:"module"`
+	Name   string `json:"name"`
+}
+
+// VerbReply is the body [AskVerb] expects back: the value, or an error
+// that says why there is none.
+type VerbReply struct {
+	Value string `json:"value"`
+	Error string `json:"error,omitempty"`
+}
+
+// AskVerb returns a [VerbFunc] that asks subject on nc with a
+// [VerbRequest] and waits up to timeout (zero means 5 s) for a
+// [VerbReply].
+func AskVerb(nc *nats.Conn, timeout time.Duration) VerbFunc {
+	if timeout == 0 {
+		timeout = 5 * time.Second
+	}
+	return func(ctx context.Context, subject, node, module, name string) (string, error) {
+		body, _ := json.Marshal(VerbRequest{Node: node, Module: module, Name: name})
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		msg, err := nc.RequestWithContext(ctx, subject, body)
+		if err != nil {
+			return "", fmt.Errorf("asking %s: %w", subject, err)
+		}
+		var r VerbReply
+		if err := json.Unmarshal(msg.Data, &r); err != nil {
+			return "", fmt.Errorf("%s answered something that does not decode: %w", subject, err)
+		}
+		if r.Error != "" {
+			return "", fmt.Errorf("%s says: %s", subject, r.Error)
+		}
+		return r.Value, nil
+	}
+}
+
+// Render renders the configuration template of module on the client's
+// node (see the package function [Render] for the syntax), resolving each
+// placeholder through the registry: the registry's answer for the kind
+// says where the value is found, and the client reads it there. Dirs and
+// ports come from the module's applied record, collections from the
+// node's collect keys, a bound provision from its provider's entry (its
+// vault-name), a bucket such as mesh-config_resolved by the registry's
+// key shape (value {"value":".."} or a JSON string), and a verb from
+// [Config.Verbs] or [AskVerb]. It returns a [*RenderError] listing every
+// placeholder it cannot resolve. Call it after [Client.Ready].
+func (c *Client) Render(ctx context.Context, module, template string) (string, error) {
+	return Render(template, func(kind, name string) (string, error) {
+		return c.resolve(ctx, module, kind, name)
+	})
+}
+
+func (c *Client) resolve(ctx context.Context, module, kind, name string) (string, error) {
+	it, ok := c.registry.Get(kind)
+	if !ok {
+		return "", errors.New(whyNoKind(kind))
+	}
+	var a mesh.RegistryAnswer
+	if err := json.Unmarshal(it.Value, &a); err != nil {
+		return "", fmt.Errorf("the registry's answer for %s does not decode: %w", kind, err)
+	}
+	switch {
+	case a.Verb != "":
+		return c.ask(ctx, a.Verb, module, name)
+	case a.Bucket == mesh.AppliedBucket:
+		return c.fromApplied(module, a.Field, name)
+	case a.Bucket == mesh.CollectBucket:
+		return c.fromCollect(collection(a.Collection, kind, name))
+	case a.Bucket == mesh.BoundBucket("<provider>"):
+		return c.fromBound(ctx, module, name)
+	}
+	return c.fromBucket(ctx, a, module, name)
+}
+
+func (c *Client) ask(ctx context.Context, verb, module, name string) (string, error) {
+	if f, ok := c.cfg.Verbs[verb]; ok {
+		return f(ctx, verb, c.cfg.Node, module, name)
+	}
+	if c.cfg.NC == nil {
+		return "", errors.New(whyNoVerb(verb))
+	}
+	return AskVerb(c.cfg.NC, 0)(ctx, verb, c.cfg.Node, module, name)
+}
+
+func (c *Client) fromApplied(module, field, name string) (string, error) {
+	key := mesh.NodeModule{Node: c.cfg.Node, Module: module}.String()
+	rec, ok := c.record(key)
+	if !ok {
+		return "", errors.New(whyNoApplied(key))
+	}
+	switch field {
+	case "dirs":
+		if p, ok := rec.Dirs[name]; ok {
+			return p, nil
+		}
+	case "ports":
+		if n, ok := rec.Ports[name]; ok {
+			return fmt.Sprint(n), nil
+		}
+	}
+	return "", errors.New(whyNotApplied(key, field, name))
+}
+
+// collection returns the collection a collected kind reads, from the
+// registry's pattern: "<name>" is replaced by name; "[:<name>]" is
+// ":"+name, or nothing when name is empty.
+func collection(pattern, kind, name string) string {
+	if pattern == "" {
+		pattern = "<name>"
+	}
+	if name == "" {
+		pattern = strings.ReplaceAll(pattern, "[:<name>]", "")
+	} else {
+		pattern = strings.ReplaceAll(pattern, "[:<name>]", ":<name>")
+	}
+	return strings.ReplaceAll(pattern, "<name>", name)
+}
+
+// fromCollect joins the items of the node's collection coll, one a line,
+// in the order of their contributors.
+func (c *Client) fromCollect(coll string) (string, error) {
+	type item struct{ contributor, item string }
+	var items []item
+	c.collect.Range(func(key string, it bus.Item) bool {
+		k, err := mesh.ParseCollectKey(key)
+		if err != nil || k.Node != c.cfg.Node || k.Collection != coll {
+			return true
+		}
+		var ci mesh.CollectItem
+		if json.Unmarshal(it.Value, &ci) == nil {
+			items = append(items, item{k.Contributor, ci.Item})
+		}
+		return true
+	})
+	if len(items) == 0 {
+		return "", errors.New(whyEmptyCollection(c.cfg.Node, coll))
+	}
+	sort.Slice(items, func(i, j int) bool { return items[i].contributor < items[j].contributor })
+	lines := make([]string, len(items))
+	for i, it := range items {
+		lines[i] = it.item
+	}
+	return strings.Join(lines, "\n"), nil
+}
+
+// fromBound reads the provider's entry for the module's provision name
+// ("<provision>" or "<provision>:<local>") and returns its vault-name once
+// it is provided.
+func (c *Client) fromBound(ctx context.Context, module, name string) (string, error) {
+	if name == "" {
+		return "", errors.New(whyNoName(mesh.KindBound))
+	}
+	prov, local, hasLocal := strings.Cut(name, ":")
+	it, ok := c.plans.Get(mesh.NodeModule{Node: c.cfg.Node, Module: module}.String())
+	var plan mesh.Plan
+	if !ok || json.Unmarshal(it.Value, &plan) != nil {
+		return "", errors.New(whyNoProvision(module, name))
+	}
+	var found *mesh.PlanProvision
+	for i, pp := range plan.Provisions {
+		if pp.Provision == prov && (!hasLocal || pp.Local == local) {
+			if found != nil {
+				return "", fmt.Errorf("the plan of %s has more than one provision %q: name its local", module, prov)
+			}
+			found = &plan.Provisions[i]
+		}
+	}
+	if found == nil {
+		return "", errors.New(whyNoProvision(module, name))
+	}
+	bucket := mesh.BoundBucket(found.ProviderModule)
+	key := mesh.ProvisionKey{Node: c.cfg.Node, Consumer: module, Provision: found.Provision, Local: found.Local}.String()
+	b, err := c.get(ctx, bucket, key)
+	if err != nil {
+		return "", err
+	}
+	var e mesh.Entry
+	if err := json.Unmarshal(b, &e); err != nil {
+		return "", fmt.Errorf("the entry %s in %s does not decode: %w", key, bucket, err)
+	}
+	state, why := e.Outcome()
+	if state != mesh.Provided {
+		return "", errors.New(whyNotProvided(bucket, key, state, why))
+	}
+	if e.VaultName == "" {
+		return "", errors.New(whyNoVaultName(bucket, key))
+	}
+	return e.VaultName, nil
+}
+
+// fromBucket reads a value from the registry's bucket at its key shape,
+// with <node>, <module> and <name> filled in.
+func (c *Client) fromBucket(ctx context.Context, a mesh.RegistryAnswer, module, name string) (string, error) {
+	if name == "" {
+		return "", errors.New(whyNoName(a.Kind))
+	}
+	key := strings.NewReplacer("<node>", c.cfg.Node, "<module>", module, "<name>", name).Replace(a.Key)
+	if a.Key == "" || strings.ContainsAny(key, "<>[]") {
+		return "", errors.New(whyKeyShape(a.Key))
+	}
+	b, err := c.get(ctx, a.Bucket, key)
+	if err != nil {
+		return "", err
+	}
+	t := bytes.TrimSpace(b)
+	var s string
+	if json.Unmarshal(t, &s) == nil {
+		return s, nil
+	}
+	var v struct {
+		Value *string `json:"value"`
+	}
+	if err := json.Unmarshal(t, &v); err != nil || v.Value == nil {
+		return "", fmt.Errorf("%s %s is neither a JSON string nor {\"value\":..}", a.Bucket, key)
+	}
+	return *v.Value, nil
+}
+
+// get reads one key of a bucket the client does not follow (a provider's
+// entries, resolved configuration): rendering is on request, so it reads
+// the key once rather than following the bucket.
+func (c *Client) get(ctx context.Context, bucket, key string) ([]byte, error) {
+	kv, err := c.cfg.JS.KeyValue(ctx, bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, errors.New(whyNoValue(bucket, key))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("bucket %s: %w", bucket, err)
+	}
+	e, err := kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, errors.New(whyNoValue(bucket, key))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", bucket, key, err)
+	}
+	return e.Value(), nil
+}

@@ -1,0 +1,118 @@
+package client
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+)
+
+// writtenFile is the client's record of the files it wrote under the
+// root, one path relative to the root each, kept at <root>/<writtenFile>.
+// A module's folders never hold it (module names have no leading dot).
+const writtenFile = ".mesh-client-written.json"
+
+// written is the set of files the client wrote, relative to the root.
+type written struct {
+	path  string
+	files map[string]bool
+}
+
+func loadWritten(root string) (*written, error) {
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return nil, fmt.Errorf("client: root folder: %w", err)
+	}
+	w := &written{path: filepath.Join(root, writtenFile), files: map[string]bool{}}
+	b, err := os.ReadFile(w.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return w, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("client: record of written files: %w", err)
+	}
+	var list []string
+	if err := json.Unmarshal(b, &list); err != nil {
+		return nil, fmt.Errorf("client: record of written files %s: %w", w.path, err)
+	}
+	for _, f := range list {
+		w.files[f] = true
+	}
+	return w, nil
+}
+
+// add records rel and saves the record (written to a temporary file, then
+// renamed over the old one).
+func (w *written) add(rel string) error {
+	if w.files[rel] {
+		return nil
+	}
+	w.files[rel] = true
+	list := make([]string, 0, len(w.files))
+	for f := range w.files {
+		list = append(list, f)
+	}
+	sort.Strings(list)
+	b, _ := json.MarshalIndent(list, "", "  ")
+	tmp := w.path + ".new"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return fmt.Errorf("client: record of written files: %w", err)
+	}
+	if err := os.Rename(tmp, w.path); err != nil {
+		return fmt.Errorf("client: record of written files: %w", err)
+	}
+	return nil
+}
+
+// holds reports whether rel was written, or is a folder holding a file
+// that was.
+func (w *written) holds(rel string) (file, inside bool) {
+	if w.files[rel] {
+		return true, false
+	}
+	prefix := rel + "/"
+	for f := range w.files {
+		if len(f) > len(prefix) && f[:len(prefix)] == prefix {
+			return false, true
+		}
+	}
+	return false, false
+}
+
+// Write writes data to the file name (a path relative to the directory,
+// with "/" between folders) in the module's directory dir, and records it
+// as written by the client, so that a sweep leaves it in place. It returns
+// an error when the module or directory is not a valid name, name leaves
+// the directory, or the file cannot be written.
+func (c *Client) Write(module, dir, name string, data []byte) error {
+	if err := nameCheck(module, dir); err != nil {
+		return err
+	}
+	clean := filepath.ToSlash(filepath.Clean(filepath.FromSlash(name)))
+	if name == "" || !filepath.IsLocal(clean) {
+		return fmt.Errorf("client: write %s/%s: %q is not a path inside the directory", module, dir, name)
+	}
+	rel := module + "/" + dir + "/" + clean
+	full := filepath.Join(c.root, filepath.FromSlash(rel))
+	if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+		return fmt.Errorf("client: write %s: %w", rel, err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.written == nil {
+		w, err := loadWritten(c.root)
+		if err != nil {
+			return err
+		}
+		c.written = w
+	}
+	if err := c.written.add(rel); err != nil {
+		return err
+	}
+	if err := os.WriteFile(full, data, 0o644); err != nil {
+		return fmt.Errorf("client: write %s: %w", rel, err)
+	}
+	return nil
+}

@@ -1,0 +1,68 @@
+// Package provisioning answers the provisioner's read-only verb
+// mesh-provisioner.provisioning (spec 11): what is registered, needed,
+// applied and collected, and the plans, provisions and refusals, narrowed
+// by node and module (for collect also by contributor and collection).
+//
+// [Answer] is the pure step: a [Request] and the buckets' keys in, a [Reply]
+// out, with every key out of its bucket's shape and every value that does
+// not decode listed under odd with why. [Start] and [Serve] answer the verb
+// on the bus from watched copies of the buckets (never key by key per
+// request). [DropNeeds] deletes the leftovers of the retired needs state.
+package provisioning
+
+import (
+	"encoding/json"
+)
+
+// The whats a [Request] may ask for.
+const (
+	WhatRegistry   = "registry"
+	WhatNeeds      = "needs"
+	WhatApplied    = "applied"
+	WhatCollect    = "collect"
+	WhatPlans      = "plans"
+	WhatProvisions = "provisions"
+	WhatRefused    = "refused"
+)
+
+// Whats lists every what the verb answers, in the spec's order.
+var Whats = []string{WhatRegistry, WhatNeeds, WhatApplied, WhatCollect, WhatPlans, WhatProvisions, WhatRefused}
+
+// Request is the JSON body of a request on mesh-provisioner.provisioning.
+// What defaults to "registry". Every other field narrows the answer when
+// set: Node and Module by the key's node and module (for provisions the
+// consumer, for registry the answering module, for collect the
+// contributor); Contributor and Collection narrow collect by their decoded
+// names.
+type Request struct {
+	What        string `json:"what,omitempty"`
+	Node        string `json:"node,omitempty"`
+	Module      string `json:"module,omitempty"`
+	Contributor string `json:"contributor,omitempty"`
+	Collection  string `json:"collection,omitempty"`
+}
+
+// Reply is the JSON body of the verb's answer. Entries and Odd are sorted
+// by key and never null. Error is set, and What may be empty, when the
+// request was not answered (not valid JSON, an unknown what): the verb
+// never stays silent.
+type Reply struct {
+	What    string  `json:"what"`
+	Entries []Entry `json:"entries"`
+	Odd     []Odd   `json:"odd"`
+	Error   string  `json:"error,omitempty"`
+}
+
+// Entry is one key of an answer and its value as stored (for needs, the
+// item of the plan it is derived from).
+type Entry struct {
+	Key   string          `json:"key"`
+	Value json.RawMessage `json:"value"`
+}
+
+// Odd is a key out of its bucket's shape, or whose value does not decode,
+// and why.
+type Odd struct {
+	Key string `json:"key"`
+	Why string `json:"why"`
+}

@@ -1,0 +1,34 @@
+package provisioning
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
+)
+
+// Whys of odd keys and error answers.
+
+func whyKey(err error) string {
+	var ke *mesh.KeyError
+	if errors.As(err, &ke) {
+		return "key out of shape: " + ke.Why
+	}
+	return "key out of shape: " + err.Error()
+}
+
+func whyValue(what string, err error) string {
+	return fmt.Sprintf("value does not decode as %s: %v", what, err)
+}
+
+func whyNotItsKey(what, says string) string {
+	return fmt.Sprintf("the %s names %s, not its key", what, says)
+}
+
+func whyBadJSON(err error) string {
+	return fmt.Sprintf("the request is not a JSON object of what, node, module, contributor and collection: %v", err)
+}
+
+func whyUnknownWhat(what string) string {
+	return fmt.Sprintf("unknown what %q; ask for one of %v", what, Whats)
+}
