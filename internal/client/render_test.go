@@ -29,7 +29,7 @@ func TestRender(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name, in, want string
-		bad        []client.Unresolved
+		bad            []client.Unresolved
 	}{
 		{"plain", "no placeholders", "no placeholders", nil},
 		{"each form", "${a:x} ${b} ${c:d:e}", "1 two 3", nil},
