@@ -71,7 +71,7 @@ type Config struct {
 	NC *nats.Conn
 	// Verbs answers verbs by subject while rendering (for example
 	// "mesh-vault.secret"); a subject not in it is asked through NC with
-	// [AskVerb].
+	// [AskVault].
 	Verbs map[string]VerbFunc
 	// Ports is the range of port numbers to assign; zero means
 	// [DefaultPorts].
@@ -192,7 +192,7 @@ func (c *Client) Run(ctx context.Context) error {
 			}
 			c.mark(k.Module)
 		}})
-	for _, cp := range []*bus.Copy{c.applied, c.collect, c.plans} {
+	for _, cp := range []*bus.Copy{c.applied, c.collect, c.plans, c.registry} {
 		select {
 		case <-cp.Ready():
 		case <-ctx.Done():

@@ -68,6 +68,7 @@ ROOT = ${dir:repos}
 TEMP_PATH = ${dir:tmp}
 [database]
 PASSWD_FROM = ${bound:database:main}
+PASSWD = ${secret:postgres_database_main}
 [oauth2_client]
 FROM = ${bound:oidc-client}
 [security]
@@ -105,14 +106,17 @@ func TestRenderGiteaThroughTheRegistry(t *testing.T) {
 	put("mesh-config_resolved", "ace.gitea.domain", `{"value":"git.example.org"}`)
 	put("postgres_bound", "ace.gitea.database.main", `{"state":"provided","vault-name":"ace.gitea.credential.postgres_database_main","generation":2}`)
 	put("keycloak_bound", "ace.gitea.oidc-client", `{"state":"waits","why":"waits for an operator to approve the client"}`)
-	sub, err := seatNC.Subscribe(registry.SecretVerb, func(m *nats.Msg) {
-		var req client.VerbRequest
+	// The vault answers on mesh-vault.secret.<module> what belongs to the
+	// module (package kit's protocol).
+	sub, err := seatNC.Subscribe(registry.SecretVerb+".*", func(m *nats.Msg) {
+		var req struct{ Node string }
 		json.Unmarshal(m.Data, &req)
-		if req == (client.VerbRequest{Node: "ace", Module: "gitea", Name: "secret-key"}) {
-			m.Respond([]byte(`{"value":"s3cr3t"}`))
+		if m.Subject != "mesh-vault.secret.gitea" || req.Node != "ace" {
+			m.Respond([]byte(`{"error":"asked ` + m.Subject + ` for node ` + req.Node + `"}`))
 			return
 		}
-		m.Respond([]byte(`{"error":"gitea has no secret ` + req.Name + `"}`))
+		m.Respond([]byte(`{"secrets":[{"node":"ace","module":"gitea","name":"secret-key","vault-name":"v1","generation":1,"value":"s3cr3t"}],
+			"credentials":[{"key":"ace.gitea.credential.postgres_database_main","vault-name":"v2","generation":2,"value":"pw"}]}`))
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -157,6 +161,7 @@ ROOT = %s
 TEMP_PATH = %s
 [database]
 PASSWD_FROM = ace.gitea.credential.postgres_database_main
+PASSWD = pw
 [oauth2_client]
 FROM = ace.gitea.credential.keycloak_oidc-client
 [security]
@@ -176,7 +181,7 @@ export PATH=$PATH:/opt/node-tools/bin
 	}
 	wantBad = []client.Unresolved{
 		{"${port:smtp}", `mesh-provisioner_applied ace.gitea holds no ports named "smtp"`},
-		{"${secret:other}", "mesh-vault.secret says: gitea has no secret other"},
+		{"${secret:other}", `mesh-vault.secret.gitea answered no secret or credential named "other"`},
 		{"${config:theme}", "mesh-config_resolved holds no key ace.gitea.theme"},
 		{"${bound:cache}", `the plan of gitea has no provision "cache" (write ${bound:<provision>} or ${bound:<provision>:<local>})`},
 		{"${collected:nothing}", `node ace has no item in collection "nothing"`},

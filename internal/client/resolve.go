@@ -17,44 +17,66 @@ import (
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
 
-// VerbRequest is the body [AskVerb] sends: which value of which module on
-// which node is asked.
-type VerbRequest struct {
-	Node   string `json:"node"`
-	Module string `json:"module"`
-	Name   string `json:"name"`
+// vaultRequest is the request of the vault's verbs (kit.VaultRequest):
+// Node narrows the answer to the values of that node.
+type vaultRequest struct {
+	Node string `json:"node,omitempty"`
 }
 
-// VerbReply is the body [AskVerb] expects back: the value, or an error
-// that says why there is none.
-type VerbReply struct {
-	Value string `json:"value"`
-	Error string `json:"error,omitempty"`
+// vaultAnswer is the part of the vault's answer (kit.VaultAnswer) that
+// rendering reads.
+type vaultAnswer struct {
+	Credentials []struct {
+		Key   string `json:"key"`
+		Value string `json:"value"`
+	} `json:"credentials"`
+	Secrets []struct {
+		Node   string `json:"node"`
+		Module string `json:"module"`
+		Name   string `json:"name"`
+		Value  string `json:"value"`
+	} `json:"secrets"`
+	Error string `json:"error"`
 }
 
-// AskVerb returns a [VerbFunc] that asks subject on nc with a
-// [VerbRequest] and waits up to timeout (zero means 5 s) for a
-// [VerbReply].
-func AskVerb(nc *nats.Conn, timeout time.Duration) VerbFunc {
+// AskVault returns a [VerbFunc] that asks the vault's verbs the way the
+// vault answers them (package kit): the subject "<verb>.<module>" (the
+// vault answers a module only its own values, by the subject's last token)
+// with {"node":<node>}, waiting up to timeout (zero means 5 s). Of the
+// answer it takes the module's secret on the node whose name is name, or
+// else the credential whose key is name or whose key's last token is name
+// (for example "postgres_database_main").
+func AskVault(nc *nats.Conn, timeout time.Duration) VerbFunc {
 	if timeout == 0 {
 		timeout = 5 * time.Second
 	}
-	return func(ctx context.Context, subject, node, module, name string) (string, error) {
-		body, _ := json.Marshal(VerbRequest{Node: node, Module: module, Name: name})
+	return func(ctx context.Context, verb, node, module, name string) (string, error) {
+		subject := verb + "." + module
+		body, _ := json.Marshal(vaultRequest{Node: node})
 		ctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
 		msg, err := nc.RequestWithContext(ctx, subject, body)
 		if err != nil {
 			return "", fmt.Errorf("asking %s: %w", subject, err)
 		}
-		var r VerbReply
-		if err := json.Unmarshal(msg.Data, &r); err != nil {
-			return "", fmt.Errorf("%s answered something that does not decode: %w", subject, err)
+		var a vaultAnswer
+		if err := json.Unmarshal(msg.Data, &a); err != nil {
+			return "", fmt.Errorf("the answer of %s does not decode: %w", subject, err)
 		}
-		if r.Error != "" {
-			return "", fmt.Errorf("%s says: %s", subject, r.Error)
+		if a.Error != "" {
+			return "", fmt.Errorf("%s says: %s", subject, a.Error)
 		}
-		return r.Value, nil
+		for _, s := range a.Secrets {
+			if s.Node == node && s.Module == module && s.Name == name {
+				return s.Value, nil
+			}
+		}
+		for _, c := range a.Credentials {
+			if c.Key == name || strings.HasSuffix(c.Key, "."+name) {
+				return c.Value, nil
+			}
+		}
+		return "", errors.New(whyNotInVault(subject, name))
 	}
 }
 
@@ -66,7 +88,7 @@ func AskVerb(nc *nats.Conn, timeout time.Duration) VerbFunc {
 // node's collect keys, a bound provision from its provider's entry (its
 // vault-name), a bucket such as mesh-config_resolved by the registry's
 // key shape (value {"value":".."} or a JSON string), and a verb from
-// [Config.Verbs] or [AskVerb]. It returns a [*RenderError] listing every
+// [Config.Verbs] or [AskVault]. It returns a [*RenderError] listing every
 // placeholder it cannot resolve. Call it after [Client.Ready].
 func (c *Client) Render(ctx context.Context, module, template string) (string, error) {
 	return Render(template, func(kind, name string) (string, error) {
@@ -103,7 +125,7 @@ func (c *Client) ask(ctx context.Context, verb, module, name string) (string, er
 	if c.cfg.NC == nil {
 		return "", errors.New(whyNoVerb(verb))
 	}
-	return AskVerb(c.cfg.NC, 0)(ctx, verb, c.cfg.Node, module, name)
+	return AskVault(c.cfg.NC, 0)(ctx, verb, c.cfg.Node, module, name)
 }
 
 func (c *Client) fromApplied(module, field, name string) (string, error) {

@@ -61,3 +61,7 @@ func whyNoVerb(verb string) string {
 func whyNoName(kind string) string {
 	return fmt.Sprintf("a %s placeholder needs a name: ${%s:<name>}", kind, kind)
 }
+
+func whyNotInVault(subject, name string) string {
+	return fmt.Sprintf("%s answered no secret or credential named %q", subject, name)
+}
