@@ -42,6 +42,8 @@ var getKinds = map[string]getKind{}
 type getQuery struct {
 	bus          *busFlags
 	node, module string
+	// contributor and collection narrow collect (see getverb.go).
+	contributor, collection string
 	// js is the connection the command dialed, for kinds that read
 	// buckets; a kind asking a verb may dial its own.
 	js jetstream.JetStream
@@ -129,6 +131,8 @@ func newGetCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&q.node, "node", "", "only this node's keys")
 	cmd.Flags().StringVar(&q.module, "module", "", "only this module's keys")
+	cmd.Flags().StringVar(&q.contributor, "contributor", "", "collect: only this contributor's items")
+	cmd.Flags().StringVar(&q.collection, "collection", "", "collect: only the items of this collection (its name, e.g. shell:zsh:normal)")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json (an object: key -> value as stored)")
 	bf.add(cmd)
 	return cmd

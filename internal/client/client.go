@@ -82,6 +82,10 @@ type Config struct {
 	// Now returns the time written as an applied record's at. Nil means
 	// time.Now.
 	Now func() time.Time
+	// ReadOnly makes the client follow the buckets and render, but apply
+	// nothing: no folders, no sweep, no writes. It lets a second process
+	// (the "render" command) render while the node's client runs.
+	ReadOnly bool
 }
 
 // Client is one node's client. Create it with [New] and run it with
@@ -172,19 +176,24 @@ func (c *Client) Ready() <-chan struct{} { return c.ready }
 // folder or the record of written files cannot be made or read. Failures
 // of one plan are logged and do not stop it.
 func (c *Client) Run(ctx context.Context) error {
-	w, err := loadWritten(c.root)
-	if err != nil {
-		return err
+	if !c.cfg.ReadOnly {
+		w, err := loadWritten(c.root)
+		if err != nil {
+			return err
+		}
+		c.mu.Lock()
+		c.written = w
+		c.mu.Unlock()
 	}
-	c.mu.Lock()
-	c.written = w
-	c.mu.Unlock()
 	filter := c.cfg.Node + ".>"
-	c.applied = bus.Follow(ctx, c.cfg.JS, mesh.AppliedBucket, bus.Options{Create: true, Filter: filter, Log: c.log})
-	c.collect = bus.Follow(ctx, c.cfg.JS, mesh.CollectBucket, bus.Options{Create: true, Filter: filter, Log: c.log})
+	c.applied = bus.Follow(ctx, c.cfg.JS, mesh.AppliedBucket, bus.Options{Create: !c.cfg.ReadOnly, Filter: filter, Log: c.log})
+	c.collect = bus.Follow(ctx, c.cfg.JS, mesh.CollectBucket, bus.Options{Create: !c.cfg.ReadOnly, Filter: filter, Log: c.log})
 	c.registry = bus.Follow(ctx, c.cfg.JS, mesh.RegistryBucket, bus.Options{Log: c.log})
 	c.plans = bus.Follow(ctx, c.cfg.JS, mesh.PlansBucket, bus.Options{Filter: filter, Log: c.log,
 		OnChange: func(ch bus.Change) {
+			if c.cfg.ReadOnly {
+				return
+			}
 			k, err := mesh.ParseNodeModule(ch.Key)
 			if err != nil {
 				c.log.Warn("client: plan key out of shape; left alone", "bucket", mesh.PlansBucket, "key", ch.Key, "err", err)
@@ -198,6 +207,11 @@ func (c *Client) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		}
+	}
+	if c.cfg.ReadOnly {
+		close(c.ready)
+		<-ctx.Done()
+		return ctx.Err()
 	}
 	for _, cp := range []*bus.Copy{c.applied, c.collect} {
 		if _, err := cp.KV(ctx); err != nil {

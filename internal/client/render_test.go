@@ -191,9 +191,10 @@ export PATH=$PATH:/opt/node-tools/bin
 		t.Errorf("Render(bad placeholders) unresolved =\n%q\nwant\n%q", re.Unresolved, wantBad)
 	}
 
-	// A verb answered in process, without the bus.
-	ace.stop()
+	// A verb answered in process, without the bus, by a read-only client
+	// beside the node's client.
 	other := start(t, s, "ace", root, func(c *client.Config) {
+		c.ReadOnly = true
 		c.NC = nil
 		c.Verbs = map[string]client.VerbFunc{registry.SecretVerb: func(_ context.Context, subject, node, module, name string) (string, error) {
 			return subject + "/" + node + "/" + module + "/" + name, nil

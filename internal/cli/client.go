@@ -1,0 +1,140 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/client"
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
+)
+
+func init() { commands = append(commands, newClientCmd, newRenderCmd) }
+
+// defaultRoot is the root folder of node's client when --root is not
+// given: <data>/nodes/<node> under the user's state directory.
+func defaultRoot(node string) string {
+	return filepath.Join(defaultDataDir(), "nodes", node)
+}
+
+func newClientCmd() *cobra.Command {
+	var bf busFlags
+	var node, root, logLevel string
+	cmd := &cobra.Command{
+		Use:   "client --node N [--root DIR]",
+		Short: "Run a node's client: apply the node's plans (folders, ports, sweeps, applied, collect)",
+		Long: `client runs the client of one node on its own bus connection ("client-<node>"). It follows the
+node's plans and applies each module's: folders at <root>/<module>/<dir>, a port number per port that stays
+the same across restarts, files it did not write in a "sweep" folder moved to <root>.quarantine (never
+deleted), and the records in ` + mesh.AppliedBucket + ` and ` + mesh.CollectBucket + `. When a module's plan
+is gone its records go; its folders and data stay.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !mesh.ValidName(node) {
+				return usageError{fmt.Errorf("client: --node %q is not a valid node name", node)}
+			}
+			log, err := logger(logLevel, os.Stderr)
+			if err != nil {
+				return err
+			}
+			if root == "" {
+				root = defaultRoot(node)
+			}
+			bf.log = log
+			nc, js, err := bf.connect("client-" + node)
+			if err != nil {
+				return fmt.Errorf("client: %w", err)
+			}
+			defer nc.Close()
+			c, err := client.New(client.Config{Node: node, Root: root, JS: js, NC: nc, Log: log})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "client of %s: root %s, quarantine %s\n", node, c.Root(), c.Quarantine())
+			err = c.Run(cmd.Context())
+			if errors.Is(err, context.Canceled) {
+				return nil
+			}
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&node, "node", "", "the node whose plans this client applies (required)")
+	cmd.Flags().StringVar(&root, "root", "", "the node's root folder (default <state dir>/mesh-provisioner/nodes/<node>)")
+	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level on stderr: debug, info, warn or error")
+	cmd.MarkFlagRequired("node")
+	bf.add(cmd)
+	return cmd
+}
+
+func newRenderCmd() *cobra.Command {
+	var bf busFlags
+	var node, module string
+	cmd := &cobra.Command{
+		Use:   "render --node N --module M TEMPLATE",
+		Short: "Render a module's configuration template with its placeholders resolved through the registry",
+		Long: `render reads TEMPLATE ("-" for stdin) and prints it with every placeholder ${kind:name} resolved
+through the registry (` + mesh.RegistryBucket + `): ${dir:state} and ${port:http} from what the node's client
+applied, ${config:domain} from mesh-config, ${bound:database} from the provider's entry, ${secret:name} from
+the vault, ${collected:name}, ${shell:zsh:normal} and ${environment} from the node's collections. "$$" is a
+literal "$". When any placeholder cannot be resolved it prints nothing and lists every one with why.
+It applies nothing: run it beside the node's client.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !mesh.ValidName(node) || !mesh.ValidName(module) {
+				return usageError{fmt.Errorf("render: --node %q and --module %q must be valid names", node, module)}
+			}
+			var text []byte
+			var err error
+			if args[0] == "-" {
+				text, err = io.ReadAll(cmd.InOrStdin())
+			} else {
+				text, err = os.ReadFile(args[0])
+			}
+			if err != nil {
+				return fmt.Errorf("render: %w", err)
+			}
+			nc, js, err := bf.connect("render-" + node)
+			if err != nil {
+				return fmt.Errorf("render: %w", err)
+			}
+			defer nc.Close()
+			ctx, cancel := context.WithCancel(cmd.Context())
+			defer cancel()
+			c, err := client.New(client.Config{Node: node, Root: ".", JS: js, NC: nc, ReadOnly: true})
+			if err != nil {
+				return err
+			}
+			done := make(chan error, 1)
+			go func() { done <- c.Run(ctx) }()
+			select {
+			case <-c.Ready():
+			case err := <-done:
+				return err
+			}
+			out, err := c.Render(ctx, module, string(text))
+			var re *client.RenderError
+			if errors.As(err, &re) {
+				for _, u := range re.Unresolved {
+					fmt.Fprintf(cmd.ErrOrStderr(), "render: %s: %s\n", u.Placeholder, u.Why)
+				}
+				return fmt.Errorf("render %s on %s: %d placeholder(s) not resolved", module, node, len(re.Unresolved))
+			}
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprint(cmd.OutOrStdout(), out)
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&node, "node", "", "the module's node (required)")
+	cmd.Flags().StringVar(&module, "module", "", "the module whose configuration it is (required)")
+	cmd.MarkFlagRequired("node")
+	cmd.MarkFlagRequired("module")
+	bf.add(cmd)
+	return cmd
+}
