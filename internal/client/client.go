@@ -10,19 +10,26 @@
 //     not write (see [Client.Write]) is moved to the quarantine folder
 //     beside the root, <root>.quarantine/<module>/<dir>/<path>, and listed
 //     in the record's swept; nothing is ever deleted. A "program" directory
-//     is never touched;
+//     is never touched. A sweep runs whenever the plan is applied: at start
+//     and at each change of the plan;
 //   - the record {"fp","dirs","ports","swept","at"} is written at
 //     <node>.<module> in mesh-provisioner_applied, only when something but
 //     at changes;
 //   - each contribution is written at <node>.<collection>.<contributor> in
 //     mesh-provisioner_collect (escaped tokens; the contributor is the
-//     module), value [mesh.CollectItem].
+//     module), value [mesh.CollectItem]; several items of one module to one
+//     collection are joined, one a line, in one key.
 //
 // When a module's plan is gone, its applied record and its contributions
 // are deleted; its directories and their data stay.
 //
-// [Render] resolves a module's configuration template through the registry
-// (mesh-provisioner_registry) and says every placeholder it cannot resolve.
+// [Client.Render] resolves a module's configuration template through the
+// registry (mesh-provisioner_registry) and says every placeholder it cannot
+// resolve; [Render] is its pure step.
+//
+// Ports are distinct per node: two clients of different nodes on one
+// machine (the single-machine default) should be given ranges of their own
+// ([Config.Ports]) if their modules are to listen for real.
 package client
 
 import (

@@ -22,6 +22,7 @@ type RenderError struct {
 	Unresolved []Unresolved
 }
 
+// Error lists every unresolved placeholder with its why on one line.
 func (e *RenderError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "client: %d placeholder(s) not resolved:", len(e.Unresolved))
