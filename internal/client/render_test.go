@@ -213,3 +213,19 @@ export PATH=$PATH:/opt/node-tools/bin
 		t.Errorf("Render(secret through Verbs) = %q, %v; want %q", got, err, want)
 	}
 }
+
+func FuzzRender(f *testing.F) {
+	for _, s := range []string{"", "plain", "${a:x} ${b} ${c:d:e}", "$$HOME ${open", "${Bad:x}", "$}{$", "${:}"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		got, err := client.Render(in, func(kind, name string) (string, error) { return "<" + kind + "|" + name + ">", nil })
+		if !strings.Contains(in, "$") && (got != in || err != nil) {
+			t.Errorf("Render(%q) = %q, %v; want it unchanged", in, got, err)
+		}
+		var re *client.RenderError
+		if err != nil && (!errors.As(err, &re) || len(re.Unresolved) == 0 || got != "") {
+			t.Errorf("Render(%q) = %q, %v; want \"\" and a *RenderError listing what failed", in, got, err)
+		}
+	})
+}
