@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -267,9 +268,25 @@ func (c *Copy) watch(ctx context.Context) error {
 		return err
 	}
 	defer w.Stop()
+	// A watch may sit silent for many seconds after the connection comes
+	// back (its consumer is re-made only after missed heartbeats): start it
+	// again at once on a reconnect instead.
+	nc := c.js.Conn()
+	reconnected := nc.StatusChanged(nats.CONNECTED)
+	defer nc.RemoveStatusListener(reconnected)
 	seen := map[string]bool{}
 	initial := true
-	for e := range w.Updates() {
+	for {
+		var e jetstream.KeyValueEntry
+		select {
+		case <-reconnected:
+			return errReconnected
+		case got, ok := <-w.Updates():
+			if !ok {
+				return nil
+			}
+			e = got
+		}
 		if e == nil {
 			if initial {
 				c.dropUnseen(seen, lastSeq)
@@ -296,8 +313,10 @@ func (c *Copy) watch(ctx context.Context) error {
 			c.seen.Store(r)
 		}
 	}
-	return nil
 }
+
+// errReconnected ends a watch when its connection came back.
+var errReconnected = errors.New("the connection came back; the watch starts again")
 
 func (c *Copy) dropUnseen(seen map[string]bool, lastSeq uint64) {
 	var gone []Change

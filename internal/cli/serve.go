@@ -1,13 +1,10 @@
 package cli
 
 import (
-	"errors"
 	"os"
 	"time"
 
 	"github.com/spf13/cobra"
-
-	"github.com/mesh-provisioner/mesh-provisioner/internal/seat"
 )
 
 func init() { commands = append(commands, newServeCmd) }
@@ -20,7 +17,8 @@ func newServeCmd() *cobra.Command {
 		Use:   "serve",
 		Short: "Run the seat against a NATS server or cluster (a real deployment)",
 		Long: `serve runs the provisioner's seat against the NATS server at --nats, connected with --creds. Only one
-instance holds the seat at a time; a second one waits and takes over when the holder's lease lapses.`,
+instance holds the seat at a time; a second one waits and takes over when the holder's lease lapses. Every
+instance answers the read-only verb mesh-provisioner.provisioning; the holder keeps the registry.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := logger(logLevel, os.Stderr)
@@ -33,13 +31,8 @@ instance holds the seat at a time; a second one waits and takes over when the ho
 				return err
 			}
 			defer nc.Close()
-			for {
-				err := seat.New(js, seat.Config{ID: id, LeaseTTL: ttl, Log: log}).Run(cmd.Context())
-				if !errors.Is(err, seat.ErrLeaseLost) {
-					return err
-				}
-				log.Warn("serve: the seat's lease was lost; waiting to take it again", "err", err)
-			}
+			p := &seatProcess{nc: nc, js: js, id: id, ttl: ttl, log: log}
+			return p.run(cmd.Context())
 		},
 	}
 	bf.add(cmd)

@@ -19,6 +19,7 @@ import (
 	"github.com/mesh-provisioner/mesh-provisioner/examples"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/asks"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/client"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/compose"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/meshfile"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/seat"
@@ -34,6 +35,7 @@ type upFlags struct {
 	once     bool
 	output   string
 	logLevel string
+	clients  bool
 }
 
 func newUpCmd() *cobra.Command {
@@ -58,6 +60,7 @@ With --once it applies, waits until the seat is quiet, prints everything the sea
 	fl.BoolVar(&f.once, "once", false, "apply, wait until the seat is quiet, print what it keeps, and exit")
 	fl.StringVarP(&f.output, "output", "o", "table", "with --once: table or json")
 	fl.StringVar(&f.logLevel, "log-level", "warn", "log level on stderr: debug, info, warn or error")
+	fl.BoolVar(&f.clients, "clients", true, "run a node client per node of the mesh file, each under DATA/nodes/<node>")
 	return cmd
 }
 
@@ -124,14 +127,16 @@ func runUp(ctx context.Context, out io.Writer, f upFlags, args []string) error {
 	}
 	defer snc.Close()
 	results := make(chan *compose.Result, 1024)
-	st := seat.New(sjs, seat.Config{Log: log, OnResult: func(r *compose.Result) {
+	proc := &seatProcess{nc: snc, js: sjs, log: log, onResult: func(r *compose.Result) {
 		select {
 		case results <- r:
 		default: // progress is best effort; the log has every result
 		}
-	}})
+	}}
+	proc.seat = proc.newSeat()
+	st := proc.seat
 	seatDone := make(chan error, 1)
-	go func() { seatDone <- st.Run(ctx) }()
+	go func() { seatDone <- proc.run(ctx) }()
 
 	// The ask router, on its own connection.
 	anc, ajs, err := bus.Connect(bus.Dial{URL: srv.URL(), Name: "mesh-asks", Log: log})
@@ -156,8 +161,21 @@ func runUp(ctx context.Context, out io.Writer, f upFlags, args []string) error {
 	}
 	fmt.Fprintf(progress, "applied %s: %d written, %d unchanged, %d removed\n", name, stats.Written, stats.Unchanged, stats.Removed)
 
+	if f.clients {
+		for _, node := range file.Nodes {
+			if err := startClient(ctx, srv.URL(), node, filepath.Join(f.data, "nodes", node), log); err != nil {
+				return err
+			}
+		}
+		fmt.Fprintf(progress, "node clients: %d, roots under %s\n", len(file.Nodes), filepath.Join(f.data, "nodes"))
+	}
 	if err := waitSettled(ctx, st, ojs, results, progress, seatDone); err != nil {
 		return err
+	}
+	if f.clients {
+		if err := waitApplied(ctx, ojs); err != nil {
+			return err
+		}
 	}
 	if f.once {
 		return printKept(ctx, out, ojs, f.output)
@@ -180,6 +198,64 @@ func runUp(ctx context.Context, out io.Writer, f upFlags, args []string) error {
 			if err := printSummary(ctx, out, ojs); err != nil {
 				return err
 			}
+		}
+	}
+}
+
+// startClient runs a node's client on its own connection until ctx is done.
+func startClient(ctx context.Context, url, node, root string, log *slog.Logger) error {
+	nc, js, err := bus.Connect(bus.Dial{URL: url, Name: "client-" + node, Log: log})
+	if err != nil {
+		return err
+	}
+	c, err := client.New(client.Config{Node: node, Root: root, JS: js, NC: nc, Log: log.With("node", node)})
+	if err != nil {
+		nc.Close()
+		return err
+	}
+	go func() {
+		defer nc.Close()
+		if err := c.Run(ctx); err != nil && ctx.Err() == nil {
+			log.Error("up: node client stopped", "node", node, "err", err)
+		}
+	}()
+	return nil
+}
+
+// waitApplied waits until every plan has been applied by its node's client
+// at the plan's build.
+func waitApplied(ctx context.Context, js jetstream.JetStream) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	plans := bus.Follow(ctx, js, mesh.PlansBucket, bus.Options{})
+	applied := bus.Follow(ctx, js, mesh.AppliedBucket, bus.Options{Create: true})
+	for _, c := range []*bus.Copy{plans, applied} {
+		select {
+		case <-c.Ready():
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+		done := true
+		plans.Range(func(key string, it bus.Item) bool {
+			var p mesh.Plan
+			var a mesh.Applied
+			got, ok := applied.Get(key)
+			if json.Unmarshal(it.Value, &p) != nil || !ok || json.Unmarshal(got.Value, &a) != nil || a.Fingerprint != p.Fingerprint {
+				done = false
+			}
+			return done
+		})
+		if done {
+			return nil
 		}
 	}
 }

@@ -48,6 +48,11 @@ type Config struct {
 	// AskTTL is how long a retiring key's ask stays open. Zero means
 	// retire.DefaultTTL (7 days).
 	AskTTL time.Duration
+	// OnLease, if set, is called on its own goroutine once the lease is
+	// held, with a context that ends when the seat stops holding it: the
+	// place for the work only the holder does (the registry, the leftover
+	// needs).
+	OnLease func(ctx context.Context)
 	// AskTimeout is how long the seat waits for the ask router to record an
 	// ask it raised. Zero means 5 s.
 	AskTimeout time.Duration
@@ -138,6 +143,9 @@ func (s *Seat) Run(ctx context.Context) error {
 	defer cancel()
 	lost := make(chan error, 1)
 	go func() { lost <- l.hold(ctx) }()
+	if s.cfg.OnLease != nil {
+		go s.cfg.OnLease(ctx)
+	}
 
 	for _, b := range readBuckets {
 		s.follow(ctx, b)
