@@ -136,7 +136,17 @@ func runUp(ctx context.Context, out io.Writer, f upFlags, args []string) error {
 	proc.seat = proc.newSeat()
 	st := proc.seat
 	seatDone := make(chan error, 1)
-	go func() { seatDone <- proc.run(ctx) }()
+	seatStopped := make(chan struct{})
+	go func() {
+		defer close(seatStopped)
+		seatDone <- proc.run(ctx)
+	}()
+	// On the way out the seat stops first, so that it gives its lease back
+	// while its connection is still open.
+	defer func() {
+		cancel()
+		<-seatStopped
+	}()
 
 	// The ask router, on its own connection.
 	anc, ajs, err := bus.Connect(bus.Dial{URL: srv.URL(), Name: "mesh-asks", Log: log})

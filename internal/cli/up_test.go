@@ -1,0 +1,104 @@
+package cli_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
+)
+
+// appliedOf reads the applied records that up left in its store.
+func appliedOf(t *testing.T, data string) map[string]mesh.Applied {
+	t.Helper()
+	s, err := bus.StartServer(bus.ServerConfig{Dir: filepath.Join(data, "nats"), Listen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown()
+	nc, js, err := bus.Connect(bus.Dial{URL: s.URL(), Name: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := bus.Follow(ctx, js, mesh.AppliedBucket, bus.Options{})
+	<-c.Ready()
+	out := map[string]mesh.Applied{}
+	c.Range(func(k string, it bus.Item) bool {
+		var a mesh.Applied
+		if err := json.Unmarshal(it.Value, &a); err != nil {
+			t.Errorf("applied %s: %v", k, err)
+		}
+		out[k] = a
+		return true
+	})
+	return out
+}
+
+func TestUpOnceHomelab(t *testing.T) {
+	data := t.TempDir()
+	out, _, err := run(t, "up", "--once", "-o", "json", "--data", data, "--listen", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("up --once: %v", err)
+	}
+	var kept struct {
+		Plans      map[string]mesh.Plan      `json:"plans"`
+		Provisions map[string]mesh.Provision `json:"provisions"`
+		Refused    map[string]mesh.Refusal   `json:"refused"`
+	}
+	if err := json.Unmarshal([]byte(out), &kept); err != nil {
+		t.Fatalf("up --once -o json printed no JSON object: %v\n%s", err, out)
+	}
+	if len(kept.Plans) != 18 || len(kept.Provisions) != 41 || len(kept.Refused) != 0 {
+		t.Errorf("up --once kept %d plans, %d provisions, %d refused; want 18, 41, 0",
+			len(kept.Plans), len(kept.Provisions), len(kept.Refused))
+	}
+	if p := kept.Provisions["ace.gitea.cache"]; p.State != mesh.Asked || p.Provider.Module != "redis" {
+		t.Errorf("ace.gitea.cache = %+v; want asked of redis", p)
+	}
+
+	// Every module's folders exist under its node's root.
+	for key, plan := range kept.Plans {
+		for _, d := range plan.Dirs {
+			dir := filepath.Join(data, "nodes", plan.Node, plan.Module, d.Name)
+			if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+				t.Errorf("plan %s: folder %s missing: %v", key, dir, err)
+			}
+		}
+	}
+	// Ports are distinct per node.
+	first := appliedOf(t, data)
+	if len(first) != 18 {
+		t.Fatalf("%d applied records; want 18", len(first))
+	}
+	used := map[string]map[int]string{}
+	for key, a := range first {
+		k, _ := mesh.ParseNodeModule(key)
+		if used[k.Node] == nil {
+			used[k.Node] = map[int]string{}
+		}
+		for name, port := range a.Ports {
+			if other, dup := used[k.Node][port]; dup {
+				t.Errorf("port %d on %s given twice: %s and %s.%s", port, k.Node, other, key, name)
+			}
+			used[k.Node][port] = key + "." + name
+		}
+	}
+	// Again on the same store: the same ports.
+	if _, _, err := run(t, "up", "--once", "-o", "json", "--data", data, "--listen", "127.0.0.1:0"); err != nil {
+		t.Fatalf("up --once again: %v", err)
+	}
+	again := appliedOf(t, data)
+	for key, a := range first {
+		for name, port := range a.Ports {
+			if again[key].Ports[name] != port {
+				t.Errorf("%s port %s = %d after a restart; was %d", key, name, again[key].Ports[name], port)
+			}
+		}
+	}
+}
