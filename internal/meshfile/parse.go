@@ -111,7 +111,50 @@ func (p *parser) document(data []byte) (root *yaml.Node) {
 		p.errs = append(p.errs, Error{Msg: "the file is empty: a mesh file lists nodes, modules and placement"})
 		return nil
 	}
+	sizes := map[*yaml.Node]int{}
+	if n := p.expanded(doc.Content[0], sizes); n > maxExpanded {
+		p.errs = append(p.errs, Error{Msg: fmt.Sprintf("aliases expand the file to more than %d values", maxExpanded)})
+		return nil
+	}
+	if len(p.errs) > 0 {
+		return nil
+	}
 	return doc.Content[0]
+}
+
+// maxExpanded bounds how many values a file may hold once its aliases are
+// followed, so that a few aliases cannot make the walk take forever.
+const maxExpanded = 1 << 20
+
+// expanded returns how many values n holds with its aliases followed
+// (capped just above maxExpanded), saying an alias that names a node
+// holding it. sizes holds the nodes counted so far, -1 while a node is
+// being counted.
+func (p *parser) expanded(n *yaml.Node, sizes map[*yaml.Node]int) int {
+	if n == nil {
+		return 0
+	}
+	if s, ok := sizes[n]; ok {
+		if s < 0 {
+			p.errf(n, "an alias names a value that holds it")
+			return maxExpanded + 1
+		}
+		return s
+	}
+	sizes[n] = -1
+	total := 1
+	if n.Kind == yaml.AliasNode {
+		total += p.expanded(n.Alias, sizes)
+	}
+	for _, c := range n.Content {
+		total += p.expanded(c, sizes)
+		if total > maxExpanded {
+			total = maxExpanded + 1
+			break
+		}
+	}
+	sizes[n] = total
+	return total
 }
 
 // yamlError turns the YAML library's error text into an Error with its

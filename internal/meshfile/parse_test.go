@@ -2,6 +2,7 @@ package meshfile
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -312,4 +313,41 @@ func FuzzParse(f *testing.F) {
 		}
 		_ = file.Keys()
 	})
+}
+
+// TestParseAliases checks that aliases work where a value is expected and
+// that neither a cycle nor an expansion bomb makes the walk run away.
+func TestParseAliases(t *testing.T) {
+	good := `nodes: [control, ace]
+modules:
+  redis:
+    builds:
+      - fp: f1
+        manifest: &m {module: redis, ports: [{name: resp}]}
+      - fp: f2
+        manifest: *m
+placement:
+  control: &both [redis]
+  ace: *both
+`
+	f, err := Parse("good", []byte(good))
+	if err != nil {
+		t.Fatalf("Parse(aliases) = %v", err)
+	}
+	if !f.Placed("ace", "redis") || f.Module("redis").Builds[0].Digest != f.Module("redis").Builds[1].Digest {
+		t.Errorf("aliases not followed: %+v", f)
+	}
+	_, err = Parse("cycle", []byte("nodes: [a]\nplacement: &p {a: *p}\n"))
+	if errs, ok := errors.AsType[*Errors](err); !ok || !strings.Contains(errs.Error(), "names a value that holds it") {
+		t.Errorf("Parse(cycle) = %v; want the cycle said", err)
+	}
+	var bomb strings.Builder
+	bomb.WriteString("nodes: [a]\nl0: &l0 [x, x, x, x, x, x, x, x, x, x]\n")
+	for i := 1; i < 9; i++ {
+		fmt.Fprintf(&bomb, "l%d: &l%d [*l%d, *l%d, *l%d, *l%d, *l%d, *l%d, *l%d, *l%d, *l%d, *l%d]\n", i, i, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1)
+	}
+	_, err = Parse("bomb", []byte(bomb.String()))
+	if errs, ok := errors.AsType[*Errors](err); !ok || !strings.Contains(errs.Error(), "aliases expand the file") {
+		t.Errorf("Parse(bomb) = %v; want the expansion said", err)
+	}
 }
