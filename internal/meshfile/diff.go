@@ -31,6 +31,11 @@ type Put struct {
 	Value       []byte
 }
 
+// Remove is one key to remove from Bucket.
+type Remove struct {
+	Bucket, Key string
+}
+
 // Odd is a key found in a bucket that is out of the bucket's shape: it is
 // left as it is and said.
 type Odd struct {
@@ -46,7 +51,7 @@ type Diff struct {
 	// Removes are the keys of placement, wants and haves that the file no
 	// longer has, placement first, keys sorted within a bucket. Manifests,
 	// builds and modules are never removed.
-	Removes []Put
+	Removes []Remove
 	// Unchanged counts, per bucket, the file's keys that the bucket already
 	// holds with the same bytes.
 	Unchanged map[string]int
@@ -103,7 +108,7 @@ func (f *File) Diff(current map[string]map[string][]byte, now time.Time) *Diff {
 				continue
 			}
 			if remove {
-				d.Removes = append(d.Removes, Put{Bucket: bucket, Key: k})
+				d.Removes = append(d.Removes, Remove{Bucket: bucket, Key: k})
 			}
 		}
 	}
