@@ -137,8 +137,8 @@ haves:
 	put := func(v any) []byte { return marshal(v) }
 	current := map[string]map[string][]byte{
 		mesh.PlacementBucket: {
-			"a": put(mesh.Placement{Modules: []mesh.PlacedModule{{Module: "x"}, {Module: "y"}}}),
-			"c": put(mesh.Placement{Modules: []mesh.PlacedModule{{Module: "x"}}}),
+			"a":        put(mesh.Placement{Modules: []mesh.PlacedModule{{Module: "x"}, {Module: "y"}}}),
+			"c":        put(mesh.Placement{Modules: []mesh.PlacedModule{{Module: "x"}}}),
 			"Odd_Node": []byte(`{}`),
 		},
 		mesh.WantsBucket: {
@@ -146,7 +146,7 @@ haves:
 			"want.a.y": put(mesh.Want{Fingerprint: "f1"}),
 			"want.c.x": put(mesh.Want{Fingerprint: "f1"}),
 			"want.b.y": put(mesh.Want{Fingerprint: "f1"}),
-			"wanted.a":  []byte(`{}`),
+			"wanted.a": []byte(`{}`),
 		},
 		mesh.HaveBucket: {
 			"a":     put(mesh.Have{Phase: "running", Health: "ok"}), // the node itself: kept

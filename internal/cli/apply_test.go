@@ -1,0 +1,110 @@
+package cli
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus/bustest"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/meshfile"
+)
+
+const homelabFile = "../../examples/homelab.yaml"
+
+func TestApplyCommand(t *testing.T) {
+	s := bustest.Server(t)
+	out, errOut, err := run(t, "apply", "-f", homelabFile, "--nats", s.URL())
+	if err != nil {
+		t.Fatalf("apply = %v (stderr %s)", err, errOut)
+	}
+	first := strings.SplitN(out, "\n", 2)[0]
+	if want := "applied " + homelabFile + ": 76 written, 0 unchanged, 0 removed"; first != want {
+		t.Errorf("apply printed %q; want %q", first, want)
+	}
+	if !strings.Contains(out, "  mesh-assigner_wants: 17 written, 0 unchanged, 0 removed\n") {
+		t.Errorf("apply printed no line for the wants bucket:\n%s", out)
+	}
+	if errOut != "" {
+		t.Errorf("apply said on stderr: %s", errOut)
+	}
+	out, _, err = run(t, "apply", "-f", homelabFile, "--nats", s.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "applied " + homelabFile + ": 0 written, 76 unchanged, 0 removed\n"; out != want {
+		t.Errorf("second apply printed %q; want %q", out, want)
+	}
+}
+
+// TestApplyCommandBroken checks that a broken file is refused whole: every
+// error printed with its line, and no bucket even created.
+func TestApplyCommandBroken(t *testing.T) {
+	s := bustest.Server(t)
+	const broken = "../meshfile/testdata/broken.yaml"
+	out, errOut, err := run(t, "apply", "-f", broken, "--nats", s.URL())
+	if err == nil || !strings.Contains(err.Error(), "refused with 34 errors; nothing written") {
+		t.Fatalf("apply = %v; want refused with 34 errors", err)
+	}
+	if out != "" {
+		t.Errorf("apply printed %q on stdout; want nothing", out)
+	}
+	lines := strings.Split(strings.TrimSpace(errOut), "\n")
+	if len(lines) != 34 {
+		t.Errorf("stderr has %d lines; want 34:\n%s", len(lines), errOut)
+	}
+	for _, want := range []string{
+		broken + `:2: node "Bad_Node" is not a valid name`,
+		broken + `:3: unknown key "colour"`,
+		broken + `:23: module gitea build b7c100: manifest: requires[1]: unknown field "form"`,
+		broken + `:47: wants of ace: gitea wants build "ffffff", which gitea does not list (builds: b7c100)`,
+		broken + `:55: haves of ace: gitea: health is missing`,
+	} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q", want)
+		}
+	}
+	_, js := bustest.Connect(t, s, "test")
+	ctx := bustest.Context(t)
+	for _, b := range meshfile.Buckets {
+		if _, err := js.KeyValue(ctx, b); !errors.Is(err, jetstream.ErrBucketNotFound) {
+			t.Errorf("bucket %s: %v; want it never created", b, err)
+		}
+	}
+}
+
+func TestApplyCommandUsage(t *testing.T) {
+	_, _, err := run(t, "apply")
+	if _, ok := errors.AsType[usageError](err); !ok {
+		t.Errorf("apply with no -f = %v; want a usage error", err)
+	}
+	_, _, err = run(t, "apply", "-f", "no-such-file.yaml", "--nats", "nats://127.0.0.1:1")
+	if err == nil || !strings.Contains(err.Error(), "no-such-file.yaml") {
+		t.Errorf("apply of a missing file = %v; want it named", err)
+	}
+}
+
+func TestGenCommand(t *testing.T) {
+	out, _, err := run(t, "gen", "--nodes", "20", "--modules", "3", "--seed", "5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := meshfile.Parse("gen", []byte(out))
+	if err != nil {
+		t.Fatalf("gen output does not parse: %v", err)
+	}
+	if len(f.Nodes) != 20 || len(f.Placement["node-0019"]) != 4 {
+		t.Errorf("gen wrote %d nodes, node-0019 runs %v; want 20 and 4 modules", len(f.Nodes), f.Placement["node-0019"])
+	}
+	path := t.TempDir() + "/mesh.yaml"
+	if _, _, err := run(t, "gen", "--nodes", "3", "-o", path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := meshfile.ParseFile(path); err != nil {
+		t.Errorf("gen -o file does not parse: %v", err)
+	}
+	if _, _, err := run(t, "gen", "--nodes", "0"); err == nil {
+		t.Errorf("gen --nodes 0 succeeded; want a usage error")
+	}
+}
