@@ -183,9 +183,10 @@ func writeGetTable(w io.Writer, what string, kind getKind, ans getAnswer) error 
 }
 
 // writeGetJSON writes one object, key -> value as stored (a value that is
-// not JSON as a JSON string), and says the odd keys on errw.
+// not JSON as a JSON string), one key a line in key order, and says the odd
+// keys on errw.
 func writeGetJSON(w, errw io.Writer, ans getAnswer) error {
-	obj := map[string]json.RawMessage{}
+	obj := map[string][]byte{}
 	for _, it := range ans.Items {
 		obj[it.Key] = asJSON(it.Value)
 	}
@@ -193,15 +194,29 @@ func writeGetJSON(w, errw io.Writer, ans getAnswer) error {
 		obj[o.Key] = asJSON(o.Value)
 		fmt.Fprintf(errw, "get: odd key %s: %s\n", o.Key, o.Why)
 	}
-	b, err := json.MarshalIndent(obj, "", "  ")
-	if err != nil {
-		return fmt.Errorf("get: encode: %w", err)
+	keys := make([]string, 0, len(obj))
+	for k := range obj {
+		keys = append(keys, k)
 	}
-	_, err = fmt.Fprintf(w, "%s\n", b)
+	sort.Strings(keys)
+	var b strings.Builder
+	b.WriteString("{")
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		name, _ := json.Marshal(k) // a string always encodes
+		fmt.Fprintf(&b, "\n  %s: %s", name, obj[k])
+	}
+	if len(keys) > 0 {
+		b.WriteString("\n")
+	}
+	b.WriteString("}\n")
+	_, err := io.WriteString(w, b.String())
 	return err
 }
 
-func asJSON(v []byte) json.RawMessage {
+func asJSON(v []byte) []byte {
 	if json.Valid(v) {
 		return v
 	}
