@@ -343,9 +343,13 @@ func planRow(it getItem) []string {
 		}
 		provs[i] = name + " from " + pp.ProviderModule + "@" + pp.Provider
 	}
+	list := "-"
+	if len(provs) > 0 {
+		list = fmt.Sprintf("%d: %s", len(provs), strings.Join(provs, ", "))
+	}
 	return []string{p.Node, p.Module, p.Fingerprint,
 		fmt.Sprint(len(p.Dirs)), fmt.Sprint(len(p.Ports)), fmt.Sprint(len(p.Secrets)), fmt.Sprint(len(p.Config)),
-		fmt.Sprint(len(p.Contributes)), fmt.Sprintf("%d: %s", len(provs), strings.Join(provs, ", "))}
+		fmt.Sprint(len(p.Contributes)), list}
 }
 
 func provisionRow(it getItem) []string {

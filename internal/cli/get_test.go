@@ -75,7 +75,7 @@ func TestGetPlans(t *testing.T) {
 	want := []string{
 		"NODE     MODULE    FP      DIRS  PORTS  SECRETS  CONFIG  CONTRIBUTES  PROVISIONS",
 		"ace      gitea     b7c100  3     2      1        1       0            2: database.main from postgres@control, route from route-proxy@control",
-		"control  postgres  3f2a91  0     0      0        0       0            0: ",
+		"control  postgres  3f2a91  0     0      0        0       0            -",
 		"",
 		"ODD KEY          WHY",
 	}

@@ -185,6 +185,9 @@ func isNull(n *yaml.Node) bool {
 
 // kindName says what a node is, in the words of an error message.
 func kindName(n *yaml.Node) string {
+	if n == nil {
+		return "missing"
+	}
 	switch n.Kind {
 	case yaml.SequenceNode:
 		return "a list"
@@ -365,6 +368,9 @@ func (p *parser) file(f *File, root *yaml.Node) {
 		p.errf(root, "no nodes: a mesh file lists its nodes under nodes")
 	}
 	p.nodes(f, sections["nodes"])
+	if n := sections["nodes"]; n != nil && len(f.Nodes) == 0 && len(p.errs) == 0 {
+		p.errf(n, "nodes lists no node")
+	}
 	var refs []ref
 	modules := p.modules(f, sections["modules"], &refs)
 	p.placement(f, modules, sections["placement"])

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
@@ -110,6 +111,7 @@ placement:
 		{"two documents", ok + "---\nnodes: [x]\n", 9, "a second YAML document"},
 		{"a list", "- control\n", 1, "the file is a list"},
 		{"no nodes", "modules: {}\n", 1, "no nodes"},
+		{"nodes empty", "nodes: []\n", 1, "nodes lists no node"},
 		{"nodes not a list", "nodes: control\n", 1, "nodes is text; want a list"},
 		{"node is a mapping", "nodes: [{a: b}]\n", 1, "node is a mapping; want text"},
 		{"node is a boolean", "nodes: [true]\n", 1, "node is a boolean; want text"},
@@ -312,6 +314,9 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 		_ = file.Keys()
+		if d := file.Diff(nil, time.Time{}); len(d.Removes) != 0 || len(d.Odd) != 0 {
+			t.Fatalf("Diff against empty buckets removes %v, odd %v", d.Removes, d.Odd)
+		}
 	})
 }
 
