@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
@@ -44,8 +45,9 @@ type getQuery struct {
 	node, module string
 	// contributor and collection narrow collect (see getverb.go).
 	contributor, collection string
-	// js is the connection the command dialed, for kinds that read
-	// buckets; a kind asking a verb may dial its own.
+	// nc and js are the connection the command dialed: js for kinds that
+	// read buckets, nc for kinds that ask a verb.
+	nc *nats.Conn
 	js jetstream.JetStream
 }
 
@@ -113,7 +115,7 @@ func newGetCmd() *cobra.Command {
 				return fmt.Errorf("get: %w", err)
 			}
 			defer nc.Close()
-			q.bus, q.js = &bf, js
+			q.bus, q.nc, q.js = &bf, nc, js
 			ans, err := kind.read(cmd.Context(), &q)
 			if err != nil {
 				return fmt.Errorf("get %s: %w", args[0], err)
