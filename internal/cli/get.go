@@ -184,11 +184,11 @@ func writeGetTable(w io.Writer, what string, kind getKind, ans getAnswer) error 
 	return tw.Flush()
 }
 
-// writeGetJSON writes one object, key -> value as stored (a value that is
-// not JSON as a JSON string), one key a line in key order, and says the odd
+// writeGetJSON writes one object, key -> value as stored (indented; a
+// value that is not JSON as a JSON string), keys sorted, and says the odd
 // keys on errw.
 func writeGetJSON(w, errw io.Writer, ans getAnswer) error {
-	obj := map[string][]byte{}
+	obj := map[string]json.RawMessage{}
 	for _, it := range ans.Items {
 		obj[it.Key] = asJSON(it.Value)
 	}
@@ -196,29 +196,15 @@ func writeGetJSON(w, errw io.Writer, ans getAnswer) error {
 		obj[o.Key] = asJSON(o.Value)
 		fmt.Fprintf(errw, "get: odd key %s: %s\n", o.Key, o.Why)
 	}
-	keys := make([]string, 0, len(obj))
-	for k := range obj {
-		keys = append(keys, k)
+	b, err := json.MarshalIndent(obj, "", "  ")
+	if err != nil {
+		return fmt.Errorf("get: encode: %w", err)
 	}
-	sort.Strings(keys)
-	var b strings.Builder
-	b.WriteString("{")
-	for i, k := range keys {
-		if i > 0 {
-			b.WriteString(",")
-		}
-		name, _ := json.Marshal(k) // a string always encodes
-		fmt.Fprintf(&b, "\n  %s: %s", name, obj[k])
-	}
-	if len(keys) > 0 {
-		b.WriteString("\n")
-	}
-	b.WriteString("}\n")
-	_, err := io.WriteString(w, b.String())
+	_, err = fmt.Fprintf(w, "%s\n", b)
 	return err
 }
 
-func asJSON(v []byte) []byte {
+func asJSON(v []byte) json.RawMessage {
 	if json.Valid(v) {
 		return v
 	}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -167,8 +168,12 @@ func TestGetRefusedJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatalf("get refused -o json printed %q: %v", out, err)
 	}
-	if want := `{"node":"ace","module":"vaultwarden","why":"its want names build 4a4a4b, which is not known","since":"2026-11-30T03:00:00Z"}`; string(got["ace.vaultwarden"]) != want {
-		t.Errorf("ace.vaultwarden = %s; want %s (as stored)", got["ace.vaultwarden"], want)
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, got["ace.vaultwarden"]); err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"node":"ace","module":"vaultwarden","why":"its want names build 4a4a4b, which is not known","since":"2026-11-30T03:00:00Z"}`; compact.String() != want {
+		t.Errorf("ace.vaultwarden = %s; want %s (as stored)", compact.String(), want)
 	}
 	if string(got["g14.grafana"]) != `"{\"node\":"` {
 		t.Errorf("g14.grafana = %s; want the undecodable value as a JSON string", got["g14.grafana"])
