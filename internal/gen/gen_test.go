@@ -2,12 +2,27 @@ package gen_test
 
 import (
 	"bytes"
+	"sync"
 	"testing"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/gen"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/meshfile"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
+
+// gen1000 is the 1000-node mesh of 8 app modules per worker, generated
+// and parsed once for the tests that read it.
+var gen1000 = sync.OnceValues(func() (*meshfile.File, error) {
+	return meshfile.Parse("gen-1000", gen.Generate(1000, 8, 1))
+})
+
+// parse returns Generate(nodes, modules, 1) parsed.
+func parse(nodes, modules int) (*meshfile.File, error) {
+	if nodes == 1000 && modules == 8 {
+		return gen1000()
+	}
+	return meshfile.Parse("gen", gen.Generate(nodes, modules, 1))
+}
 
 // TestGenerateValid checks that generated meshes of several sizes parse
 // with no error and no warning, and hold what Generate promises.
@@ -21,8 +36,7 @@ func TestGenerateValid(t *testing.T) {
 		{"gen-1000", 1000, 8},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			text := gen.Generate(tc.nodes, tc.modules, 1)
-			f, err := meshfile.Parse(tc.name, text)
+			f, err := parse(tc.nodes, tc.modules)
 			if err != nil {
 				t.Fatalf("Parse(Generate(%d, %d)) = %v", tc.nodes, tc.modules, err)
 			}
@@ -68,7 +82,7 @@ func TestGenerateValid(t *testing.T) {
 // benchmark needs: two-build modules, wants at an older build, modules
 // with a have and no want, and every kind of requirement.
 func TestGenerateRealistic(t *testing.T) {
-	f, err := meshfile.Parse("gen", gen.Generate(1000, 8, 1))
+	f, err := parse(1000, 8)
 	if err != nil {
 		t.Fatal(err)
 	}
