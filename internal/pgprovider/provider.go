@@ -155,6 +155,7 @@ func (h handler) Provide(ctx context.Context, key mesh.ProvisionKey, prov mesh.P
 		}
 		return kit.Result{}, err
 	}
+	p.log.Debug("postgres: provided", "key", key.String(), "role", name, "generation", cred.Generation)
 	return kit.Provided(cred.VaultName, cred.Generation), nil
 }
 
