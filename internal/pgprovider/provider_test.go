@@ -49,7 +49,8 @@ func start(t *testing.T, dsn string) *fixture {
 	f.seat.Judge(mesh.VaultModule, pgprovider.Module)
 	nc, js := kittest.Connect(t, f.url, mesh.VaultModule)
 	ctx := bustest.Context(t)
-	v, err := vault.Start(ctx, vault.Config{Dir: t.TempDir(), Node: f.node, RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond}, nc, js, nil)
+	vlog, _ := kittest.Log()
+	v, err := vault.Start(ctx, vault.Config{Dir: t.TempDir(), Node: f.node, RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond}, nc, js, vlog)
 	if err != nil {
 		t.Fatal(err)
 	}
