@@ -254,16 +254,16 @@ func (k *Kit) handle(ctx context.Context, key string) {
 		if p.Warrant == nil || p.Warrant.Option != "yes" || !hasEntry {
 			return // kept: no warrant yet, the operator said no, or already retired
 		}
-		pk, err := mesh.ParseProvisionKey(key)
-		if err != nil {
-			pk = mesh.ProvisionKey{}
-		}
-		if err := k.cfg.Handler.Retire(ctx, pk, p); err != nil {
-			if ctx.Err() == nil {
-				d := k.retry(key)
-				log.Error("kit: retire failed; the entry stays and retire is tried again", "err", err, "retry_in", d)
+		// A key out of shape was failed without the handler: nothing was
+		// made for it, so only its entry goes.
+		if pk, err := mesh.ParseProvisionKey(key); err == nil {
+			if err := k.cfg.Handler.Retire(ctx, pk, p); err != nil {
+				if ctx.Err() == nil {
+					d := k.retry(key)
+					log.Error("kit: retire failed; the entry stays and retire is tried again", "err", err, "retry_in", d)
+				}
+				return
 			}
-			return
 		}
 		if _, err := bus.DeleteIfPresent(ctx, k.bound, key); err != nil {
 			d := k.retry(key)

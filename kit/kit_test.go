@@ -76,9 +76,14 @@ type fixture struct {
 func start(t *testing.T, h kit.Handler, workers int) *fixture {
 	t.Helper()
 	f := &fixture{url: kittest.Server(t), entries: map[string][]string{}}
+	_, js := kittest.Connect(t, f.url, provider.Module)
+	// The bound bucket keeps some history, so that the watcher below sees
+	// every entry written, also those superseded at once.
+	if _, err := js.CreateKeyValue(bustest.Context(t), jetstream.KeyValueConfig{Bucket: mesh.BoundBucket(provider.Module), History: 10}); err != nil {
+		t.Fatal(err)
+	}
 	f.seat = kittest.NewSeat(t, f.url)
 	f.seat.Judge(provider.Module, vault.Module)
-	_, js := kittest.Connect(t, f.url, provider.Module)
 	log, said := kittest.Log()
 	f.said = said
 	t.Cleanup(func() {
@@ -364,4 +369,33 @@ func TestStartRefusesAnIncompleteConfig(t *testing.T) {
 func mustJS(t *testing.T, url string) jetstream.JetStream {
 	_, js := kittest.Connect(t, url, "reader")
 	return js
+}
+
+func TestKitTriesAFailedRetireAgain(t *testing.T) {
+	var mu sync.Mutex
+	retires := 0
+	h := kit.Funcs{RetireFunc: func(context.Context, mesh.ProvisionKey, mesh.Provision) error {
+		mu.Lock()
+		defer mu.Unlock()
+		retires++
+		if retires == 1 {
+			return errors.New("shelf: the shelf is locked")
+		}
+		return nil
+	}}
+	f := start(t, h, 0)
+	key, p := kittest.Requirement(gitea, "shelf", "", provider)
+	f.seat.Need(key, p)
+	waitState(t, f.seat, key, mesh.Provided, "")
+	f.seat.Retire(key)
+	f.seat.Answer(key, "yes")
+	bustest.WaitFor(t, 0, "the key retired after a second try", func() bool { _, ok := f.seat.Get(key); return !ok })
+	mu.Lock()
+	defer mu.Unlock()
+	if retires != 2 {
+		t.Errorf("retire called %d times; want 2 (one failure, one success)", retires)
+	}
+	if !f.said.Has("kit: retire failed; the entry stays and retire is tried again", "shelf: the shelf is locked") {
+		t.Error("the kit did not say the failed retire")
+	}
 }

@@ -129,6 +129,9 @@ func (h handler) Provide(ctx context.Context, key mesh.ProvisionKey, prov mesh.P
 		return kit.Failing(whyNotDatabase(key.Provision)), nil
 	}
 	cred, err := p.credential(ctx, key, prov)
+	if errors.Is(err, kit.ErrNoVault) && ctx.Err() == nil {
+		return kit.Waiting(whyNoVault(err)), nil
+	}
 	if err != nil {
 		return kit.Result{}, err
 	}

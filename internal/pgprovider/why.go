@@ -13,3 +13,7 @@ func whyNoCredential(key string) string {
 func whyUnreachable(err error) string {
 	return fmt.Sprintf("waits for the PostgreSQL server to be reached: %v", err)
 }
+
+func whyNoVault(err error) string {
+	return fmt.Sprintf("waits for mesh-vault to answer the consumer's credential: %v", err)
+}
