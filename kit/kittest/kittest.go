@@ -19,7 +19,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
-	"github.com/mesh-provisioner/mesh-provisioner/internal/bus/bustest"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
 
@@ -27,7 +26,19 @@ import (
 // in t.Cleanup) and returns its URL.
 func Server(t testing.TB) string {
 	t.Helper()
-	return bustest.Server(t).URL()
+	s, err := bus.StartServer(bus.ServerConfig{Dir: t.TempDir(), Listen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatalf("kittest: %v", err)
+	}
+	t.Cleanup(s.Shutdown)
+	return s.URL()
+}
+
+// testContext returns a context cancelled in t.Cleanup.
+func testContext(t testing.TB) context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	return ctx
 }
 
 // Connect dials url as the component name, closing it in t.Cleanup.
@@ -74,7 +85,7 @@ type Seat struct {
 // "mesh-provisioner_provisions" (created when missing).
 func NewSeat(t testing.TB, url string) *Seat {
 	t.Helper()
-	ctx := bustest.Context(t)
+	ctx := testContext(t)
 	_, js := Connect(t, url, "kittest-seat")
 	s := &Seat{t: t, js: js, bound: map[string]*bus.Copy{}, kick: make(chan struct{}, 1)}
 	s.copy = bus.Follow(ctx, js, mesh.ProvisionsBucket, bus.Options{Create: true, OnChange: func(bus.Change) { s.poke() }})
@@ -191,7 +202,7 @@ func (s *Seat) Drop(key mesh.ProvisionKey) {
 // and waits with the entry's why, asked when there is no entry; a retiring
 // key approved with "yes" whose entry is gone is deleted.
 func (s *Seat) Judge(providers ...string) {
-	ctx := bustest.Context(s.t)
+	ctx := testContext(s.t)
 	s.mu.Lock()
 	for _, m := range providers {
 		c := bus.Follow(ctx, s.js, mesh.BoundBucket(m), bus.Options{Create: true, OnChange: func(bus.Change) { s.poke() }})
