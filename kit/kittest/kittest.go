@@ -148,7 +148,7 @@ func (s *Seat) Need(key mesh.ProvisionKey, p mesh.Provision) {
 
 // WhyNoEntry is the why of a key whose provider has written no entry yet.
 func WhyNoEntry(provider mesh.Ref) string {
-	return fmt.Sprintf("asked of %s on %s; no entry yet", provider.Module, provider.Node)
+	return fmt.Sprintf("asked of %s on %s; waits for its entry in %s", provider.Module, provider.Node, mesh.BoundBucket(provider.Module))
 }
 
 // Retire turns the key retiring and raises its ask, as the seat does when no
@@ -252,7 +252,7 @@ func (s *Seat) judge(ctx context.Context) {
 		} else {
 			var e mesh.Entry
 			if err := json.Unmarshal(it.Value, &e); err != nil {
-				q.State, q.Why = mesh.Asked, fmt.Sprintf("the entry of %s does not decode: %v", p.Provider.Module, err)
+				q.State, q.Why = mesh.Asked, fmt.Sprintf("the entry of %s for this key cannot be decoded: %v", p.Provider.Module, err)
 			} else {
 				st, why := e.Outcome()
 				switch st {
@@ -261,7 +261,7 @@ func (s *Seat) judge(ctx context.Context) {
 				case mesh.Failed, mesh.Waits:
 					q.State, q.Why = st, why
 				default:
-					q.State, q.Why = mesh.Asked, fmt.Sprintf("the entry of %s says state %q: %s", p.Provider.Module, st, why)
+					q.State, q.Why = mesh.Asked, fmt.Sprintf("the entry of %s says state %q, which is not provided, failed or waits: %s", p.Provider.Module, st, why)
 				}
 			}
 		}
