@@ -115,10 +115,18 @@ func start(t *testing.T, h kit.Handler, workers int) *fixture {
 	return f
 }
 
-func (f *fixture) history(key mesh.ProvisionKey) []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]string(nil), f.entries[key.String()]...)
+// history waits until the watcher has seen n writes at key (it may lag
+// behind the seat), then returns every write it has seen there.
+func (f *fixture) history(t *testing.T, key mesh.ProvisionKey, n int) []string {
+	t.Helper()
+	var h []string
+	bustest.WaitFor(t, 0, fmt.Sprintf("%d writes at %s", n, key), func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		h = append([]string(nil), f.entries[key.String()]...)
+		return len(h) >= n
+	})
+	return h
 }
 
 func waitState(t *testing.T, seat *kittest.Seat, key mesh.ProvisionKey, state mesh.State, why string) mesh.Provision {
@@ -145,7 +153,7 @@ func TestKitProvidesItsKeysOnly(t *testing.T) {
 	if got.Reference == nil || *got.Reference != (mesh.Reference{ID: "shelf-a", Generation: 3}) {
 		t.Errorf("reference of %s = %+v; want shelf-a generation 3", key, got.Reference)
 	}
-	if h := f.history(key); len(h) != 1 || h[0] != `{"state":"provided","vault-name":"shelf-a","generation":3}` {
+	if h := f.history(t, key, 1); len(h) != 1 || h[0] != `{"state":"provided","vault-name":"shelf-a","generation":3}` {
 		t.Errorf("entries written at %s = %q; want one provided entry", key, h)
 	}
 	// A key of another provider node gets no entry and no call; checked
@@ -237,7 +245,7 @@ func TestKitFailureIsTriedAgain(t *testing.T) {
 		`{"state":"failed","why":"shelf: disk 2 is full"}`,
 		`{"state":"provided"}`,
 	}
-	if h := f.history(key); fmt.Sprint(h) != fmt.Sprint(want) {
+	if h := f.history(t, key, len(want)); fmt.Sprint(h) != fmt.Sprint(want) {
 		t.Errorf("entries at %s = %q; want %q", key, h, want)
 	}
 	if !f.said.Has("kit: tried again later", "key="+key.String(), "disk 2 is full") {
@@ -286,7 +294,7 @@ func TestKitWaitsUntilAPersonActs(t *testing.T) {
 	mu.Unlock()
 	waitState(t, f.seat, key, mesh.Provided, "")
 	want := []string{`{"state":"waits","why":"waits for an operator to plug in the shelf's disk"}`, `{"state":"provided"}`}
-	if h := f.history(key); fmt.Sprint(h) != fmt.Sprint(want) {
+	if h := f.history(t, key, len(want)); fmt.Sprint(h) != fmt.Sprint(want) {
 		t.Errorf("entries at %s = %q; want %q (waits written once)", key, h, want)
 	}
 }
@@ -321,7 +329,7 @@ func TestKitRetiresOnlyOnYes(t *testing.T) {
 	if _, n := r.calls(drop); n != 1 {
 		t.Errorf("retire of %s called %d times; want 1", drop, n)
 	}
-	if h := f.history(drop); len(h) != 2 || h[1] != "deleted" {
+	if h := f.history(t, drop, 2); len(h) != 2 || h[1] != "deleted" {
 		t.Errorf("entries at %s = %q; want provided then deleted", drop, h)
 	}
 	if p, _ := f.seat.Get(keep); p.State != mesh.Retiring || p.Warrant.Option != "no" {
