@@ -1,0 +1,30 @@
+// Package pgprovider is the PostgreSQL provider (module "postgres"), built
+// on the provider kit (package kit) with pgx.
+//
+// For each needed "database" provision whose provider is postgres on its
+// node (keys <node>.<consumer>.database[.<local>]) it makes, on the server
+// its DSN names:
+//
+//   - a role for the consumer, named by [RoleName] from the key's node,
+//     consumer and local (deterministic, within PostgreSQL's 63 bytes), that
+//     logs in with the consumer's own credential: the value the vault
+//     answers the provider on "mesh-vault.consumers.postgres" for the
+//     credential key the provision depends on. The password is sent as a
+//     SCRAM-SHA-256 verifier, never in the clear;
+//   - a database of the same name, owned by that role, that PUBLIC may not
+//     connect to.
+//
+// Both are made only when missing (a restart creates nothing twice); the
+// password is set on every provide, so a rotated credential (a new
+// generation in the credential's reference) changes it. The entry is
+// provided with the credential's vault name and generation; a statement
+// PostgreSQL refuses is failed with PostgreSQL's own message as why (tried
+// again with backoff); a server that cannot be reached is waits, tried
+// again with backoff until it answers.
+//
+// On the operator's "yes" the role's sessions are ended, everything it owns
+// (in its database and in the DSN's database, including the database
+// itself) is handed to the owner role (the DSN's user unless
+// [Config].Owner names another), its privileges are dropped, and the role
+// is dropped. The database and its data stay.
+package pgprovider

@@ -1,0 +1,287 @@
+package pgprovider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mesh-provisioner/mesh-provisioner/kit"
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
+)
+
+// Module is the provider's module name (entries in "postgres_bound"; its
+// bus user asks the vault on "mesh-vault.consumers.postgres").
+const Module = "postgres"
+
+// Provision is the one provision the provider answers.
+const Provision = "database"
+
+// Config configures the PostgreSQL provider.
+type Config struct {
+	// DSN connects to the server as a role that may create roles and
+	// databases (a superuser, or CREATEROLE and CREATEDB), in a database of
+	// its own (such as "postgres"): a libpq keyword/value string or URL.
+	DSN string
+	// Node is the node postgres runs on: the provider answers the
+	// provisions whose provider is postgres on Node.
+	Node string
+	// Owner is the role that receives what a retired role owned. Empty
+	// means the DSN's user.
+	Owner string
+	// Timeout bounds connecting to the server and asking the vault. 0
+	// means 5 s.
+	Timeout time.Duration
+	// RetryMin and RetryMax bound the kit's backoff (see kit.Config); 0
+	// means the kit's defaults.
+	RetryMin, RetryMax time.Duration
+}
+
+// Provider is a running PostgreSQL provider.
+type Provider struct {
+	cfg  Config
+	conn *pgx.ConnConfig
+	nc   *nats.Conn
+	kit  *kit.Kit
+	log  *slog.Logger
+}
+
+// Start checks cfg's DSN, starts the provider's kit on its own bus
+// connection (nc, js) and returns at once; it runs until ctx is done. It
+// returns an error when the DSN does not parse or Node is empty; an
+// unreachable server is not an error (its keys wait).
+func Start(ctx context.Context, cfg Config, nc *nats.Conn, js jetstream.JetStream, log *slog.Logger) (*Provider, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	if cfg.Node == "" {
+		return nil, errors.New("postgres: the node is not set")
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 5 * time.Second
+	}
+	cc, err := pgx.ParseConfig(cfg.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: DSN: %w", err)
+	}
+	if cc.ConnectTimeout == 0 || cc.ConnectTimeout > cfg.Timeout {
+		cc.ConnectTimeout = cfg.Timeout
+	}
+	p := &Provider{cfg: cfg, conn: cc, nc: nc, log: log.With("component", Module)}
+	p.kit, err = kit.Start(ctx, kit.Config{
+		Module: Module, Node: cfg.Node, JetStream: js, Handler: handler{p}, Log: log,
+		RetryMin: cfg.RetryMin, RetryMax: cfg.RetryMax,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// Run starts the provider (see [Start]) and blocks until ctx is done. It
+// returns nil then, or the error of Start.
+func Run(ctx context.Context, cfg Config, nc *nats.Conn, js jetstream.JetStream, log *slog.Logger) error {
+	if _, err := Start(ctx, cfg, nc, js, log); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	return nil
+}
+
+// Ready is closed once the provider follows the provisions and its entries.
+func (p *Provider) Ready() <-chan struct{} { return p.kit.Ready() }
+
+// connect opens a connection to database (empty: the DSN's own).
+func (p *Provider) connect(ctx context.Context, database string) (*pgx.Conn, error) {
+	cc := p.conn.Copy()
+	if database != "" {
+		cc.Database = database
+	}
+	return pgx.ConnectConfig(ctx, cc)
+}
+
+// unreachable reports whether err says the server could not be reached
+// (rather than PostgreSQL refusing something).
+func unreachable(err error) bool {
+	var pgErr *pgconn.PgError
+	return !errors.As(err, &pgErr)
+}
+
+// statementError wraps a refused statement with what was tried; the
+// PostgreSQL message stays whole in its text.
+func statementError(what string, err error) error {
+	return fmt.Errorf("postgres: %s: %w", what, err)
+}
+
+type handler struct{ p *Provider }
+
+func (h handler) Provide(ctx context.Context, key mesh.ProvisionKey, prov mesh.Provision) (kit.Result, error) {
+	p := h.p
+	if key.Provision != Provision {
+		return kit.Failing(whyNotDatabase(key.Provision)), nil
+	}
+	cred, err := p.credential(ctx, key, prov)
+	if errors.Is(err, kit.ErrNoVault) && ctx.Err() == nil {
+		return kit.Waiting(whyNoVault(err)), nil
+	}
+	if err != nil {
+		return kit.Result{}, err
+	}
+	if cred == nil {
+		return kit.Failing(whyNoCredential(key.String())), nil
+	}
+	verifier, err := scramVerifier(cred.Value)
+	if err != nil {
+		return kit.Result{}, err
+	}
+	name := RoleName(key)
+	role := pgx.Identifier{name}.Sanitize()
+	conn, err := p.connect(ctx, "")
+	if err != nil {
+		if unreachable(err) {
+			return kit.Waiting(whyUnreachable(err)), nil
+		}
+		return kit.Result{}, statementError("connect", err)
+	}
+	defer conn.Close(context.Background())
+	if err := p.provide(ctx, conn, key, name, role, verifier); err != nil {
+		if unreachable(err) && ctx.Err() == nil {
+			return kit.Waiting(whyUnreachable(err)), nil
+		}
+		return kit.Result{}, err
+	}
+	p.log.Debug("postgres: provided", "key", key.String(), "role", name, "generation", cred.Generation)
+	return kit.Provided(cred.VaultName, cred.Generation), nil
+}
+
+// provide makes the role and the database of the provision when missing,
+// and sets the role's password.
+func (p *Provider) provide(ctx context.Context, conn *pgx.Conn, key mesh.ProvisionKey, name, role, verifier string) error {
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)`, name).Scan(&exists); err != nil {
+		return statementError("look up role "+role, err)
+	}
+	if !exists {
+		if _, err := conn.Exec(ctx, "CREATE ROLE "+role+" LOGIN PASSWORD "+literal(verifier)); err != nil {
+			return statementError("create role "+role, err)
+		}
+		p.log.Info("postgres: role created", "key", key.String(), "role", name)
+	} else if _, err := conn.Exec(ctx, "ALTER ROLE "+role+" LOGIN PASSWORD "+literal(verifier)); err != nil {
+		return statementError("set the password of role "+role, err)
+	}
+	if _, err := conn.Exec(ctx, "COMMENT ON ROLE "+role+" IS "+literal("mesh: consumer of the provision "+key.String())); err != nil {
+		return statementError("comment on role "+role, err)
+	}
+	var owner *string
+	err := conn.QueryRow(ctx, `SELECT pg_get_userbyid(datdba)::text FROM pg_database WHERE datname = $1`, name).Scan(&owner)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		if _, err := conn.Exec(ctx, "CREATE DATABASE "+role+" OWNER "+role); err != nil {
+			return statementError("create database "+role, err)
+		}
+		if _, err := conn.Exec(ctx, "REVOKE ALL ON DATABASE "+role+" FROM PUBLIC"); err != nil {
+			return statementError("revoke public access to database "+role, err)
+		}
+		p.log.Info("postgres: database created", "key", key.String(), "database", name)
+	case err != nil:
+		return statementError("look up database "+role, err)
+	case owner == nil || *owner != name:
+		if _, err := conn.Exec(ctx, "ALTER DATABASE "+role+" OWNER TO "+role); err != nil {
+			return statementError("hand database "+role+" to its role", err)
+		}
+		was := ""
+		if owner != nil {
+			was = *owner
+		}
+		p.log.Info("postgres: database handed back to its role", "key", key.String(), "database", name, "owner_was", was)
+	}
+	return nil
+}
+
+// credential asks the vault for the consumer's credential that prov
+// depends on; it returns nil when prov depends on no credential.
+func (p *Provider) credential(ctx context.Context, key mesh.ProvisionKey, prov mesh.Provision) (*kit.Credential, error) {
+	var creds []string
+	for _, d := range prov.DependsOn {
+		if dk, err := mesh.ParseProvisionKey(d); err == nil && dk.Provision == mesh.CredentialProvision {
+			creds = append(creds, d)
+		}
+	}
+	if len(creds) == 0 {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
+	defer cancel()
+	a, err := kit.AskConsumers(ctx, p.nc, Module, kit.VaultRequest{Key: key.String()})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: ask the vault for the credential of %s: %w", key, err)
+	}
+	for _, c := range a.Credentials {
+		if slices.Contains(creds, c.Key) {
+			return &c, nil
+		}
+	}
+	return nil, fmt.Errorf("postgres: the vault answered no credential %s for %s", creds[0], key)
+}
+
+func (h handler) Retire(ctx context.Context, key mesh.ProvisionKey, _ mesh.Provision) error {
+	p := h.p
+	name := RoleName(key)
+	role := pgx.Identifier{name}.Sanitize()
+	conn, err := p.connect(ctx, "")
+	if err != nil {
+		return fmt.Errorf("postgres: retire %s: connect: %w", key, err)
+	}
+	defer conn.Close(context.Background())
+	var exists, hasDB bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1), EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists, &hasDB); err != nil {
+		return statementError("look up role "+role, err)
+	}
+	if !exists {
+		return nil
+	}
+	owner := p.cfg.Owner
+	if owner == "" {
+		if err := conn.QueryRow(ctx, `SELECT current_user::text`).Scan(&owner); err != nil {
+			return statementError("look up the owner role", err)
+		}
+	}
+	to := pgx.Identifier{owner}.Sanitize()
+	if _, err := conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1`, name); err != nil {
+		return statementError("end the sessions of role "+role, err)
+	}
+	hand := []string{"REASSIGN OWNED BY " + role + " TO " + to, "DROP OWNED BY " + role}
+	if hasDB {
+		db, err := p.connect(ctx, name)
+		if err != nil {
+			return fmt.Errorf("postgres: retire %s: connect to database %s: %w", key, role, err)
+		}
+		for _, stmt := range hand {
+			if _, err := db.Exec(ctx, stmt); err != nil {
+				db.Close(context.Background())
+				return statementError(strings.ToLower(stmt)+" in database "+role, err)
+			}
+		}
+		db.Close(context.Background())
+	}
+	for _, stmt := range append(hand, "DROP ROLE "+role) {
+		if _, err := conn.Exec(ctx, stmt); err != nil {
+			return statementError(strings.ToLower(stmt), err)
+		}
+	}
+	p.log.Info("postgres: role retired; its database stays, owned by the owner role", "key", key.String(), "role", name, "owner", owner)
+	return nil
+}
+
+// literal quotes s as an SQL string literal (standard_conforming_strings).
+func literal(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
+}

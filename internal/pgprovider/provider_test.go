@@ -1,0 +1,393 @@
+package pgprovider_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus/bustest"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/pgprovider"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/pgprovider/pgtest"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/vault"
+	"github.com/mesh-provisioner/mesh-provisioner/kit"
+	"github.com/mesh-provisioner/mesh-provisioner/kit/kittest"
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
+)
+
+// fixture is a mesh of one node (named at random, so that tests sharing a
+// server never meet) running mesh-vault and postgres, a seat written by
+// kittest, and an admin connection to PostgreSQL.
+type fixture struct {
+	t     *testing.T
+	node  string
+	url   string
+	dsn   string
+	seat  *kittest.Seat
+	vault *vault.Vault
+	admin *pgx.Conn
+	conns map[string]*nats.Conn
+	saids []*kittest.Said // one per start of the provider
+	stop  context.CancelFunc
+}
+
+func start(t *testing.T, dsn string) *fixture {
+	t.Helper()
+	b := make([]byte, 4)
+	rand.Read(b)
+	f := &fixture{t: t, node: "n" + hex.EncodeToString(b), url: kittest.Server(t), dsn: dsn, conns: map[string]*nats.Conn{}}
+	f.seat = kittest.NewSeat(t, f.url)
+	f.seat.Judge(mesh.VaultModule, pgprovider.Module)
+	nc, js := kittest.Connect(t, f.url, mesh.VaultModule)
+	ctx := bustest.Context(t)
+	vlog, _ := kittest.Log()
+	v, err := vault.Start(ctx, vault.Config{Dir: t.TempDir(), Node: f.node, RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond}, nc, js, vlog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.vault = v
+	f.admin, err = pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatalf("connect to PostgreSQL at %s: %v", dsn, err)
+	}
+	t.Cleanup(func() { f.admin.Close(context.Background()) })
+	for _, m := range []string{"gitea", "vaultwarden"} {
+		nc, _ := kittest.Connect(t, f.url, m)
+		f.conns[m] = nc
+	}
+	f.startProvider(dsn)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("postgres said:\n%s", f.said())
+		}
+	})
+	return f
+}
+
+// startProvider starts (or starts again) the provider of f's node.
+func (f *fixture) startProvider(dsn string) {
+	f.t.Helper()
+	if f.stop != nil {
+		f.stop()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	f.t.Cleanup(cancel)
+	f.stop = cancel
+	nc, js := kittest.Connect(f.t, f.url, pgprovider.Module)
+	log, said := kittest.Log()
+	f.saids = append(f.saids, said)
+	p, err := pgprovider.Start(ctx, pgprovider.Config{DSN: dsn, Node: f.node, Timeout: 2 * time.Second, RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond}, nc, js, log)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	<-p.Ready()
+}
+
+// said returns every line every start of the provider said.
+func (f *fixture) said() string {
+	var all []string
+	for _, s := range f.saids {
+		all = append(all, s.Lines())
+	}
+	return strings.Join(all, "\n")
+}
+
+func (f *fixture) ref(module string) mesh.Ref { return mesh.Ref{Module: module, Node: f.node} }
+
+// need writes consumer's database provision (and its credential) as the
+// seat composes them.
+func (f *fixture) need(consumer, local string) (db, cred mesh.ProvisionKey) {
+	key, p := kittest.Requirement(f.ref(consumer), pgprovider.Provision, local, f.ref(pgprovider.Module))
+	ck, cp, p := kittest.Credential(key, p, f.ref(mesh.VaultModule))
+	f.seat.Need(ck, cp)
+	f.seat.Need(key, p)
+	return key, ck
+}
+
+func (f *fixture) waitProvided(key mesh.ProvisionKey, ref mesh.Reference) {
+	f.t.Helper()
+	bustest.WaitFor(f.t, 20*time.Second, fmt.Sprintf("%s provided with %+v", key, ref), func() bool {
+		p, ok := f.seat.Get(key)
+		return ok && p.State == mesh.Provided && p.Reference != nil && *p.Reference == ref
+	})
+}
+
+// password is what the vault answers consumer for its credential.
+func (f *fixture) password(consumer string, cred mesh.ProvisionKey) kit.Credential {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	a, err := kit.AskSecrets(ctx, f.conns[consumer], consumer, kit.VaultRequest{Key: cred.String()})
+	if err != nil || len(a.Credentials) != 1 {
+		f.t.Fatalf("the vault answered %s %+v, %v; want its credential %s", consumer, a.Credentials, err, cred)
+	}
+	return a.Credentials[0]
+}
+
+// login connects to database as role with password; it returns the error.
+func (f *fixture) login(role, password, database string) (*pgx.Conn, error) {
+	cc, err := pgx.ParseConfig(f.dsn)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	cc.User, cc.Password, cc.Database = role, password, database
+	return pgx.ConnectConfig(context.Background(), cc)
+}
+
+func (f *fixture) mustLogin(role, password, database string) *pgx.Conn {
+	f.t.Helper()
+	c, err := f.login(role, password, database)
+	if err != nil {
+		f.t.Fatalf("log in as %s to %s: %v; want it to succeed", role, database, err)
+	}
+	f.t.Cleanup(func() { c.Close(context.Background()) })
+	return c
+}
+
+func (f *fixture) refuseLogin(role, password, database, why string) {
+	f.t.Helper()
+	c, err := f.login(role, password, database)
+	if err == nil {
+		c.Close(context.Background())
+		f.t.Fatalf("log in as %s to %s with %s succeeded; want it refused", role, database, why)
+	}
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		f.t.Fatalf("log in as %s with %s: %v; want PostgreSQL's refusal", role, why, err)
+	}
+}
+
+func (f *fixture) count(query string, args ...any) int {
+	f.t.Helper()
+	var n int
+	if err := f.admin.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
+		f.t.Fatalf("%s: %v", query, err)
+	}
+	return n
+}
+
+func (f *fixture) owner(database string) string {
+	f.t.Helper()
+	var owner string
+	if err := f.admin.QueryRow(context.Background(), `SELECT pg_get_userbyid(datdba)::text FROM pg_database WHERE datname = $1`, database).Scan(&owner); err != nil {
+		f.t.Fatalf("owner of database %s: %v", database, err)
+	}
+	return owner
+}
+
+func TestDatabaseLogsInWithTheConsumersCredentialOnly(t *testing.T) {
+	f := start(t, pgtest.DSN(t))
+	db, cred := f.need("gitea", "main")
+	_, other := f.need("vaultwarden", "")
+	f.waitProvided(db, mesh.Reference{ID: cred.String(), Generation: 1})
+	e, _ := kittest.Entry(t, mustJS(t, f.url), pgprovider.Module, db)
+	if e != (mesh.Entry{State: mesh.Provided, VaultName: cred.String(), Generation: 1}) {
+		t.Errorf("entry at %s = %+v; want provided with %s generation 1", db, e, cred)
+	}
+	role := f.node + "_gitea_main"
+	if got := pgprovider.RoleName(db); got != role {
+		t.Fatalf("RoleName(%s) = %s; want %s", db, got, role)
+	}
+	pw := f.password("gitea", cred)
+	c := f.mustLogin(role, pw.Value, role)
+	var user, database string
+	c.QueryRow(context.Background(), `SELECT current_user::text, current_database()::text`).Scan(&user, &database)
+	if user != role || database != role {
+		t.Errorf("logged in as %s to %s; want %s to %s", user, database, role, role)
+	}
+	if o := f.owner(role); o != role {
+		t.Errorf("database %s is owned by %s; want %s", role, o, role)
+	}
+	f.refuseLogin(role, "not-the-password", role, "a wrong password")
+	f.waitProvided(mesh.ProvisionKey{Node: f.node, Consumer: "vaultwarden", Provision: "database"}, mesh.Reference{ID: other.String(), Generation: 1})
+	theirs := f.password("vaultwarden", other)
+	f.refuseLogin(role, theirs.Value, role, "vaultwarden's password")
+	// vaultwarden's own role may not enter gitea's database either.
+	f.refuseLogin(f.node+"_vaultwarden", theirs.Value, role, "vaultwarden's role")
+
+	// Another module cannot read gitea's password through the vault.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	a, err := kit.AskSecrets(ctx, f.conns["vaultwarden"], "vaultwarden", kit.VaultRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range a.Credentials {
+		if c.Value == pw.Value || c.Key == cred.String() {
+			t.Errorf("vaultwarden got gitea's credential %s through mesh-vault.secret", c.Key)
+		}
+	}
+	a, err = kit.AskConsumers(ctx, f.conns["vaultwarden"], "vaultwarden", kit.VaultRequest{Key: db.String()})
+	if err != nil || len(a.Credentials) != 0 {
+		t.Errorf("vaultwarden asking for postgres' consumers of its own = %+v, %v; want nothing", a.Credentials, err)
+	}
+}
+
+func TestRotationChangesThePassword(t *testing.T) {
+	f := start(t, pgtest.DSN(t))
+	db, cred := f.need("gitea", "")
+	f.waitProvided(db, mesh.Reference{ID: cred.String(), Generation: 1})
+	old := f.password("gitea", cred)
+	role := pgprovider.RoleName(db)
+	f.mustLogin(role, old.Value, role)
+	if _, err := f.vault.Rotate(cred.String()); err != nil {
+		t.Fatal(err)
+	}
+	f.waitProvided(db, mesh.Reference{ID: cred.String(), Generation: 2})
+	cur := f.password("gitea", cred)
+	if cur.Generation != 2 || cur.Value == old.Value {
+		t.Fatalf("after rotation the vault answers %+v; want a new value at generation 2", cur)
+	}
+	f.mustLogin(role, cur.Value, role)
+	f.refuseLogin(role, old.Value, role, "the password of generation 1")
+}
+
+func TestRetireHandsTheDatabaseToTheOwner(t *testing.T) {
+	f := start(t, pgtest.DSN(t))
+	keep, keepCred := f.need("gitea", "keep")
+	drop, dropCred := f.need("gitea", "drop")
+	f.waitProvided(keep, mesh.Reference{ID: keepCred.String(), Generation: 1})
+	f.waitProvided(drop, mesh.Reference{ID: dropCred.String(), Generation: 1})
+	role := pgprovider.RoleName(drop)
+	c := f.mustLogin(role, f.password("gitea", dropCred).Value, role)
+	ctx := context.Background()
+	if _, err := c.Exec(ctx, `CREATE TABLE repos (name text); INSERT INTO repos VALUES ('mesh-provisioner')`); err != nil {
+		t.Fatal(err)
+	}
+	c.Close(ctx)
+	var dsnUser string
+	f.admin.QueryRow(ctx, `SELECT current_user::text`).Scan(&dsnUser)
+
+	f.seat.Retire(keep)
+	f.seat.Answer(keep, "no")
+	f.seat.Retire(drop)
+	f.seat.Answer(drop, "yes")
+	bustest.WaitFor(t, 20*time.Second, "the retired key to be deleted by the seat", func() bool { _, ok := f.seat.Get(drop); return !ok })
+	if n := f.count(`SELECT count(*) FROM pg_roles WHERE rolname = $1`, role); n != 0 {
+		t.Errorf("role %s still exists after yes", role)
+	}
+	if o := f.owner(role); o != dsnUser {
+		t.Errorf("database %s is owned by %s after retirement; want the owner role %s", role, o, dsnUser)
+	}
+	cc, _ := pgx.ParseConfig(f.dsn)
+	cc.Database = role
+	dbc, err := pgx.ConnectConfig(ctx, cc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dbc.Close(ctx)
+	var name, tableOwner string
+	if err := dbc.QueryRow(ctx, `SELECT name, (SELECT tableowner::text FROM pg_tables WHERE tablename = 'repos') FROM repos`).Scan(&name, &tableOwner); err != nil {
+		t.Fatalf("the row written before retirement: %v", err)
+	}
+	if name != "mesh-provisioner" || tableOwner != dsnUser {
+		t.Errorf("row %q in a table owned by %s; want mesh-provisioner owned by %s", name, tableOwner, dsnUser)
+	}
+
+	// With no, nothing changed.
+	kept := pgprovider.RoleName(keep)
+	if p, _ := f.seat.Get(keep); p.State != mesh.Retiring || p.Warrant == nil || p.Warrant.Option != "no" {
+		t.Errorf("%s = %+v; want retiring with the warrant no", keep, p)
+	}
+	if o := f.owner(kept); o != kept {
+		t.Errorf("database %s is owned by %s after no; want %s", kept, o, kept)
+	}
+	f.mustLogin(kept, f.password("gitea", keepCred).Value, kept)
+	if e, ok := kittest.Entry(t, mustJS(t, f.url), pgprovider.Module, keep); !ok || e.State != mesh.Provided {
+		t.Errorf("entry of %s after no = %+v, %v; want it kept, provided", keep, e, ok)
+	}
+}
+
+func TestStoppedServerWaitsAndNothingIsCreatedTwice(t *testing.T) {
+	srv := pgtest.Start(t)
+	f := start(t, srv.DSN)
+	srv.Stop(t)
+	db, cred := f.need("gitea", "")
+	bustest.WaitFor(t, 20*time.Second, "the key to wait for the server", func() bool {
+		p, ok := f.seat.Get(db)
+		return ok && p.State == mesh.Waits && strings.HasPrefix(p.Why, "waits for the PostgreSQL server to be reached: ")
+	})
+	srv.Resume(t)
+	f.admin.Close(context.Background())
+	var err error
+	if f.admin, err = pgx.Connect(context.Background(), srv.DSN); err != nil {
+		t.Fatal(err)
+	}
+	f.waitProvided(db, mesh.Reference{ID: cred.String(), Generation: 1})
+	role := pgprovider.RoleName(db)
+	oids := func() string {
+		var r, d uint32
+		f.admin.QueryRow(context.Background(), `SELECT (SELECT oid FROM pg_roles WHERE rolname = $1), (SELECT oid FROM pg_database WHERE datname = $1)`, role).Scan(&r, &d)
+		return fmt.Sprintf("role %d database %d", r, d)
+	}
+	before := oids()
+	// A restarted provider provides the key again and creates nothing.
+	f.startProvider(srv.DSN)
+	bustest.WaitFor(t, 20*time.Second, "the restarted provider to provide the key again", func() bool {
+		return f.saids[1].Has("postgres: provided", "key="+db.String())
+	})
+	if n := strings.Count(f.said(), "postgres: role created"); n != 1 {
+		t.Errorf("role created %d times; want once", n)
+	}
+	if after := oids(); after != before {
+		t.Errorf("after a restart %s; want the same %s", after, before)
+	}
+	if n := strings.Count(f.said(), "postgres: database created"); n != 1 {
+		t.Errorf("database created %d times; want once", n)
+	}
+	f.mustLogin(role, f.password("gitea", cred).Value, role)
+}
+
+func TestInvalidProvisionsFail(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	f := start(t, dsn)
+	// A provision postgres does not offer.
+	key, p := kittest.Requirement(f.ref("gitea"), "cache", "", f.ref(pgprovider.Module))
+	f.seat.Need(key, p)
+	// A key out of shape.
+	bad := mesh.ProvisionKey{Node: f.node, Consumer: "Gitea", Provision: "database"}
+	_, bp := kittest.Requirement(mesh.Ref{Module: "Gitea", Node: f.node}, "database", "", f.ref(pgprovider.Module))
+	f.seat.Need(bad, bp)
+	wantFailed := func(k mesh.ProvisionKey, why string) {
+		t.Helper()
+		bustest.WaitFor(t, 20*time.Second, fmt.Sprintf("%s failed with %q", k, why), func() bool {
+			p, ok := f.seat.Get(k)
+			return ok && p.State == mesh.Failed && p.Why == why
+		})
+	}
+	wantFailed(key, `postgres provides only "database" provisions, not "cache"`)
+	wantFailed(bad, fmt.Sprintf(`the provision key %s.Gitea.database is out of shape: mesh: key "%s.Gitea.database": consumer "Gitea" is not a valid name`, f.node, f.node))
+	if n := f.count(`SELECT count(*) FROM pg_roles WHERE rolname LIKE $1`, f.node+"%"); n != 0 {
+		t.Errorf("%d roles were made for invalid provisions; want 0", n)
+	}
+
+	// PostgreSQL's own refusal: a provider whose role may not create roles.
+	ctx := context.Background()
+	limited := f.node + "_limited"
+	if _, err := f.admin.Exec(ctx, "CREATE ROLE "+pgx.Identifier{limited}.Sanitize()+" LOGIN CREATEDB PASSWORD 'limited-pw'"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.admin.Exec(context.Background(), "DROP ROLE "+pgx.Identifier{limited}.Sanitize()) })
+	cc, _ := pgx.ParseConfig(dsn)
+	g := start(t, fmt.Sprintf("host=%s port=%d user=%s password=limited-pw dbname=%s sslmode=disable", cc.Host, cc.Port, limited, cc.Database))
+	db, _ := g.need("gitea", "")
+	role := pgx.Identifier{pgprovider.RoleName(db)}.Sanitize()
+	bustest.WaitFor(t, 20*time.Second, "the key failed with PostgreSQL's message", func() bool {
+		p, ok := g.seat.Get(db)
+		return ok && p.State == mesh.Failed && p.Why == "postgres: create role "+role+": ERROR: permission denied to create role (SQLSTATE 42501)"
+	})
+}
+
+func mustJS(t *testing.T, url string) jetstream.JetStream {
+	_, js := kittest.Connect(t, url, "reader")
+	return js
+}

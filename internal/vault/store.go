@@ -1,0 +1,291 @@
+package vault
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+
+	"golang.org/x/crypto/nacl/secretbox"
+)
+
+// Files of the vault's data directory.
+const (
+	// KeyFile holds the 32-byte key that seals every value: created with
+	// mode 0600 on first start, never rewritten.
+	KeyFile = "vault.key"
+	// StoreFile holds the sealed values (JSON), rewritten whole (through a
+	// temporary file and a rename) on every change, mode 0600.
+	StoreFile = "vault.store"
+)
+
+// valueBytes is how many random bytes make one value (256 bits).
+const valueBytes = 32
+
+// Value is one value the vault keeps: its vault name, its generation
+// (1 for a new value, +1 per rotation) and the value itself.
+type Value struct {
+	Name       string
+	Generation int64
+	Value      string
+}
+
+// sealedRecord is one value as the store file holds it. Sealed is the
+// base64 of a 24-byte nonce followed by the secretbox of the JSON of
+// openedRecord; the name and generation are sealed too, so that a record
+// moved to another name or generation does not open.
+type sealedRecord struct {
+	Name       string `json:"name"`
+	Generation int64  `json:"generation"`
+	Sealed     string `json:"sealed"`
+}
+
+type openedRecord struct {
+	Name       string `json:"name"`
+	Generation int64  `json:"generation"`
+	Value      string `json:"value"`
+}
+
+// Store keeps the vault's values encrypted at rest in a directory of its
+// own (x/crypto's nacl/secretbox, XSalsa20-Poly1305). It is safe for
+// concurrent use.
+type Store struct {
+	dir    string
+	key    [32]byte
+	mu     sync.Mutex
+	values map[string]Value
+}
+
+// OpenStore opens the store in dir, creating dir (mode 0700), the key file
+// (mode 0600) on first start, and an empty store. It returns an error when
+// the key file is not 32 bytes, or when a stored value does not open with
+// the key (a wrong key or a changed file): nothing is guessed.
+func OpenStore(dir string) (*Store, error) {
+	if dir == "" {
+		return nil, errors.New("vault: the data directory is not set")
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("vault: data directory: %w", err)
+	}
+	s := &Store{dir: dir, values: map[string]Value{}}
+	if err := s.loadKey(); err != nil {
+		return nil, err
+	}
+	if err := s.load(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Store) loadKey() error {
+	path := filepath.Join(s.dir, KeyFile)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		if _, err := rand.Read(s.key[:]); err != nil {
+			return fmt.Errorf("vault: new key: %w", err)
+		}
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			return fmt.Errorf("vault: create key file: %w", err)
+		}
+		if _, err := f.Write(s.key[:]); err != nil {
+			f.Close()
+			return fmt.Errorf("vault: write key file: %w", err)
+		}
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return fmt.Errorf("vault: write key file: %w", err)
+		}
+		return f.Close()
+	}
+	if err != nil {
+		return fmt.Errorf("vault: read key file: %w", err)
+	}
+	if len(b) != len(s.key) {
+		return fmt.Errorf("vault: key file %s holds %d bytes; want %d", path, len(b), len(s.key))
+	}
+	copy(s.key[:], b)
+	return nil
+}
+
+func (s *Store) load() error {
+	path := filepath.Join(s.dir, StoreFile)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("vault: read store: %w", err)
+	}
+	var recs []sealedRecord
+	if err := json.Unmarshal(b, &recs); err != nil {
+		return fmt.Errorf("vault: store %s does not decode: %w", path, err)
+	}
+	for _, r := range recs {
+		v, err := s.open(r)
+		if err != nil {
+			return err
+		}
+		s.values[v.Name] = v
+	}
+	return nil
+}
+
+func (s *Store) open(r sealedRecord) (Value, error) {
+	raw, err := base64.StdEncoding.DecodeString(r.Sealed)
+	if err != nil || len(raw) < 24 {
+		return Value{}, fmt.Errorf("vault: value %s is not sealed data", r.Name)
+	}
+	var nonce [24]byte
+	copy(nonce[:], raw[:24])
+	plain, ok := secretbox.Open(nil, raw[24:], &nonce, &s.key)
+	if !ok {
+		return Value{}, fmt.Errorf("vault: value %s does not open with the key in %s", r.Name, KeyFile)
+	}
+	var o openedRecord
+	if err := json.Unmarshal(plain, &o); err != nil || o.Name != r.Name || o.Generation != r.Generation {
+		return Value{}, fmt.Errorf("vault: value %s was sealed for another name or generation", r.Name)
+	}
+	return Value{Name: o.Name, Generation: o.Generation, Value: o.Value}, nil
+}
+
+func (s *Store) seal(v Value) (sealedRecord, error) {
+	plain, err := json.Marshal(openedRecord{Name: v.Name, Generation: v.Generation, Value: v.Value})
+	if err != nil {
+		return sealedRecord{}, err
+	}
+	var nonce [24]byte
+	if _, err := rand.Read(nonce[:]); err != nil {
+		return sealedRecord{}, fmt.Errorf("vault: nonce: %w", err)
+	}
+	box := secretbox.Seal(nonce[:], plain, &nonce, &s.key)
+	return sealedRecord{Name: v.Name, Generation: v.Generation, Sealed: base64.StdEncoding.EncodeToString(box)}, nil
+}
+
+// save writes every value, sealed, to the store file. s.mu is held.
+func (s *Store) save() error {
+	names := make([]string, 0, len(s.values))
+	for n := range s.values {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	recs := make([]sealedRecord, 0, len(names))
+	for _, n := range names {
+		r, err := s.seal(s.values[n])
+		if err != nil {
+			return err
+		}
+		recs = append(recs, r)
+	}
+	b, err := json.MarshalIndent(recs, "", "  ")
+	if err != nil {
+		return fmt.Errorf("vault: store: %w", err)
+	}
+	tmp, err := os.CreateTemp(s.dir, StoreFile+".*")
+	if err != nil {
+		return fmt.Errorf("vault: write store: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return fmt.Errorf("vault: write store: %w", err)
+	}
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return fmt.Errorf("vault: write store: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("vault: write store: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("vault: write store: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), filepath.Join(s.dir, StoreFile)); err != nil {
+		return fmt.Errorf("vault: write store: %w", err)
+	}
+	return nil
+}
+
+// newValue returns a strong random value: 32 bytes from crypto/rand,
+// base64url without padding (43 characters).
+func newValue() (string, error) {
+	b := make([]byte, valueBytes)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("vault: random value: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+// Get returns the value named name, and whether the store holds one.
+func (s *Store) Get(name string) (Value, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.values[name]
+	return v, ok
+}
+
+// Ensure returns the value named name, generating it at generation 1 (and
+// saving the store) when the store holds none.
+func (s *Store) Ensure(name string) (Value, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if v, ok := s.values[name]; ok {
+		return v, nil
+	}
+	return s.set(name, 1)
+}
+
+// Rotate gives name a new value at the next generation and saves the store.
+// It returns [ErrUnknown] when the store holds no value named name.
+func (s *Store) Rotate(name string) (Value, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.values[name]
+	if !ok {
+		return Value{}, fmt.Errorf("%w: %s", ErrUnknown, name)
+	}
+	return s.set(name, v.Generation+1)
+}
+
+func (s *Store) set(name string, generation int64) (Value, error) {
+	value, err := newValue()
+	if err != nil {
+		return Value{}, err
+	}
+	old, had := s.values[name]
+	v := Value{Name: name, Generation: generation, Value: value}
+	s.values[name] = v
+	if err := s.save(); err != nil {
+		if had {
+			s.values[name] = old
+		} else {
+			delete(s.values, name)
+		}
+		return Value{}, err
+	}
+	return v, nil
+}
+
+// Remove forgets the value named name and saves the store; removing a name
+// the store does not hold does nothing.
+func (s *Store) Remove(name string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old, ok := s.values[name]
+	if !ok {
+		return nil
+	}
+	delete(s.values, name)
+	if err := s.save(); err != nil {
+		s.values[name] = old
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,295 @@
+package vault
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
+	"github.com/mesh-provisioner/mesh-provisioner/kit"
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
+)
+
+// Config configures the vault.
+type Config struct {
+	// Dir is the vault's data directory (its key and store files). Required.
+	Dir string
+	// Node is the node the vault runs on: it provides the credential
+	// provisions whose provider is mesh-vault on Node. Required.
+	Node string
+	// RetryMin and RetryMax bound the kit's backoff (see kit.Config); 0
+	// means the kit's defaults.
+	RetryMin, RetryMax time.Duration
+}
+
+// Vault is a running mesh-vault. It is safe for concurrent use.
+type Vault struct {
+	cfg   Config
+	self  mesh.Ref
+	store *Store
+	kit   *kit.Kit
+	plans *bus.Copy
+	log   *slog.Logger
+}
+
+// Start opens the vault's store, starts its kit (entries in
+// "mesh-vault_bound") and its verbs on nc, and returns at once; the vault
+// runs until ctx is done. nc and js are the vault's own bus connection. It
+// returns an error when the store cannot be opened (see [OpenStore]) or a
+// subscription fails.
+func Start(ctx context.Context, cfg Config, nc *nats.Conn, js jetstream.JetStream, log *slog.Logger) (*Vault, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	if cfg.Node == "" {
+		return nil, fmt.Errorf("vault: the node is not set")
+	}
+	store, err := OpenStore(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	v := &Vault{cfg: cfg, self: mesh.Ref{Module: mesh.VaultModule, Node: cfg.Node}, store: store, log: log.With("component", mesh.VaultModule)}
+	v.plans = bus.Follow(ctx, js, mesh.PlansBucket, bus.Options{Log: v.log})
+	v.kit, err = kit.Start(ctx, kit.Config{
+		Module: mesh.VaultModule, Node: cfg.Node, JetStream: js, Handler: handler{v}, Log: log,
+		RetryMin: cfg.RetryMin, RetryMax: cfg.RetryMax,
+	})
+	if err != nil {
+		return nil, err
+	}
+	var subs []*nats.Subscription
+	for subject, answer := range map[string]nats.MsgHandler{
+		kit.SecretVerb + ".*":    v.answerSecret,
+		kit.ConsumersVerb + ".*": v.answerConsumers,
+		kit.RotateVerb:           v.answerRotate,
+	} {
+		sub, err := nc.Subscribe(subject, answer)
+		if err != nil {
+			for _, s := range subs {
+				s.Unsubscribe()
+			}
+			return nil, fmt.Errorf("vault: subscribe %s: %w", subject, err)
+		}
+		subs = append(subs, sub)
+	}
+	if err := nc.Flush(); err != nil {
+		return nil, fmt.Errorf("vault: subscribe: %w", err)
+	}
+	go func() {
+		<-ctx.Done()
+		for _, s := range subs {
+			s.Unsubscribe()
+		}
+	}()
+	return v, nil
+}
+
+// Run starts the vault (see [Start]) and blocks until ctx is done. It
+// returns nil then, or the error of Start.
+func Run(ctx context.Context, cfg Config, nc *nats.Conn, js jetstream.JetStream, log *slog.Logger) error {
+	if _, err := Start(ctx, cfg, nc, js, log); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	return nil
+}
+
+// Ready is closed once the vault follows the provisions and its entries.
+func (v *Vault) Ready() <-chan struct{} { return v.kit.Ready() }
+
+// Rotate gives the value at name (a credential key, or a secret's vault
+// name) a new value at the next generation; a credential's entry is then
+// written again with it. It returns the new value's name and generation,
+// or an error wrapping [ErrUnknown] when the vault keeps nothing at name.
+func (v *Vault) Rotate(name string) (Value, error) {
+	val, err := v.store.Rotate(name)
+	if err != nil {
+		return Value{}, err
+	}
+	v.kit.Again(name)
+	v.log.Info("vault: rotated", "name", name, "generation", val.Generation)
+	return Value{Name: val.Name, Generation: val.Generation}, nil
+}
+
+// handler provides and retires credential provisions.
+type handler struct{ v *Vault }
+
+func (h handler) Provide(_ context.Context, key mesh.ProvisionKey, p mesh.Provision) (kit.Result, error) {
+	if key.Provision != mesh.CredentialProvision {
+		return kit.Failing(whyNotCredential(mesh.VaultModule, key.Provision)), nil
+	}
+	val, err := h.v.store.Ensure(key.String())
+	if err != nil {
+		return kit.Result{}, err
+	}
+	return kit.Provided(val.Name, val.Generation), nil
+}
+
+func (h handler) Retire(_ context.Context, key mesh.ProvisionKey, _ mesh.Provision) error {
+	return h.v.store.Remove(key.String())
+}
+
+// credential reports whether key is a credential this vault provides and
+// holds a value for, and returns it.
+func (v *Vault) credential(key string) (kit.Credential, bool) {
+	p, ok := v.kit.Provision(key)
+	if !ok || p.Provider != v.self || p.Provision != mesh.CredentialProvision {
+		return kit.Credential{}, false
+	}
+	val, ok := v.store.Get(key)
+	if !ok {
+		return kit.Credential{}, false
+	}
+	return kit.Credential{Key: key, VaultName: val.Name, Generation: val.Generation, Value: val.Value}, true
+}
+
+// credentials returns the credentials reached from the provisions that
+// match: the keys they depend on, and, with self, each such key itself when
+// it is a credential.
+func (v *Vault) credentials(self bool, match func(key string, p mesh.Provision) bool) []kit.Credential {
+	var keys []string
+	v.kit.Provisions(func(key string, p mesh.Provision) bool {
+		if match(key, p) {
+			if self {
+				keys = append(keys, key)
+			}
+			keys = append(keys, p.DependsOn...)
+		}
+		return true
+	})
+	sort.Strings(keys)
+	keys = slices.Compact(keys)
+	var out []kit.Credential
+	for _, k := range keys {
+		if c, ok := v.credential(k); ok {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Secrets returns the own secrets of module (on node, when node is set),
+// generating those not kept yet.
+func (v *Vault) secrets(module, node string) ([]kit.Secret, error) {
+	var out []kit.Secret
+	var plans []mesh.Plan
+	v.plans.Range(func(key string, it bus.Item) bool {
+		nm, err := mesh.ParseNodeModule(key)
+		if err != nil || nm.Module != module || (node != "" && nm.Node != node) {
+			return true
+		}
+		var p mesh.Plan
+		if err := json.Unmarshal(it.Value, &p); err != nil {
+			v.log.Error("vault: a plan does not decode; its secrets are not answered", "bucket", mesh.PlansBucket, "key", key, "err", err)
+			return true
+		}
+		p.Node, p.Module = nm.Node, nm.Module
+		plans = append(plans, p)
+		return true
+	})
+	sort.Slice(plans, func(i, j int) bool { return plans[i].Node < plans[j].Node })
+	for _, p := range plans {
+		for _, name := range p.Secrets {
+			val, err := v.store.Ensure(SecretName(p.Node, p.Module, name))
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, kit.Secret{Node: p.Node, Module: p.Module, Name: name, VaultName: val.Name, Generation: val.Generation, Value: val.Value})
+		}
+	}
+	return out, nil
+}
+
+// SecretName returns the vault name of module's secret name on node:
+// "<node>.<module>.secret.<name>".
+func SecretName(node, module, name string) string {
+	return node + "." + module + ".secret." + name
+}
+
+// requester returns the user token of a verb's subject, and the request.
+func requester(m *nats.Msg) (string, kit.VaultRequest, string) {
+	user := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
+	if !mesh.ValidName(user) {
+		return user, kit.VaultRequest{}, whyBadUser(user)
+	}
+	var req kit.VaultRequest
+	if len(m.Data) > 0 {
+		if err := json.Unmarshal(m.Data, &req); err != nil {
+			return user, req, whyBadRequest(err)
+		}
+	}
+	return user, req, ""
+}
+
+func (v *Vault) answerSecret(m *nats.Msg) {
+	user, req, why := requester(m)
+	if why != "" {
+		v.reply(m, kit.VaultAnswer{Error: why}, "verb", kit.SecretVerb, "user", user)
+		return
+	}
+	a := kit.VaultAnswer{Credentials: v.credentials(true, func(key string, p mesh.Provision) bool {
+		return p.Consumer.Module == user && (req.Node == "" || p.Consumer.Node == req.Node) && (req.Key == "" || key == req.Key)
+	})}
+	if req.Key == "" {
+		s, err := v.secrets(user, req.Node)
+		if err != nil {
+			a = kit.VaultAnswer{Error: err.Error()}
+		}
+		a.Secrets = s
+	}
+	v.reply(m, a, "verb", kit.SecretVerb, "user", user)
+}
+
+func (v *Vault) answerConsumers(m *nats.Msg) {
+	user, req, why := requester(m)
+	if why != "" {
+		v.reply(m, kit.VaultAnswer{Error: why}, "verb", kit.ConsumersVerb, "user", user)
+		return
+	}
+	creds := v.credentials(false, func(key string, p mesh.Provision) bool {
+		return p.Provider.Module == user && (req.Node == "" || p.Provider.Node == req.Node) && (req.Key == "" || key == req.Key)
+	})
+	v.reply(m, kit.VaultAnswer{Credentials: creds}, "verb", kit.ConsumersVerb, "user", user)
+}
+
+func (v *Vault) answerRotate(m *nats.Msg) {
+	var req kit.RotateRequest
+	if err := json.Unmarshal(m.Data, &req); err != nil || req.Key == "" {
+		v.reply(m, kit.RotateAnswer{Error: `the request is not {"key": "<credential key>"}`}, "verb", kit.RotateVerb)
+		return
+	}
+	val, err := v.Rotate(req.Key)
+	if err != nil {
+		v.reply(m, kit.RotateAnswer{Key: req.Key, Error: err.Error()}, "verb", kit.RotateVerb, "key", req.Key)
+		return
+	}
+	v.reply(m, kit.RotateAnswer{Key: req.Key, VaultName: val.Name, Generation: val.Generation}, "verb", kit.RotateVerb, "key", req.Key)
+}
+
+// reply answers m with a; it logs who asked and how many values went out,
+// never the values.
+func (v *Vault) reply(m *nats.Msg, a any, attrs ...any) {
+	b, err := json.Marshal(a)
+	if err == nil {
+		err = m.Respond(b)
+	}
+	switch x := a.(type) {
+	case kit.VaultAnswer:
+		attrs = append(attrs, "credentials", len(x.Credentials), "secrets", len(x.Secrets), "refused", x.Error)
+	case kit.RotateAnswer:
+		attrs = append(attrs, "generation", x.Generation, "refused", x.Error)
+	}
+	if err != nil {
+		v.log.Error("vault: answer not sent", append(attrs, "err", err)...)
+		return
+	}
+	v.log.Debug("vault: answered", attrs...)
+}

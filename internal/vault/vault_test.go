@@ -1,0 +1,273 @@
+package vault_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus/bustest"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/vault"
+	"github.com/mesh-provisioner/mesh-provisioner/kit"
+	"github.com/mesh-provisioner/mesh-provisioner/kit/kittest"
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
+)
+
+var (
+	vaultRef    = mesh.Ref{Module: mesh.VaultModule, Node: "control"}
+	postgres    = mesh.Ref{Module: "postgres", Node: "control"}
+	gitea       = mesh.Ref{Module: "gitea", Node: "ace"}
+	vaultwarden = mesh.Ref{Module: "vaultwarden", Node: "ace"}
+)
+
+// users are the bus users of the test server: "admin" for the vault and
+// the seat, and modules that may ask only on the subjects of their own
+// name, as the next issue's permissions will pin them.
+func serverConfig(modules ...string) string {
+	var b strings.Builder
+	b.WriteString("accounts { MESH { jetstream: enabled, users: [\n{user: admin, password: admin}\n")
+	for _, m := range modules {
+		fmt.Fprintf(&b, `{user: %[1]s, password: %[1]s, permissions: {publish: {allow: ["%[2]s", "%[3]s"]}, subscribe: {allow: ["_INBOX_%[1]s.>"]}}}`+"\n",
+			m, kit.SecretSubject(m), kit.ConsumersSubject(m))
+	}
+	b.WriteString("] } }\n")
+	return b.String()
+}
+
+type fixture struct {
+	url   string // as admin
+	seat  *kittest.Seat
+	vault *vault.Vault
+	dir   string
+	conns map[string]*nats.Conn
+	said  *kittest.Said
+}
+
+func start(t *testing.T) *fixture {
+	t.Helper()
+	s := bustest.Server(t, serverConfig("gitea", "vaultwarden", "postgres"))
+	f := &fixture{url: strings.Replace(s.URL(), "nats://", "nats://admin:admin@", 1), dir: t.TempDir(), conns: map[string]*nats.Conn{}}
+	f.seat = kittest.NewSeat(t, f.url)
+	f.seat.Judge(mesh.VaultModule)
+	for _, m := range []string{"gitea", "vaultwarden", "postgres"} {
+		nc, _, err := bus.Connect(bus.Dial{URL: s.URL(), Name: m, User: m, Password: m})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		f.conns[m] = nc
+	}
+	f.startVault(t)
+	return f
+}
+
+func (f *fixture) startVault(t *testing.T) context.CancelFunc {
+	t.Helper()
+	nc, js := kittest.Connect(t, f.url, mesh.VaultModule)
+	log, said := kittest.Log()
+	f.said = said
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the vault said:\n%s", said.Lines())
+		}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	v, err := vault.Start(ctx, vault.Config{Dir: f.dir, Node: vaultRef.Node, RetryMin: 20 * time.Millisecond, RetryMax: 100 * time.Millisecond}, nc, js, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-v.Ready()
+	f.vault = v
+	return cancel
+}
+
+// need writes consumer's database provision of postgres and its own
+// credential, as the seat composes them, and returns both keys.
+func (f *fixture) need(consumer mesh.Ref, local string) (db, cred mesh.ProvisionKey) {
+	key, p := kittest.Requirement(consumer, "database", local, postgres)
+	ck, cp, p := kittest.Credential(key, p, vaultRef)
+	f.seat.Need(ck, cp)
+	f.seat.Need(key, p)
+	return key, ck
+}
+
+func waitProvided(t *testing.T, seat *kittest.Seat, key mesh.ProvisionKey, generation int64) {
+	t.Helper()
+	bustest.WaitFor(t, 0, fmt.Sprintf("%s provided at generation %d", key, generation), func() bool {
+		p, ok := seat.Get(key)
+		return ok && p.State == mesh.Provided && p.Reference != nil && p.Reference.Generation == generation
+	})
+}
+
+func ask(t *testing.T, f *fixture, asUser, subjectUser string, consumers bool, req kit.VaultRequest) (kit.VaultAnswer, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if consumers {
+		return kit.AskConsumers(ctx, f.conns[asUser], subjectUser, req)
+	}
+	return kit.AskSecrets(ctx, f.conns[asUser], subjectUser, req)
+}
+
+func values(a kit.VaultAnswer) map[string]string {
+	m := map[string]string{}
+	for _, c := range a.Credentials {
+		m[c.Key] = fmt.Sprintf("%s@%d", c.Value, c.Generation)
+	}
+	return m
+}
+
+func TestVaultProvidesCredentialsAndAnswersOnlyTheirOwners(t *testing.T) {
+	f := start(t)
+	db, cred := f.need(gitea, "main")
+	_, other := f.need(vaultwarden, "")
+	waitProvided(t, f.seat, cred, 1)
+	waitProvided(t, f.seat, other, 1)
+	e, ok := kittest.Entry(t, mustJS(t, f.url), mesh.VaultModule, cred)
+	if !ok || e != (mesh.Entry{State: mesh.Provided, VaultName: cred.String(), Generation: 1}) {
+		t.Errorf("entry at %s = %+v, %v; want provided, vault name %s, generation 1", cred, e, ok, cred)
+	}
+	if p, _ := f.seat.Get(cred); p.Reference.ID != "ace.gitea.credential.postgres_database_main" {
+		t.Errorf("reference of %s = %+v; want the vault name ace.gitea.credential.postgres_database_main", cred, p.Reference)
+	}
+
+	mine, err := ask(t, f, "gitea", "gitea", false, kit.VaultRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mine.Credentials) != 1 || mine.Credentials[0].Key != cred.String() || mine.Credentials[0].Generation != 1 || len(mine.Credentials[0].Value) != 43 {
+		t.Fatalf("gitea's own credentials = %+v; want only %s at generation 1", mine.Credentials, cred)
+	}
+	gitPass := mine.Credentials[0].Value
+
+	// The provider gets its consumers' credentials, narrowed by key.
+	cons, err := ask(t, f, "postgres", "postgres", true, kit.VaultRequest{Key: db.String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := values(cons); len(got) != 1 || got[cred.String()] != gitPass+"@1" {
+		t.Errorf("postgres' consumers for %s = %v; want gitea's credential only", db, got)
+	}
+	all, _ := ask(t, f, "postgres", "postgres", true, kit.VaultRequest{})
+	if got := values(all); len(got) != 2 {
+		t.Errorf("postgres' consumers = %v; want gitea's and vaultwarden's credentials", got)
+	}
+
+	// Another module reads nothing of gitea's through its own subjects...
+	theirs, err := ask(t, f, "vaultwarden", "vaultwarden", false, kit.VaultRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := values(theirs); len(got) != 1 || got[cred.String()] != "" || got[other.String()] == "" {
+		t.Errorf("vaultwarden's own credentials = %v; want its own only", got)
+	}
+	notProvider, err := ask(t, f, "gitea", "gitea", true, kit.VaultRequest{})
+	if err != nil || len(notProvider.Credentials) != 0 {
+		t.Errorf("gitea's consumers = %+v, %v; want none (gitea provides nothing)", notProvider.Credentials, err)
+	}
+	// ...and asking as another user is refused by the bus.
+	if a, err := ask(t, f, "vaultwarden", "gitea", false, kit.VaultRequest{}); !errors.Is(err, kit.ErrNoVault) || len(a.Credentials) != 0 {
+		t.Errorf("vaultwarden asking as gitea = %+v, %v; want no answer (ErrNoVault)", a.Credentials, err)
+	}
+	if a, err := ask(t, f, "vaultwarden", "postgres", true, kit.VaultRequest{}); !errors.Is(err, kit.ErrNoVault) || len(a.Credentials) != 0 {
+		t.Errorf("vaultwarden asking as postgres = %+v, %v; want no answer (ErrNoVault)", a.Credentials, err)
+	}
+}
+
+func TestVaultAnswersAModulesOwnSecrets(t *testing.T) {
+	f := start(t)
+	_, js := kittest.Connect(t, f.url, "planner")
+	ctx := bustest.Context(t)
+	plans, err := bus.Bucket(ctx, js, mesh.PlansBucket, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, _ := json.Marshal(mesh.Plan{Node: "ace", Module: "gitea", Secrets: []string{"secret-key"}})
+	plans.Put(ctx, "ace.gitea", plan)
+	other, _ := json.Marshal(mesh.Plan{Node: "ace", Module: "vaultwarden", Secrets: []string{"admin-token"}})
+	plans.Put(ctx, "ace.vaultwarden", other)
+
+	var a kit.VaultAnswer
+	bustest.WaitFor(t, 0, "gitea's secret", func() bool {
+		a, err = ask(t, f, "gitea", "gitea", false, kit.VaultRequest{})
+		return err == nil && len(a.Secrets) == 1
+	})
+	s := a.Secrets[0]
+	if s.Node != "ace" || s.Module != "gitea" || s.Name != "secret-key" || s.VaultName != "ace.gitea.secret.secret-key" || s.Generation != 1 || len(s.Value) != 43 {
+		t.Errorf("gitea's secret = %+v; want ace gitea secret-key, vault name ace.gitea.secret.secret-key, generation 1", s)
+	}
+	again, _ := ask(t, f, "gitea", "gitea", false, kit.VaultRequest{})
+	if len(again.Secrets) != 1 || again.Secrets[0] != s {
+		t.Errorf("asked again = %+v; want the same secret kept", again.Secrets)
+	}
+	theirs, _ := ask(t, f, "vaultwarden", "vaultwarden", false, kit.VaultRequest{})
+	if len(theirs.Secrets) != 1 || theirs.Secrets[0].Name != "admin-token" || theirs.Secrets[0].Value == s.Value {
+		t.Errorf("vaultwarden's secrets = %+v; want its admin-token only", theirs.Secrets)
+	}
+}
+
+func TestVaultRotatesAndRetires(t *testing.T) {
+	f := start(t)
+	_, cred := f.need(gitea, "main")
+	waitProvided(t, f.seat, cred, 1)
+	first, _ := ask(t, f, "gitea", "gitea", false, kit.VaultRequest{})
+
+	// Rotation by the verb (what "vault rotate KEY" asks).
+	onc, _ := kittest.Connect(t, f.url, "operator-verb")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ra, err := kit.AskRotate(ctx, onc, cred.String())
+	if err != nil || ra.Generation != 2 || ra.VaultName != cred.String() {
+		t.Fatalf("AskRotate = %+v, %v; want generation 2", ra, err)
+	}
+	waitProvided(t, f.seat, cred, 2)
+	second, _ := ask(t, f, "gitea", "gitea", false, kit.VaultRequest{})
+	if len(second.Credentials) != 1 || second.Credentials[0].Generation != 2 || second.Credentials[0].Value == first.Credentials[0].Value {
+		t.Errorf("after rotation gitea gets %+v; want a new value at generation 2", second.Credentials)
+	}
+	if _, err := kit.AskRotate(ctx, onc, "ace.gitea.credential.nothing"); !errors.Is(err, kit.ErrVault) || !strings.Contains(err.Error(), "no value under this name") {
+		t.Errorf("AskRotate of an unknown key = %v; want the vault's refusal", err)
+	}
+
+	// A restarted vault keeps the value and generation.
+	f.startVault(t)
+	third, _ := ask(t, f, "gitea", "gitea", false, kit.VaultRequest{})
+	if fmt.Sprint(values(third)) != fmt.Sprint(values(second)) {
+		t.Errorf("after a restart gitea gets %v; want %v", values(third), values(second))
+	}
+
+	// Retired on yes: the value is forgotten, the entry and the key go.
+	f.seat.Retire(cred)
+	f.seat.Answer(cred, "yes")
+	bustest.WaitFor(t, 0, "the credential key retired", func() bool { _, ok := f.seat.Get(cred); return !ok })
+	if _, ok := kittest.Entry(t, mustJS(t, f.url), mesh.VaultModule, cred); ok {
+		t.Error("the retired credential's entry is still there")
+	}
+	gone, _ := ask(t, f, "gitea", "gitea", false, kit.VaultRequest{})
+	if len(gone.Credentials) != 0 {
+		t.Errorf("after retirement gitea gets %+v; want nothing", gone.Credentials)
+	}
+}
+
+func TestVaultFailsAProvisionThatIsNoCredential(t *testing.T) {
+	f := start(t)
+	key, p := kittest.Requirement(gitea, "database", "", vaultRef)
+	f.seat.Need(key, p)
+	bustest.WaitFor(t, 0, "the key failed", func() bool {
+		p, ok := f.seat.Get(key)
+		return ok && p.State == mesh.Failed && p.Why == `mesh-vault provides only "credential" provisions, not "database"`
+	})
+}
+
+func mustJS(t *testing.T, url string) jetstream.JetStream {
+	_, js := kittest.Connect(t, url, "reader")
+	return js
+}

@@ -1,0 +1,19 @@
+package vault
+
+import (
+	"fmt"
+
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
+)
+
+func whyNotCredential(module, provision string) string {
+	return fmt.Sprintf("%s provides only %q provisions, not %q", module, mesh.CredentialProvision, provision)
+}
+
+func whyBadUser(user string) string {
+	return fmt.Sprintf("the requester %q is not a valid module name", user)
+}
+
+func whyBadRequest(err error) string {
+	return fmt.Sprintf("the request is not a JSON vault request: %v", err)
+}

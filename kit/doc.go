@@ -1,0 +1,32 @@
+// Package kit is the provider kit: what a module that keeps entries (its
+// manifest's state names "bound") runs to answer the provisions the seat
+// asks of it.
+//
+// A provider gives the kit its module name, the node it runs on, its own bus
+// connection and a [Handler]. The kit then
+//
+//   - follows the seat's provisions (bucket "mesh-provisioner_provisions",
+//     keys <node>.<consumer>.<provision>[.<local>]) as a watched copy, and
+//     takes those whose provider is this module on this node;
+//   - calls [Handler.Provide] for each needed key once every key in its
+//     depends-on is provided (their states are read from the same copy), and
+//     again whenever the reference (vault name, generation) of a key it
+//     depends on changes, so that a rotated credential reaches the provider;
+//   - writes the outcome as the key's [mesh.Entry] in "<module>_bound", only
+//     when the entry changes;
+//   - turns a handler error into a failed entry whose why is the error's
+//     text, and tries the key again with backoff; a waits result (the handler
+//     needs a person, or a server it cannot reach) is tried again with
+//     backoff too; a failed result is final until the provision changes;
+//   - calls [Handler.Retire] and then deletes the entry only for a retiring
+//     key whose warrant is the operator's option "yes". A key whose provision
+//     is gone without such a warrant is never retired: the kit says so in its
+//     log and leaves the entry where it is.
+//
+// The seat reads the entry and carries its state, why and reference into the
+// provision: a provider never writes provisions.
+//
+// Package kit/kittest helps providers test their handler against a real
+// embedded bus, with provisions and warrants written the way the seat writes
+// them.
+package kit

@@ -1,0 +1,397 @@
+package kit
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
+)
+
+// Config says who a provider is and how it answers.
+type Config struct {
+	// Module is the provider's module name: entries go to "<Module>_bound".
+	Module string
+	// Node is the node the provider runs on: the kit answers only the
+	// provisions whose provider is Module on Node.
+	Node string
+	// JetStream is the provider's own bus connection's JetStream context.
+	JetStream jetstream.JetStream
+	// Handler provides and retires keys. Required.
+	Handler Handler
+	// Log receives what the kit says (retries, keys gone without a
+	// warrant, values that do not decode). Nil means slog.Default().
+	Log *slog.Logger
+	// Workers is how many keys are handled at once. 0 means 4.
+	Workers int
+	// RetryMin and RetryMax bound the backoff between tries of a key that
+	// failed with an error or waits. 0 means 200ms and 1 minute.
+	RetryMin, RetryMax time.Duration
+}
+
+// ErrConfig is wrapped by the error [Start] returns for a config that lacks
+// a module, a node, a JetStream context or a handler.
+var ErrConfig = errors.New("kit: incomplete config")
+
+// Kit answers one provider's provisions. It is safe for concurrent use.
+type Kit struct {
+	cfg        Config
+	log        *slog.Logger
+	self       mesh.Ref
+	provisions *bus.Copy
+	bound      *bus.Copy
+	q          *queue
+	ready      chan struct{}
+
+	mu      sync.Mutex
+	provs   map[string]mesh.Provision // every decodable provision
+	ours    map[string][]string       // our keys and their depends-on
+	done    map[string]string         // key -> inputs last provided (final result)
+	tries   map[string]*backoff.ExponentialBackOff
+	said    map[string]bool // keys whose standing entry was said
+	retired map[string]bool // keys retired on a warrant
+}
+
+// Start checks cfg, starts following the provisions and the provider's
+// bound bucket (creating it when missing), and returns at once; the kit
+// runs until ctx is done. It returns an error wrapping [ErrConfig] for an
+// incomplete config.
+func Start(ctx context.Context, cfg Config) (*Kit, error) {
+	switch {
+	case cfg.Module == "", cfg.Node == "":
+		return nil, fmt.Errorf("%w: module and node are required", ErrConfig)
+	case cfg.JetStream == nil:
+		return nil, fmt.Errorf("%w: a JetStream context is required", ErrConfig)
+	case cfg.Handler == nil:
+		return nil, fmt.Errorf("%w: a handler is required", ErrConfig)
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 4
+	}
+	if cfg.RetryMin <= 0 {
+		cfg.RetryMin = 200 * time.Millisecond
+	}
+	if cfg.RetryMax <= 0 {
+		cfg.RetryMax = time.Minute
+	}
+	k := &Kit{
+		cfg:     cfg,
+		log:     cfg.Log,
+		self:    mesh.Ref{Module: cfg.Module, Node: cfg.Node},
+		q:       newQueue(),
+		ready:   make(chan struct{}),
+		provs:   map[string]mesh.Provision{},
+		ours:    map[string][]string{},
+		done:    map[string]string{},
+		tries:   map[string]*backoff.ExponentialBackOff{},
+		said:    map[string]bool{},
+		retired: map[string]bool{},
+	}
+	if k.log == nil {
+		k.log = slog.Default()
+	}
+	k.log = k.log.With("provider", cfg.Module, "node", cfg.Node)
+	k.bound = bus.Follow(ctx, cfg.JetStream, mesh.BoundBucket(cfg.Module), bus.Options{
+		Create: true, Log: k.log,
+		OnChange: func(ch bus.Change) { k.q.add(ch.Key) },
+	})
+	k.provisions = bus.Follow(ctx, cfg.JetStream, mesh.ProvisionsBucket, bus.Options{
+		Log: k.log, OnChange: k.took,
+	})
+	go k.run(ctx)
+	return k, nil
+}
+
+// Run starts the kit (see [Start]) and blocks until ctx is done. It returns
+// nil when ctx is done, or the error of Start.
+func Run(ctx context.Context, cfg Config) error {
+	if _, err := Start(ctx, cfg); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	return nil
+}
+
+// Ready is closed once the kit holds the provisions and its entries as they
+// were when it started, and handles keys.
+func (k *Kit) Ready() <-chan struct{} { return k.ready }
+
+// Provision returns the seat's provision at key as the kit's copy holds it,
+// and whether it holds one. Any key may be asked, not only the provider's.
+func (k *Kit) Provision(key string) (mesh.Provision, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	p, ok := k.provs[key]
+	return p, ok
+}
+
+// Provisions calls f for every provision the kit's copy holds (not only the
+// provider's), in no order, until f returns false. f must not call the kit.
+func (k *Kit) Provisions(f func(key string, p mesh.Provision) bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for key, p := range k.provs {
+		if !f(key, p) {
+			return
+		}
+	}
+}
+
+// Again handles key once more, as if its provision had changed: a provider
+// calls it when something outside the bus changed (a rotated credential).
+func (k *Kit) Again(key string) {
+	k.mu.Lock()
+	delete(k.done, key)
+	k.mu.Unlock()
+	k.q.add(key)
+}
+
+// took takes one change of the provisions copy: it keeps the decoded value
+// and queues the key if it is ours, and every key of ours that depends on it.
+func (k *Kit) took(ch bus.Change) {
+	var p mesh.Provision
+	decoded := false
+	if !ch.Deleted {
+		if err := json.Unmarshal(ch.Value, &p); err != nil {
+			k.log.Error("kit: a provision does not decode; it is left out", "bucket", ch.Bucket, "key", ch.Key, "err", err)
+		} else {
+			decoded = true
+		}
+	}
+	k.mu.Lock()
+	if decoded {
+		k.provs[ch.Key] = p
+	} else {
+		delete(k.provs, ch.Key)
+	}
+	var dependents []string
+	for key, deps := range k.ours {
+		if slices.Contains(deps, ch.Key) {
+			dependents = append(dependents, key)
+		}
+	}
+	if decoded && p.Provider == k.self {
+		k.ours[ch.Key] = p.DependsOn
+	} else {
+		delete(k.ours, ch.Key)
+	}
+	k.mu.Unlock()
+	k.q.add(ch.Key)
+	for _, key := range dependents {
+		k.q.add(key)
+	}
+}
+
+func (k *Kit) run(ctx context.Context) {
+	for _, c := range []*bus.Copy{k.provisions, k.bound} {
+		select {
+		case <-c.Ready():
+		case <-ctx.Done():
+			k.q.close()
+			return
+		}
+	}
+	if _, err := k.bound.KV(ctx); err != nil {
+		k.q.close()
+		return
+	}
+	k.bound.Range(func(key string, _ bus.Item) bool { k.q.add(key); return true })
+	close(k.ready)
+	var wg sync.WaitGroup
+	for range k.cfg.Workers {
+		wg.Go(func() {
+			for {
+				key, ok := k.q.get()
+				if !ok {
+					return
+				}
+				k.handle(ctx, key)
+				k.q.finish(key)
+			}
+		})
+	}
+	<-ctx.Done()
+	k.q.close()
+	wg.Wait()
+}
+
+// handle brings one key's entry to what its provision asks.
+func (k *Kit) handle(ctx context.Context, key string) {
+	log := k.log.With("key", key)
+	k.mu.Lock()
+	p, ok := k.provs[key]
+	retired := k.retired[key]
+	k.mu.Unlock()
+	_, hasEntry := k.bound.Get(key)
+
+	if !ok || p.Provider != k.self {
+		k.forget(key)
+		if hasEntry && !retired {
+			k.sayOnce(key, func() {
+				if ok {
+					log.Warn(sayMoved, "bucket", mesh.BoundBucket(k.cfg.Module), "now", p.Provider.Module+" on "+p.Provider.Node)
+				} else {
+					log.Warn(sayGone, "bucket", mesh.BoundBucket(k.cfg.Module))
+				}
+			})
+		}
+		return
+	}
+	k.mu.Lock()
+	delete(k.said, key)
+	k.mu.Unlock()
+
+	if p.State == mesh.Retiring {
+		if p.Warrant == nil || p.Warrant.Option != "yes" || !hasEntry {
+			return // kept: no warrant yet, the operator said no, or already retired
+		}
+		// A key out of shape was failed without the handler: nothing was
+		// made for it, so only its entry goes.
+		if pk, err := mesh.ParseProvisionKey(key); err == nil {
+			if err := k.cfg.Handler.Retire(ctx, pk, p); err != nil {
+				if ctx.Err() == nil {
+					d := k.retry(key)
+					log.Error("kit: retire failed; the entry stays and retire is tried again", "err", err, "retry_in", d)
+				}
+				return
+			}
+		}
+		if _, err := bus.DeleteIfPresent(ctx, k.bound, key); err != nil {
+			d := k.retry(key)
+			log.Error("kit: the entry of a retired key could not be deleted", "err", err, "retry_in", d)
+			return
+		}
+		k.mu.Lock()
+		k.retired[key] = true
+		delete(k.done, key)
+		delete(k.tries, key)
+		k.mu.Unlock()
+		log.Info("kit: retired on the operator's warrant", "ask", p.Warrant.Ask, "by", p.Warrant.By.Who)
+		return
+	}
+
+	k.mu.Lock()
+	delete(k.retired, key)
+	inputs, waiting := k.inputs(p)
+	last := k.done[key]
+	k.mu.Unlock()
+	if waiting != "" {
+		log.Debug("kit: waits for a key it depends on", "depends-on", waiting)
+		return
+	}
+	if last == inputs && hasEntry {
+		return
+	}
+
+	var res Result
+	retry := false
+	pk, err := mesh.ParseProvisionKey(key)
+	if err != nil {
+		res = Failing(whyOutOfShape(key, err))
+	} else if res, err = k.cfg.Handler.Provide(ctx, pk, p); err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		res, retry = Failing(err.Error()), true
+	}
+	switch res.State {
+	case mesh.Provided:
+		res.Why = ""
+	case mesh.Failed:
+	case mesh.Waits:
+		retry = true
+	default:
+		res = Failing(whyBadState(k.cfg.Module, string(res.State)))
+	}
+	if err := k.write(ctx, key, res); err != nil {
+		retry = true
+		log.Error("kit: the entry could not be written", "err", err)
+	}
+	if retry {
+		d := k.retry(key)
+		log.Info("kit: tried again later", "state", res.State, "why", res.Why, "retry_in", d)
+		return
+	}
+	k.mu.Lock()
+	k.done[key] = inputs
+	delete(k.tries, key)
+	k.mu.Unlock()
+}
+
+// inputs returns what a provide of p depends on, as text (the provision's
+// names and the references of the keys it depends on), or the first key it
+// depends on that is not provided yet. k.mu is held.
+func (k *Kit) inputs(p mesh.Provision) (inputs, waiting string) {
+	type dep struct {
+		Key       string          `json:"key"`
+		Reference *mesh.Reference `json:"reference"`
+	}
+	in := struct {
+		Provision string   `json:"provision"`
+		Local     string   `json:"local"`
+		Consumer  mesh.Ref `json:"consumer"`
+		Deps      []dep    `json:"deps"`
+	}{Provision: p.Provision, Local: p.Local, Consumer: p.Consumer}
+	for _, d := range p.DependsOn {
+		dp, ok := k.provs[d]
+		if !ok || dp.State != mesh.Provided {
+			return "", d
+		}
+		in.Deps = append(in.Deps, dep{Key: d, Reference: dp.Reference})
+	}
+	b, _ := json.Marshal(in)
+	return string(b), ""
+}
+
+func (k *Kit) write(ctx context.Context, key string, res Result) error {
+	b, err := json.Marshal(mesh.Entry{State: res.State, Why: res.Why, VaultName: res.VaultName, Generation: res.Generation})
+	if err != nil {
+		return fmt.Errorf("kit: entry %s: %w", key, err)
+	}
+	_, err = bus.PutIfChanged(ctx, k.bound, key, b)
+	return err
+}
+
+// retry schedules key to be handled again after its next backoff, and
+// returns that wait.
+func (k *Kit) retry(key string) time.Duration {
+	k.mu.Lock()
+	bo, ok := k.tries[key]
+	if !ok {
+		bo = backoff.NewExponentialBackOff()
+		bo.InitialInterval = k.cfg.RetryMin
+		bo.MaxInterval = k.cfg.RetryMax
+		bo.Reset()
+		k.tries[key] = bo
+	}
+	d := bo.NextBackOff()
+	k.mu.Unlock()
+	time.AfterFunc(d, func() { k.q.add(key) })
+	return d
+}
+
+func (k *Kit) forget(key string) {
+	k.mu.Lock()
+	delete(k.done, key)
+	delete(k.tries, key)
+	k.mu.Unlock()
+}
+
+func (k *Kit) sayOnce(key string, say func()) {
+	k.mu.Lock()
+	already := k.said[key]
+	k.said[key] = true
+	k.mu.Unlock()
+	if !already {
+		say()
+	}
+}

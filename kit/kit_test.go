@@ -1,0 +1,409 @@
+package kit_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus/bustest"
+	"github.com/mesh-provisioner/mesh-provisioner/kit"
+	"github.com/mesh-provisioner/mesh-provisioner/kit/kittest"
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
+)
+
+var (
+	provider = mesh.Ref{Module: "shelf", Node: "control"}
+	vault    = mesh.Ref{Module: mesh.VaultModule, Node: "control"}
+	gitea    = mesh.Ref{Module: "gitea", Node: "ace"}
+)
+
+// recorder is a small handler: it counts calls per key and answers what its
+// provide function says.
+type recorder struct {
+	mu       sync.Mutex
+	provides map[string]int
+	retires  map[string]int
+	seen     map[string][]mesh.Provision
+	provide  func(key string, n int, p mesh.Provision) (kit.Result, error)
+}
+
+func newRecorder(provide func(key string, n int, p mesh.Provision) (kit.Result, error)) *recorder {
+	return &recorder{provides: map[string]int{}, retires: map[string]int{}, seen: map[string][]mesh.Provision{}, provide: provide}
+}
+
+func (r *recorder) handler() kit.Handler {
+	return kit.Funcs{
+		ProvideFunc: func(_ context.Context, key mesh.ProvisionKey, p mesh.Provision) (kit.Result, error) {
+			r.mu.Lock()
+			r.provides[key.String()]++
+			n := r.provides[key.String()]
+			r.seen[key.String()] = append(r.seen[key.String()], p)
+			r.mu.Unlock()
+			return r.provide(key.String(), n, p)
+		},
+		RetireFunc: func(_ context.Context, key mesh.ProvisionKey, _ mesh.Provision) error {
+			r.mu.Lock()
+			r.retires[key.String()]++
+			r.mu.Unlock()
+			return nil
+		},
+	}
+}
+
+func (r *recorder) calls(key mesh.ProvisionKey) (provides, retires int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.provides[key.String()], r.retires[key.String()]
+}
+
+type fixture struct {
+	url  string
+	seat *kittest.Seat
+	said *kittest.Said
+	kit  *kit.Kit
+	// entries records every state written to the provider's bound bucket,
+	// per key, in order ("deleted" for a delete).
+	mu      sync.Mutex
+	entries map[string][]string
+}
+
+func start(t *testing.T, h kit.Handler, workers int) *fixture {
+	t.Helper()
+	f := &fixture{url: kittest.Server(t), entries: map[string][]string{}}
+	_, js := kittest.Connect(t, f.url, provider.Module)
+	// The bound bucket keeps some history, so that the watcher below sees
+	// every entry written, also those superseded at once.
+	if _, err := js.CreateKeyValue(bustest.Context(t), jetstream.KeyValueConfig{Bucket: mesh.BoundBucket(provider.Module), History: 10}); err != nil {
+		t.Fatal(err)
+	}
+	f.seat = kittest.NewSeat(t, f.url)
+	f.seat.Judge(provider.Module, vault.Module)
+	log, said := kittest.Log()
+	f.said = said
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the kit said:\n%s", said.Lines())
+		}
+	})
+	ctx := bustest.Context(t)
+	k, err := kit.Start(ctx, kit.Config{
+		Module: provider.Module, Node: provider.Node, JetStream: js, Handler: h, Log: log,
+		Workers: workers, RetryMin: 20 * time.Millisecond, RetryMax: 100 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-k.Ready()
+	f.kit = k
+	_, wjs := kittest.Connect(t, f.url, "watcher")
+	c := bus.Follow(ctx, wjs, mesh.BoundBucket(provider.Module), bus.Options{Create: true, OnChange: func(ch bus.Change) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if ch.Deleted {
+			f.entries[ch.Key] = append(f.entries[ch.Key], "deleted")
+			return
+		}
+		f.entries[ch.Key] = append(f.entries[ch.Key], string(ch.Value))
+	}})
+	<-c.Ready()
+	return f
+}
+
+// history waits until the watcher has seen n writes at key (it may lag
+// behind the seat), then returns every write it has seen there.
+func (f *fixture) history(t *testing.T, key mesh.ProvisionKey, n int) []string {
+	t.Helper()
+	var h []string
+	bustest.WaitFor(t, 0, fmt.Sprintf("%d writes at %s", n, key), func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		h = append([]string(nil), f.entries[key.String()]...)
+		return len(h) >= n
+	})
+	return h
+}
+
+func waitState(t *testing.T, seat *kittest.Seat, key mesh.ProvisionKey, state mesh.State, why string) mesh.Provision {
+	t.Helper()
+	var p mesh.Provision
+	bustest.WaitFor(t, 0, fmt.Sprintf("%s to be %s (%s)", key, state, why), func() bool {
+		var ok bool
+		p, ok = seat.Get(key)
+		return ok && p.State == state && p.Why == why
+	})
+	return p
+}
+
+func TestKitProvidesItsKeysOnly(t *testing.T) {
+	r := newRecorder(func(string, int, mesh.Provision) (kit.Result, error) { return kit.Provided("shelf-a", 3), nil })
+	f := start(t, r.handler(), 0)
+	key, p := kittest.Requirement(gitea, "shelf", "main", provider)
+	f.seat.Need(key, p)
+	// the same module on another node is another provider
+	otherKey, other := kittest.Requirement(gitea, "shelf", "two", mesh.Ref{Module: provider.Module, Node: "g14"})
+	f.seat.Need(otherKey, other)
+
+	got := waitState(t, f.seat, key, mesh.Provided, "")
+	if got.Reference == nil || *got.Reference != (mesh.Reference{ID: "shelf-a", Generation: 3}) {
+		t.Errorf("reference of %s = %+v; want shelf-a generation 3", key, got.Reference)
+	}
+	if h := f.history(t, key, 1); len(h) != 1 || h[0] != `{"state":"provided","vault-name":"shelf-a","generation":3}` {
+		t.Errorf("entries written at %s = %q; want one provided entry", key, h)
+	}
+	// A key of another provider node gets no entry and no call; checked
+	// after a later key of ours is provided (one worker: in order).
+	laterKey, later := kittest.Requirement(mesh.Ref{Module: "grafana", Node: "g14"}, "shelf", "", provider)
+	f.seat.Need(laterKey, later)
+	waitState(t, f.seat, laterKey, mesh.Provided, "")
+	if n, _ := r.calls(otherKey); n != 0 {
+		t.Errorf("provide of %s (provider on g14) called %d times; want 0", otherKey, n)
+	}
+	if p, _ := f.seat.Get(otherKey); p.State != mesh.Asked {
+		t.Errorf("%s state = %s; want asked", otherKey, p.State)
+	}
+	if n, _ := r.calls(key); n != 1 {
+		t.Errorf("provide of %s called %d times; want 1 (the seat's judging does not provide again)", key, n)
+	}
+}
+
+func TestKitWaitsForDependsOnAndFollowsItsGeneration(t *testing.T) {
+	r := newRecorder(func(_ string, _ int, p mesh.Provision) (kit.Result, error) {
+		// The handler reads the credential's generation as a provider does
+		// when it asks the vault; here it comes from the provision's name.
+		return kit.Provided("cred", int64(len(p.DependsOn))), nil
+	})
+	f := start(t, r.handler(), 1)
+	key, p := kittest.Requirement(gitea, "shelf", "main", provider)
+	ck, cp, p := kittest.Credential(key, p, vault)
+	if want := "ace.gitea.credential.shelf_shelf_main"; ck.String() != want || p.DependsOn[0] != want {
+		t.Fatalf("credential key = %s, depends-on %v; want %s", ck, p.DependsOn, want)
+	}
+	f.seat.Need(ck, cp)
+	f.seat.Need(key, p)
+	// No vault runs: the credential stays asked, and so does the key.
+	marker, mp := kittest.Requirement(gitea, "shelf", "marker", provider)
+	f.seat.Need(marker, mp)
+	waitState(t, f.seat, marker, mesh.Provided, "")
+	if n, _ := r.calls(key); n != 0 {
+		t.Fatalf("provide of %s called %d times while its credential is asked; want 0", key, n)
+	}
+	// The vault provides the credential at generation 1.
+	_, vjs := kittest.Connect(t, f.url, "vault-writer")
+	ctx := bustest.Context(t)
+	vkv, err := bus.Bucket(ctx, vjs, mesh.BoundBucket(vault.Module), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vkv.Put(ctx, ck.String(), []byte(`{"state":"provided","vault-name":"c1","generation":1}`))
+	waitState(t, f.seat, key, mesh.Provided, "")
+	if n, _ := r.calls(key); n != 1 {
+		t.Errorf("provide of %s called %d times; want 1", key, n)
+	}
+	// Rotation: generation 2 of the credential provides the key again.
+	vkv.Put(ctx, ck.String(), []byte(`{"state":"provided","vault-name":"c1","generation":2}`))
+	bustest.WaitFor(t, 0, "a second provide after the rotation", func() bool { n, _ := r.calls(key); return n == 2 })
+	r.mu.Lock()
+	last := r.seen[key.String()][1]
+	r.mu.Unlock()
+	if last.DependsOn[0] != ck.String() {
+		t.Errorf("second provide saw depends-on %v; want %s", last.DependsOn, ck)
+	}
+	// A write to the credential that leaves its reference alone (a new why)
+	// does not provide again.
+	vkv.Put(ctx, ck.String(), []byte(`{"state":"waits","why":"sealed"}`))
+	waitState(t, f.seat, ck, mesh.Waits, "sealed")
+	vkv.Put(ctx, ck.String(), []byte(`{"state":"provided","vault-name":"c1","generation":2}`))
+	waitState(t, f.seat, ck, mesh.Provided, "")
+	f.seat.Need(marker, mesh.Provision{Provision: "shelf", Local: "marker", Consumer: gitea, Provider: provider, Why: "again"})
+	marker2, mp2 := kittest.Requirement(gitea, "shelf", "marker2", provider)
+	f.seat.Need(marker2, mp2)
+	waitState(t, f.seat, marker2, mesh.Provided, "")
+	if n, _ := r.calls(key); n != 2 {
+		t.Errorf("provide of %s called %d times after the credential's same reference came back; want 2", key, n)
+	}
+}
+
+func TestKitFailureIsTriedAgain(t *testing.T) {
+	r := newRecorder(func(_ string, n int, _ mesh.Provision) (kit.Result, error) {
+		if n <= 2 {
+			return kit.Result{}, fmt.Errorf("shelf: disk %d is full", n)
+		}
+		return kit.Provided("", 0), nil
+	})
+	f := start(t, r.handler(), 0)
+	key, p := kittest.Requirement(gitea, "shelf", "", provider)
+	f.seat.Need(key, p)
+	waitState(t, f.seat, key, mesh.Provided, "")
+	want := []string{
+		`{"state":"failed","why":"shelf: disk 1 is full"}`,
+		`{"state":"failed","why":"shelf: disk 2 is full"}`,
+		`{"state":"provided"}`,
+	}
+	if h := f.history(t, key, len(want)); fmt.Sprint(h) != fmt.Sprint(want) {
+		t.Errorf("entries at %s = %q; want %q", key, h, want)
+	}
+	if !f.said.Has("kit: tried again later", "key="+key.String(), "disk 2 is full") {
+		t.Errorf("the kit did not say it tries %s again", key)
+	}
+}
+
+func TestKitFailedResultIsFinalAndBadKeyFails(t *testing.T) {
+	r := newRecorder(func(key string, _ int, _ mesh.Provision) (kit.Result, error) {
+		return kit.Failing("shelf: no shelf may be named " + key), nil
+	})
+	f := start(t, r.handler(), 1)
+	key, p := kittest.Requirement(gitea, "shelf", "", provider)
+	f.seat.Need(key, p)
+	waitState(t, f.seat, key, mesh.Failed, "shelf: no shelf may be named ace.gitea.shelf")
+	// A key out of shape is failed without a call of the handler.
+	bad := mesh.ProvisionKey{Node: "ace", Consumer: "Gitea", Provision: "shelf"}
+	_, bp := kittest.Requirement(mesh.Ref{Module: "Gitea", Node: "ace"}, "shelf", "", provider)
+	f.seat.Need(bad, bp)
+	waitState(t, f.seat, bad, mesh.Failed, `the provision key ace.Gitea.shelf is out of shape: mesh: key "ace.Gitea.shelf": consumer "Gitea" is not a valid name`)
+	if n, _ := r.calls(bad); n != 0 {
+		t.Errorf("provide of the bad key called %d times; want 0", n)
+	}
+	if n, _ := r.calls(key); n != 1 {
+		t.Errorf("provide of %s called %d times; want 1 (a failed result is final)", key, n)
+	}
+}
+
+func TestKitWaitsUntilAPersonActs(t *testing.T) {
+	var mu sync.Mutex
+	acted := false
+	r := newRecorder(func(string, int, mesh.Provision) (kit.Result, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !acted {
+			return kit.Waiting("waits for an operator to plug in the shelf's disk"), nil
+		}
+		return kit.Provided("", 0), nil
+	})
+	f := start(t, r.handler(), 0)
+	key, p := kittest.Requirement(gitea, "shelf", "", provider)
+	f.seat.Need(key, p)
+	waitState(t, f.seat, key, mesh.Waits, "waits for an operator to plug in the shelf's disk")
+	mu.Lock()
+	acted = true
+	mu.Unlock()
+	waitState(t, f.seat, key, mesh.Provided, "")
+	want := []string{`{"state":"waits","why":"waits for an operator to plug in the shelf's disk"}`, `{"state":"provided"}`}
+	if h := f.history(t, key, len(want)); fmt.Sprint(h) != fmt.Sprint(want) {
+		t.Errorf("entries at %s = %q; want %q (waits written once)", key, h, want)
+	}
+}
+
+func TestKitRetiresOnlyOnYes(t *testing.T) {
+	r := newRecorder(func(string, int, mesh.Provision) (kit.Result, error) { return kit.Provided("s", 1), nil })
+	f := start(t, r.handler(), 1)
+	keep, kp := kittest.Requirement(gitea, "shelf", "keep", provider)
+	drop, dp := kittest.Requirement(gitea, "shelf", "drop", provider)
+	f.seat.Need(keep, kp)
+	f.seat.Need(drop, dp)
+	waitState(t, f.seat, keep, mesh.Provided, "")
+	waitState(t, f.seat, drop, mesh.Provided, "")
+
+	f.seat.Retire(keep)
+	f.seat.Retire(drop)
+	f.seat.Answer(keep, "no")
+	marker, mp := kittest.Requirement(gitea, "shelf", "marker", provider)
+	f.seat.Need(marker, mp)
+	waitState(t, f.seat, marker, mesh.Provided, "")
+	for _, k := range []mesh.ProvisionKey{keep, drop} {
+		if _, n := r.calls(k); n != 0 {
+			t.Errorf("retire of %s called %d times with no yes; want 0", k, n)
+		}
+		if _, ok := kittest.Entry(t, mustJS(t, f.url), provider.Module, k); !ok {
+			t.Errorf("entry of %s is gone with no yes", k)
+		}
+	}
+
+	f.seat.Answer(drop, "yes")
+	bustest.WaitFor(t, 0, "the retired key to be deleted by the seat", func() bool { _, ok := f.seat.Get(drop); return !ok })
+	if _, n := r.calls(drop); n != 1 {
+		t.Errorf("retire of %s called %d times; want 1", drop, n)
+	}
+	if h := f.history(t, drop, 2); len(h) != 2 || h[1] != "deleted" {
+		t.Errorf("entries at %s = %q; want provided then deleted", drop, h)
+	}
+	if p, _ := f.seat.Get(keep); p.State != mesh.Retiring || p.Warrant.Option != "no" {
+		t.Errorf("%s = %s with warrant %+v; want retiring with no", keep, p.State, p.Warrant)
+	}
+	if _, n := r.calls(keep); n != 0 {
+		t.Errorf("retire of %s called %d times after no; want 0", keep, n)
+	}
+	if f.said.Has(sayGone) {
+		t.Errorf("the kit said a retired key was gone without a warrant")
+	}
+}
+
+const sayGone = "the provision is gone without an operator's warrant"
+
+func TestKitSaysAKeyGoneWithoutWarrant(t *testing.T) {
+	r := newRecorder(func(string, int, mesh.Provision) (kit.Result, error) { return kit.Provided("s", 1), nil })
+	f := start(t, r.handler(), 1)
+	key, p := kittest.Requirement(gitea, "shelf", "", provider)
+	f.seat.Need(key, p)
+	waitState(t, f.seat, key, mesh.Provided, "")
+	f.seat.Drop(key)
+	bustest.WaitFor(t, 0, "the kit to say the key is gone without a warrant", func() bool {
+		return f.said.Has(sayGone, "key="+key.String())
+	})
+	if _, n := r.calls(key); n != 0 {
+		t.Errorf("retire of %s called %d times; want 0", key, n)
+	}
+	e, ok := kittest.Entry(t, mustJS(t, f.url), provider.Module, key)
+	if !ok || e.State != mesh.Provided {
+		t.Errorf("entry at %s = %+v, %v; want it kept, provided", key, e, ok)
+	}
+	if n := f.said.Count(sayGone, "key="+key.String()); n != 1 {
+		t.Errorf("said %d times; want once", n)
+	}
+}
+
+func TestStartRefusesAnIncompleteConfig(t *testing.T) {
+	_, err := kit.Start(context.Background(), kit.Config{Module: "shelf", Node: "control"})
+	if !errors.Is(err, kit.ErrConfig) {
+		t.Errorf("Start without a handler = %v; want ErrConfig", err)
+	}
+}
+
+func mustJS(t *testing.T, url string) jetstream.JetStream {
+	_, js := kittest.Connect(t, url, "reader")
+	return js
+}
+
+func TestKitTriesAFailedRetireAgain(t *testing.T) {
+	var mu sync.Mutex
+	retires := 0
+	h := kit.Funcs{RetireFunc: func(context.Context, mesh.ProvisionKey, mesh.Provision) error {
+		mu.Lock()
+		defer mu.Unlock()
+		retires++
+		if retires == 1 {
+			return errors.New("shelf: the shelf is locked")
+		}
+		return nil
+	}}
+	f := start(t, h, 0)
+	key, p := kittest.Requirement(gitea, "shelf", "", provider)
+	f.seat.Need(key, p)
+	waitState(t, f.seat, key, mesh.Provided, "")
+	f.seat.Retire(key)
+	f.seat.Answer(key, "yes")
+	bustest.WaitFor(t, 0, "the key retired after a second try", func() bool { _, ok := f.seat.Get(key); return !ok })
+	mu.Lock()
+	defer mu.Unlock()
+	if retires != 2 {
+		t.Errorf("retire called %d times; want 2 (one failure, one success)", retires)
+	}
+	if !f.said.Has("kit: retire failed; the entry stays and retire is tried again", "shelf: the shelf is locked") {
+		t.Error("the kit did not say the failed retire")
+	}
+}

@@ -1,0 +1,142 @@
+package kit
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
+)
+
+// The vault's verbs (module mesh-vault). NATS does not tell a responder who
+// sent a request, so each verb's subject ends in the requester's bus user
+// name (for a module, its module name): "mesh-vault.secret.<user>". The
+// vault answers only what belongs to that user, and the bus permissions let
+// each user publish only on the subjects ending in its own name.
+const (
+	// SecretVerb answers a module its own credentials (those whose consumer
+	// it is, and those its provisions depend on) and its own secrets (those
+	// its plans name). Subject "mesh-vault.secret.<user>".
+	SecretVerb = mesh.VaultModule + ".secret"
+	// ConsumersVerb answers a provider the credentials of its consumers:
+	// those that provisions of which it is the provider depend on. Subject
+	// "mesh-vault.consumers.<user>".
+	ConsumersVerb = mesh.VaultModule + ".consumers"
+	// RotateVerb gives a credential a new value at the next generation.
+	// Subject "mesh-vault.rotate"; only operators may publish on it.
+	RotateVerb = mesh.VaultModule + ".rotate"
+)
+
+// SecretSubject returns "mesh-vault.secret.<user>".
+func SecretSubject(user string) string { return SecretVerb + "." + user }
+
+// ConsumersSubject returns "mesh-vault.consumers.<user>".
+func ConsumersSubject(user string) string { return ConsumersVerb + "." + user }
+
+// VaultRequest is the request of [SecretVerb] and [ConsumersVerb]; both
+// fields narrow the answer and may be empty. Key asks only the credentials
+// the provision at that key depends on (or that key itself, for a
+// credential key); Node asks only values of that node.
+type VaultRequest struct {
+	Key  string `json:"key,omitempty"`
+	Node string `json:"node,omitempty"`
+}
+
+// Credential is a credential as the vault answers it: the credential's
+// provision key, its vault name and generation, and its value.
+type Credential struct {
+	Key        string `json:"key"`
+	VaultName  string `json:"vault-name"`
+	Generation int64  `json:"generation"`
+	Value      string `json:"value"`
+}
+
+// Secret is one of a module's own secrets (a name its manifest's secrets
+// list) on a node, as the vault answers it.
+type Secret struct {
+	Node       string `json:"node"`
+	Module     string `json:"module"`
+	Name       string `json:"name"`
+	VaultName  string `json:"vault-name"`
+	Generation int64  `json:"generation"`
+	Value      string `json:"value"`
+}
+
+// VaultAnswer is the answer of the vault's verbs: the values asked for, or
+// an error text.
+type VaultAnswer struct {
+	Credentials []Credential `json:"credentials,omitempty"`
+	Secrets     []Secret     `json:"secrets,omitempty"`
+	Error       string       `json:"error,omitempty"`
+}
+
+// RotateRequest is the request of [RotateVerb].
+type RotateRequest struct {
+	Key string `json:"key"`
+}
+
+// RotateAnswer is the answer of [RotateVerb]: the credential's new vault
+// name and generation (never its value), or an error text.
+type RotateAnswer struct {
+	Key        string `json:"key,omitempty"`
+	VaultName  string `json:"vault-name,omitempty"`
+	Generation int64  `json:"generation,omitempty"`
+	Error      string `json:"error,omitempty"`
+}
+
+// ErrVault is wrapped by the errors of [AskSecrets], [AskConsumers] and
+// [AskRotate] when the vault answers with an error text.
+var ErrVault = errors.New("kit: the vault refused")
+
+// ErrNoVault is wrapped when no vault answers the verb's subject (no
+// vault runs, or the bus does not let the request through in time).
+var ErrNoVault = errors.New("kit: no vault answers")
+
+// AskSecrets asks the vault, as user, for user's own credentials and
+// secrets (narrowed by req). It blocks until the answer or ctx is done
+// (give ctx a deadline).
+func AskSecrets(ctx context.Context, nc *nats.Conn, user string, req VaultRequest) (VaultAnswer, error) {
+	var a VaultAnswer
+	err := ask(ctx, nc, SecretSubject(user), req, &a, func() string { return a.Error })
+	return a, err
+}
+
+// AskConsumers asks the vault, as the provider user, for the credentials of
+// its consumers (narrowed by req). It blocks like [AskSecrets].
+func AskConsumers(ctx context.Context, nc *nats.Conn, user string, req VaultRequest) (VaultAnswer, error) {
+	var a VaultAnswer
+	err := ask(ctx, nc, ConsumersSubject(user), req, &a, func() string { return a.Error })
+	return a, err
+}
+
+// AskRotate asks the vault to rotate the credential at key. It blocks like
+// [AskSecrets].
+func AskRotate(ctx context.Context, nc *nats.Conn, key string) (RotateAnswer, error) {
+	var a RotateAnswer
+	err := ask(ctx, nc, RotateVerb, RotateRequest{Key: key}, &a, func() string { return a.Error })
+	return a, err
+}
+
+func ask(ctx context.Context, nc *nats.Conn, subject string, req, answer any, refused func() string) error {
+	b, err := json.Marshal(req)
+	if err != nil {
+		return fmt.Errorf("kit: %s: %w", subject, err)
+	}
+	msg, err := nc.RequestWithContext(ctx, subject, b)
+	if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
+		return fmt.Errorf("%w on %s: %w", ErrNoVault, subject, err)
+	}
+	if err != nil {
+		return fmt.Errorf("kit: %s: %w", subject, err)
+	}
+	if err := json.Unmarshal(msg.Data, answer); err != nil {
+		return fmt.Errorf("kit: %s: the answer does not decode: %w", subject, err)
+	}
+	if why := refused(); why != "" {
+		return fmt.Errorf("%w on %s: %s", ErrVault, subject, why)
+	}
+	return nil
+}

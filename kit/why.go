@@ -1,0 +1,17 @@
+package kit
+
+import "fmt"
+
+// The texts the kit writes as whys or says in its log.
+
+func whyOutOfShape(key string, err error) string {
+	return fmt.Sprintf("the provision key %s is out of shape: %v", key, err)
+}
+
+func whyBadState(module string, state string) string {
+	return fmt.Sprintf("the provider %s answered the state %q, which is none of provided, failed, waits", module, state)
+}
+
+const sayGone = "kit: the provision is gone without an operator's warrant: its entry stays and nothing is retired"
+
+const sayMoved = "kit: the provision now names another provider: this entry stays and nothing is retired"
