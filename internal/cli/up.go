@@ -36,7 +36,14 @@ type upFlags struct {
 	output   string
 	logLevel string
 	clients  bool
+	// clientsSet says --clients was given; without it a mesh of more than
+	// maxAutoClients nodes gets no clients.
+	clientsSet bool
 }
+
+// maxAutoClients is the largest mesh for which up runs every node's client
+// unless told: each client holds its own connection and watches.
+const maxAutoClients = 100
 
 func newUpCmd() *cobra.Command {
 	var f upFlags
@@ -51,6 +58,7 @@ terminal ("apply -f FILE --nats URL") and only what changed is composed again.
 With --once it applies, waits until the seat is quiet, prints everything the seat keeps and exits 0.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			f.clientsSet = cmd.Flags().Changed("clients")
 			return runUp(cmd.Context(), cmd.OutOrStdout(), f, args)
 		},
 	}
@@ -60,7 +68,7 @@ With --once it applies, waits until the seat is quiet, prints everything the sea
 	fl.BoolVar(&f.once, "once", false, "apply, wait until the seat is quiet, print what it keeps, and exit")
 	fl.StringVarP(&f.output, "output", "o", "table", "with --once: table or json")
 	fl.StringVar(&f.logLevel, "log-level", "warn", "log level on stderr: debug, info, warn or error")
-	fl.BoolVar(&f.clients, "clients", true, "run a node client per node of the mesh file, each under DATA/nodes/<node>")
+	fl.BoolVar(&f.clients, "clients", true, "run a node client per node of the mesh file, each under DATA/nodes/<node> (by default only for meshes of up to 100 nodes)")
 	return cmd
 }
 
@@ -171,6 +179,11 @@ func runUp(ctx context.Context, out io.Writer, f upFlags, args []string) error {
 	}
 	fmt.Fprintf(progress, "applied %s: %d written, %d unchanged, %d removed\n", name, stats.Written, stats.Unchanged, stats.Removed)
 
+	if f.clients && !f.clientsSet && len(file.Nodes) > maxAutoClients {
+		f.clients = false
+		fmt.Fprintf(progress, "node clients: none for %d nodes (more than %d); run them with \"client --node N\", or give --clients\n",
+			len(file.Nodes), maxAutoClients)
+	}
 	if f.clients {
 		for _, node := range file.Nodes {
 			if err := startClient(ctx, srv.URL(), node, filepath.Join(f.data, "nodes", node), log); err != nil {
