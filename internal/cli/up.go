@@ -22,7 +22,9 @@ import (
 	"github.com/mesh-provisioner/mesh-provisioner/internal/client"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/compose"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/meshfile"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/pgprovider"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/seat"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/vault"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
 
@@ -36,6 +38,7 @@ type upFlags struct {
 	output   string
 	logLevel string
 	clients  bool
+	postgres string
 	// clientsSet says --clients was given; without it a mesh of more than
 	// maxAutoClients nodes gets no clients.
 	clientsSet bool
@@ -68,6 +71,7 @@ With --once it applies, waits until the seat is quiet, prints everything the sea
 	fl.BoolVar(&f.once, "once", false, "apply, wait until the seat is quiet, print what it keeps, and exit")
 	fl.StringVarP(&f.output, "output", "o", "table", "with --once: table or json")
 	fl.StringVar(&f.logLevel, "log-level", "warn", "log level on stderr: debug, info, warn or error")
+	fl.StringVar(&f.postgres, "postgres", "", "DSN of a PostgreSQL server (a role that may create roles and databases) for the postgres provider; without it postgres keys stay asked")
 	fl.BoolVar(&f.clients, "clients", true, "run a node client per node of the mesh file, each under DATA/nodes/<node> (by default only for meshes of up to 100 nodes)")
 	return cmd
 }
@@ -195,6 +199,18 @@ func runUp(ctx context.Context, out io.Writer, f upFlags, args []string) error {
 	if err := waitSettled(ctx, st, ojs, results, progress, seatDone); err != nil {
 		return err
 	}
+	providers, err := startProviders(ctx, srv.URL(), file, f, progress, log)
+	if err != nil {
+		return err
+	}
+	if len(providers) > 0 {
+		if err := waitAnswered(ctx, ojs, providers); err != nil {
+			return err
+		}
+		if err := waitSettled(ctx, st, ojs, results, progress, seatDone); err != nil {
+			return err
+		}
+	}
 	if f.clients {
 		if err := waitApplied(ctx, ojs); err != nil {
 			return err
@@ -221,6 +237,80 @@ func runUp(ctx context.Context, out io.Writer, f upFlags, args []string) error {
 			if err := printSummary(ctx, out, ojs); err != nil {
 				return err
 			}
+		}
+	}
+}
+
+// startProviders runs the vault on the node mesh-vault is placed on, and
+// the postgres provider on postgres' node when a DSN is given, each on its
+// own connection. It returns the modules it runs.
+func startProviders(ctx context.Context, url string, file *meshfile.File, f upFlags, out io.Writer, log *slog.Logger) ([]string, error) {
+	var running []string
+	for _, node := range file.Nodes {
+		for _, m := range file.Placement[node] {
+			switch {
+			case m == mesh.VaultModule:
+				nc, js, err := bus.Connect(bus.Dial{URL: url, Name: mesh.VaultModule, Log: log})
+				if err != nil {
+					return nil, err
+				}
+				context.AfterFunc(ctx, nc.Close)
+				if _, err := vault.Start(ctx, vault.Config{Dir: filepath.Join(f.data, "vault", node), Node: node}, nc, js, log); err != nil {
+					return nil, err
+				}
+				running = append(running, m)
+				fmt.Fprintf(out, "vault: running on %s (store %s)\n", node, filepath.Join(f.data, "vault", node))
+			case m == pgprovider.Module && f.postgres != "":
+				nc, js, err := bus.Connect(bus.Dial{URL: url, Name: pgprovider.Module, Log: log})
+				if err != nil {
+					return nil, err
+				}
+				context.AfterFunc(ctx, nc.Close)
+				if _, err := pgprovider.Start(ctx, pgprovider.Config{DSN: f.postgres, Node: node}, nc, js, log); err != nil {
+					return nil, err
+				}
+				running = append(running, m)
+				fmt.Fprintf(out, "postgres provider: running on %s\n", node)
+			case m == pgprovider.Module:
+				fmt.Fprintf(out, "postgres provider: not running (give --postgres DSN); postgres keys stay asked\n")
+			}
+		}
+	}
+	return running, nil
+}
+
+// waitAnswered waits until the provider of every needed key among
+// providers has an entry for it, so that the seat's states settle.
+func waitAnswered(ctx context.Context, js jetstream.JetStream, providers []string) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	provs := bus.Follow(ctx, js, mesh.ProvisionsBucket, bus.Options{})
+	bound := map[string]*bus.Copy{}
+	for _, p := range providers {
+		bound[p] = bus.Follow(ctx, js, mesh.BoundBucket(p), bus.Options{Create: true})
+	}
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+		done := true
+		provs.Range(func(key string, it bus.Item) bool {
+			var p mesh.Provision
+			if json.Unmarshal(it.Value, &p) != nil || p.State == mesh.Retiring {
+				return true
+			}
+			if c, ok := bound[p.Provider.Module]; ok {
+				_, has := c.Get(key)
+				done = has
+			}
+			return done
+		})
+		if done {
+			return nil
 		}
 	}
 }
@@ -310,6 +400,11 @@ func waitSettled(ctx context.Context, st *seat.Seat, js jetstream.JetStream, res
 
 func printResult(out io.Writer, r *compose.Result) {
 	if !r.Changed() && len(r.Held) == 0 && len(r.Problems) == 0 {
+		return
+	}
+	if r.Node == "" { // keys re-judged on a provider's entry or have, or an ask's record
+		fmt.Fprintf(out, "judged     provisions %d changed, %d retired, %d warrants refused\n",
+			len(r.Provisions), len(r.Retired), len(r.Problems))
 		return
 	}
 	fmt.Fprintf(out, "composed %-10s plans %d written %d removed, provisions %d changed, %d retiring, %d held, %d problems (%v)\n",
