@@ -289,14 +289,7 @@ func waitAnswered(ctx context.Context, js jetstream.JetStream, providers []strin
 	for _, p := range providers {
 		bound[p] = bus.Follow(ctx, js, mesh.BoundBucket(p), bus.Options{Create: true})
 	}
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-tick.C:
-		}
+	return pollUntil(ctx, func() bool {
 		done := true
 		provs.Range(func(key string, it bus.Item) bool {
 			var p mesh.Provision
@@ -309,7 +302,22 @@ func waitAnswered(ctx context.Context, js jetstream.JetStream, providers []strin
 			}
 			return done
 		})
-		if done {
+		return done
+	})
+}
+
+// pollUntil checks cond every 50 ms until it holds or ctx is done: the
+// operator's command waits on what other components write.
+func pollUntil(ctx context.Context, cond func() bool) error {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+		if cond() {
 			return nil
 		}
 	}
@@ -349,14 +357,7 @@ func waitApplied(ctx context.Context, js jetstream.JetStream) error {
 			return ctx.Err()
 		}
 	}
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-tick.C:
-		}
+	return pollUntil(ctx, func() bool {
 		done := true
 		plans.Range(func(key string, it bus.Item) bool {
 			var p mesh.Plan
@@ -367,10 +368,8 @@ func waitApplied(ctx context.Context, js jetstream.JetStream) error {
 			}
 			return done
 		})
-		if done {
-			return nil
-		}
-	}
+		return done
+	})
 }
 
 // waitSettled prints results until the seat has taken every write made so

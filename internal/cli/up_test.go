@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
@@ -58,8 +59,17 @@ func TestUpOnceHomelab(t *testing.T) {
 		t.Errorf("up --once kept %d plans, %d provisions, %d refused; want 18, 41, 0",
 			len(kept.Plans), len(kept.Provisions), len(kept.Refused))
 	}
-	if p := kept.Provisions["ace.gitea.cache"]; p.State != mesh.Asked || p.Provider.Module != "redis" {
-		t.Errorf("ace.gitea.cache = %+v; want asked of redis", p)
+	// up runs the vault: credentials are provided, and so is redis' cache
+	// (by its have, once its shared credential is). No postgres provider
+	// runs: database keys wait for its entries.
+	if p := kept.Provisions["control.redis.credential.redis_cache"]; p.State != mesh.Provided || p.Reference == nil || p.Reference.Generation != 1 {
+		t.Errorf("redis' shared credential = %+v; want provided by the vault, generation 1", p)
+	}
+	if p := kept.Provisions["ace.gitea.cache"]; p.State != mesh.Provided || p.Provider.Module != "redis" {
+		t.Errorf("ace.gitea.cache = %+v; want provided by redis", p)
+	}
+	if p := kept.Provisions["ace.gitea.database.main"]; p.State != mesh.Asked || !strings.Contains(p.Why, "postgres_bound") {
+		t.Errorf("ace.gitea.database.main = %+v; want asked, waiting for postgres' entry", p)
 	}
 
 	// Every module's folders exist under its node's root.
