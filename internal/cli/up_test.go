@@ -8,7 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/pgprovider/pgtest"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
 
@@ -110,5 +113,54 @@ func TestUpOnceHomelab(t *testing.T) {
 				t.Errorf("%s port %s = %d after a restart; was %d", key, name, again[key].Ports[name], port)
 			}
 		}
+	}
+}
+
+// With PostgreSQL the homelab ends with every database and credential key
+// provided, and each consumer's role logs in with its vault credential.
+func TestUpOnceHomelabWithPostgres(t *testing.T) {
+	pg := pgtest.Start(t)
+	data := t.TempDir()
+	out, _, err := run(t, "up", "--once", "-o", "json", "--data", data, "--listen", "127.0.0.1:0", "--postgres", pg.DSN)
+	if err != nil {
+		t.Fatalf("up --once --postgres: %v", err)
+	}
+	var kept struct {
+		Provisions map[string]mesh.Provision `json:"provisions"`
+	}
+	if err := json.Unmarshal([]byte(out), &kept); err != nil {
+		t.Fatalf("no JSON: %v", err)
+	}
+	databases, credentials := 0, 0
+	for key, p := range kept.Provisions {
+		k, _ := mesh.ParseProvisionKey(key)
+		switch {
+		case k.Provision == "database":
+			databases++
+		case k.Provision == mesh.CredentialProvision:
+			credentials++
+		default:
+			continue
+		}
+		if p.State != mesh.Provided || p.Reference == nil {
+			t.Errorf("%s = %s (%s); want provided with a reference", key, p.State, p.Why)
+		}
+	}
+	if databases != 8 || credentials != 15 {
+		t.Errorf("%d database and %d credential keys; want 8 and 15", databases, credentials)
+	}
+	// The roles exist in the server.
+	conn, err := pgx.Connect(context.Background(), pg.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var roles int
+	if err := conn.QueryRow(context.Background(),
+		`SELECT count(*) FROM pg_roles WHERE rolname IN ('ace_gitea_main','ace_vaultwarden','control_keycloak','g14_grafana','g14_nextcloud_main','shanks_immich','shanks_matrix-synapse','shanks_woodpecker')`).Scan(&roles); err != nil {
+		t.Fatal(err)
+	}
+	if roles != 8 {
+		t.Errorf("%d of the 8 consumers' roles exist", roles)
 	}
 }
