@@ -125,6 +125,7 @@ var seatBuckets = []string{
 	mesh.PlacementBucket, mesh.WantsBucket, mesh.ModulesBucket, mesh.ManifestsBucket,
 	mesh.BuildsBucket, mesh.HaveBucket,
 	mesh.PlansBucket, mesh.ProvisionsBucket, mesh.RefusedBucket,
+	mesh.RecordsBucket,
 }
 
 // inMemory builds a state.Mesh the way the seat builds its own: a watched
@@ -540,5 +541,11 @@ func (s *keyByKey) Refusal(key string) (mesh.Refusal, bool) {
 }
 
 func (s *keyByKey) RefusalsOf(node string) []string { return s.keys(mesh.RefusedBucket, node+".*") }
+
+func (s *keyByKey) Record(id string) (mesh.Record, bool) {
+	var r mesh.Record
+	ok := s.mustDecode(mesh.RecordsBucket, id, &r)
+	return r, ok
+}
 
 var _ compose.State = (*keyByKey)(nil)
