@@ -1,0 +1,20 @@
+//go:build linux
+
+package seat_test
+
+import (
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// threadCPU returns the CPU time the calling OS thread has used
+// (CLOCK_THREAD_CPUTIME_ID), and whether it could read it. The caller locks
+// its goroutine to its thread around the two reads.
+func threadCPU() (time.Duration, bool) {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
+		return 0, false
+	}
+	return time.Duration(ts.Nano()), true
+}
