@@ -76,6 +76,10 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 	opts.NoSigs = true
 	opts.NoLog = true
 	opts.MaxPayload = 1 << 20
+	// Every node's client watches the plans, applied, collect and registry
+	// buckets: a mesh of a thousand nodes on one machine passes the
+	// server's default of 1,000 consumers per stream.
+	opts.JetStreamLimits.DefaultMaxConsumers = -1
 	s, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("bus: embedded server: %w", err)

@@ -286,8 +286,13 @@ func waitAnswered(ctx context.Context, js jetstream.JetStream, providers []strin
 	defer cancel()
 	provs := bus.Follow(ctx, js, mesh.ProvisionsBucket, bus.Options{})
 	bound := map[string]*bus.Copy{}
+	copies := []*bus.Copy{provs}
 	for _, p := range providers {
 		bound[p] = bus.Follow(ctx, js, mesh.BoundBucket(p), bus.Options{Create: true})
+		copies = append(copies, bound[p])
+	}
+	if err := ready(ctx, copies...); err != nil {
+		return err
 	}
 	return pollUntil(ctx, func() bool {
 		done := true
@@ -304,6 +309,18 @@ func waitAnswered(ctx context.Context, js jetstream.JetStream, providers []strin
 		})
 		return done
 	})
+}
+
+// ready waits until every copy holds its bucket's keys.
+func ready(ctx context.Context, copies ...*bus.Copy) error {
+	for _, c := range copies {
+		select {
+		case <-c.Ready():
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
 }
 
 // pollUntil checks cond every 50 ms until it holds or ctx is done: the
@@ -350,12 +367,8 @@ func waitApplied(ctx context.Context, js jetstream.JetStream) error {
 	defer cancel()
 	plans := bus.Follow(ctx, js, mesh.PlansBucket, bus.Options{})
 	applied := bus.Follow(ctx, js, mesh.AppliedBucket, bus.Options{Create: true})
-	for _, c := range []*bus.Copy{plans, applied} {
-		select {
-		case <-c.Ready():
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	if err := ready(ctx, plans, applied); err != nil {
+		return err
 	}
 	return pollUntil(ctx, func() bool {
 		done := true

@@ -1,6 +1,8 @@
 package vault
 
 import (
+	"bufio"
+	"bytes"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
@@ -20,8 +22,9 @@ const (
 	// KeyFile holds the 32-byte key that seals every value: created with
 	// mode 0600 on first start, never rewritten.
 	KeyFile = "vault.key"
-	// StoreFile holds the sealed values (JSON), rewritten whole (through a
-	// temporary file and a rename) on every change, mode 0600.
+	// StoreFile holds the sealed values, mode 0600: a log of one JSON
+	// record a line (a sealed value, or a removal), appended and synced on
+	// every change, and written anew at start when mostly superseded.
 	StoreFile = "vault.store"
 )
 
@@ -42,8 +45,9 @@ type Value struct {
 // moved to another name or generation does not open.
 type sealedRecord struct {
 	Name       string `json:"name"`
-	Generation int64  `json:"generation"`
-	Sealed     string `json:"sealed"`
+	Generation int64  `json:"generation,omitempty"`
+	Sealed     string `json:"sealed,omitempty"`
+	Removed    bool   `json:"removed,omitempty"` // the value was removed
 }
 
 type openedRecord struct {
@@ -56,10 +60,12 @@ type openedRecord struct {
 // own (x/crypto's nacl/secretbox, XSalsa20-Poly1305). It is safe for
 // concurrent use.
 type Store struct {
-	dir    string
-	key    [32]byte
-	mu     sync.Mutex
-	values map[string]Value
+	dir     string
+	key     [32]byte
+	mu      sync.Mutex
+	values  map[string]Value
+	log     *os.File // the store file, open for appending
+	records int      // records in the log
 }
 
 // OpenStore opens the store in dir, creating dir (mode 0700), the key file
@@ -116,23 +122,48 @@ func (s *Store) loadKey() error {
 
 func (s *Store) load() error {
 	path := filepath.Join(s.dir, StoreFile)
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
+	f, err := os.Open(path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("vault: read store: %w", err)
 	}
-	var recs []sealedRecord
-	if err := json.Unmarshal(b, &recs); err != nil {
-		return fmt.Errorf("vault: store %s does not decode: %w", path, err)
+	if err == nil {
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 64<<10), 16<<20)
+		line := 0
+		for sc.Scan() {
+			line++
+			if len(bytes.TrimSpace(sc.Bytes())) == 0 {
+				continue
+			}
+			var r sealedRecord
+			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+				return fmt.Errorf("vault: store %s line %d does not decode: %w", path, line, err)
+			}
+			s.records++
+			if r.Removed {
+				delete(s.values, r.Name)
+				continue
+			}
+			v, err := s.open(r)
+			if err != nil {
+				return err
+			}
+			s.values[v.Name] = v
+		}
+		if err := sc.Err(); err != nil {
+			return fmt.Errorf("vault: read store: %w", err)
+		}
 	}
-	for _, r := range recs {
-		v, err := s.open(r)
-		if err != nil {
+	// A log that is mostly superseded records is written anew.
+	if s.records > 2*len(s.values)+64 {
+		if err := s.compact(); err != nil {
 			return err
 		}
-		s.values[v.Name] = v
+	}
+	s.log, err = os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("vault: open store: %w", err)
 	}
 	return nil
 }
@@ -168,24 +199,43 @@ func (s *Store) seal(v Value) (sealedRecord, error) {
 	return sealedRecord{Name: v.Name, Generation: v.Generation, Sealed: base64.StdEncoding.EncodeToString(box)}, nil
 }
 
-// save writes every value, sealed, to the store file. s.mu is held.
-func (s *Store) save() error {
+// append adds one record to the store's log and syncs it to disk: a value
+// handed out is never lost to a crash. s.mu is held.
+func (s *Store) append(r sealedRecord) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("vault: store: %w", err)
+	}
+	if _, err := s.log.Write(append(b, '\n')); err != nil {
+		return fmt.Errorf("vault: write store: %w", err)
+	}
+	if err := s.log.Sync(); err != nil {
+		return fmt.Errorf("vault: write store: %w", err)
+	}
+	s.records++
+	return nil
+}
+
+// compact writes every value, sealed, to a new log that replaces the old
+// one through a rename.
+func (s *Store) compact() error {
 	names := make([]string, 0, len(s.values))
 	for n := range s.values {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	recs := make([]sealedRecord, 0, len(names))
+	var buf bytes.Buffer
 	for _, n := range names {
 		r, err := s.seal(s.values[n])
 		if err != nil {
 			return err
 		}
-		recs = append(recs, r)
-	}
-	b, err := json.MarshalIndent(recs, "", "  ")
-	if err != nil {
-		return fmt.Errorf("vault: store: %w", err)
+		b, err := json.Marshal(r)
+		if err != nil {
+			return fmt.Errorf("vault: store: %w", err)
+		}
+		buf.Write(b)
+		buf.WriteByte('\n')
 	}
 	tmp, err := os.CreateTemp(s.dir, StoreFile+".*")
 	if err != nil {
@@ -196,7 +246,7 @@ func (s *Store) save() error {
 		tmp.Close()
 		return fmt.Errorf("vault: write store: %w", err)
 	}
-	if _, err := tmp.Write(b); err != nil {
+	if _, err := tmp.Write(buf.Bytes()); err != nil {
 		tmp.Close()
 		return fmt.Errorf("vault: write store: %w", err)
 	}
@@ -210,6 +260,7 @@ func (s *Store) save() error {
 	if err := os.Rename(tmp.Name(), filepath.Join(s.dir, StoreFile)); err != nil {
 		return fmt.Errorf("vault: write store: %w", err)
 	}
+	s.records = len(names)
 	return nil
 }
 
@@ -259,17 +310,15 @@ func (s *Store) set(name string, generation int64) (Value, error) {
 	if err != nil {
 		return Value{}, err
 	}
-	old, had := s.values[name]
 	v := Value{Name: name, Generation: generation, Value: value}
-	s.values[name] = v
-	if err := s.save(); err != nil {
-		if had {
-			s.values[name] = old
-		} else {
-			delete(s.values, name)
-		}
+	r, err := s.seal(v)
+	if err != nil {
 		return Value{}, err
 	}
+	if err := s.append(r); err != nil {
+		return Value{}, err
+	}
+	s.values[name] = v
 	return v, nil
 }
 
@@ -278,14 +327,12 @@ func (s *Store) set(name string, generation int64) (Value, error) {
 func (s *Store) Remove(name string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	old, ok := s.values[name]
-	if !ok {
+	if _, ok := s.values[name]; !ok {
 		return nil
 	}
-	delete(s.values, name)
-	if err := s.save(); err != nil {
-		s.values[name] = old
+	if err := s.append(sealedRecord{Name: name, Removed: true}); err != nil {
 		return err
 	}
+	delete(s.values, name)
 	return nil
 }
