@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
@@ -27,41 +29,64 @@ type lease struct {
 }
 
 // acquire waits until it holds the lease, trying again every TTL/3 while
-// another instance holds it.
-func acquire(ctx context.Context, js jetstream.JetStream, id string, ttl time.Duration, log func(string, ...any)) (*lease, error) {
-	kv, err := bus.LeaseBucket(ctx, js, mesh.SeatBucket, ttl)
-	if err != nil {
-		return nil, err
-	}
-	l := &lease{kv: kv, id: id, ttl: ttl}
-	b, _ := json.Marshal(mesh.Lease{Holder: id, Since: time.Now().UTC()})
+// another instance holds it, and with backoff while the bus does not answer
+// (each failure said): a waiting instance outlives a restart of the bus.
+func acquire(ctx context.Context, js jetstream.JetStream, id string, ttl time.Duration, log *slog.Logger) (*lease, error) {
+	bo := backoff.NewExponentialBackOff()
+	bo.InitialInterval = 200 * time.Millisecond
+	bo.MaxInterval = ttl
 	said := false
 	for {
-		rev, err := kv.Create(ctx, mesh.HolderKey, b)
-		if err == nil {
-			l.rev = rev
-			return l, nil
-		}
-		if !errors.Is(err, jetstream.ErrKeyExists) {
-			return nil, fmt.Errorf("seat: take lease: %w", err)
-		}
-		if !said {
-			holder := "another instance"
-			if e, err := kv.Get(ctx, mesh.HolderKey); err == nil {
-				var h mesh.Lease
-				if json.Unmarshal(e.Value(), &h) == nil {
-					holder = h.Holder
-				}
+		wait := ttl / 3
+		l, held, err := try(ctx, js, id, ttl)
+		switch {
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case err != nil:
+			wait = bo.NextBackOff()
+			log.Warn("seat: cannot take the lease; trying again", "err", err, "retry_in", wait)
+		case held != "":
+			bo.Reset()
+			if !said {
+				log.Info("seat: the lease is held; waiting for it to lapse", "holder", held, "ttl", ttl)
+				said = true
 			}
-			log("seat: the lease is held; waiting for it to lapse", "holder", holder, "ttl", ttl)
-			said = true
+		default:
+			return l, nil
 		}
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		case <-time.After(ttl / 3):
+		case <-time.After(wait):
 		}
 	}
+}
+
+// try takes the lease once. It returns the lease, or the holder's name
+// when another instance holds it, or the bus's error.
+func try(ctx context.Context, js jetstream.JetStream, id string, ttl time.Duration) (*lease, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	kv, err := bus.LeaseBucket(ctx, js, mesh.SeatBucket, ttl)
+	if err != nil {
+		return nil, "", err
+	}
+	b, _ := json.Marshal(mesh.Lease{Holder: id, Since: time.Now().UTC()})
+	rev, err := kv.Create(ctx, mesh.HolderKey, b)
+	if err == nil {
+		return &lease{kv: kv, id: id, ttl: ttl, rev: rev}, "", nil
+	}
+	if !errors.Is(err, jetstream.ErrKeyExists) {
+		return nil, "", fmt.Errorf("seat: take lease: %w", err)
+	}
+	holder := "another instance"
+	if e, err := kv.Get(ctx, mesh.HolderKey); err == nil {
+		var h mesh.Lease
+		if json.Unmarshal(e.Value(), &h) == nil && h.Holder != "" {
+			holder = h.Holder
+		}
+	}
+	return nil, holder, nil
 }
 
 // hold renews the lease every TTL/3 until ctx is done, and returns

@@ -130,7 +130,7 @@ func New(js jetstream.JetStream, cfg Config) *Seat {
 // until ctx is done. It returns nil when ctx is done, [ErrLeaseLost] when
 // the lease is lost, or an error when the seat's buckets cannot be made.
 func (s *Seat) Run(ctx context.Context) error {
-	l, err := acquire(ctx, s.js, s.cfg.ID, s.cfg.LeaseTTL, s.log.Info)
+	l, err := acquire(ctx, s.js, s.cfg.ID, s.cfg.LeaseTTL, s.log)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
