@@ -95,12 +95,12 @@ func (c *composer) judgeNode() {
 	sort.Strings(c.res.Retired)
 }
 
-// dependedOn reports whether a provision of another node, not itself
-// retiring, depends on key.
+// dependedOn reports whether a provision of another node depends on key.
+// A dependent that is retiring still counts until it is retired: the
+// operator may keep it, and it must not lose its credential meanwhile.
 func (c *composer) dependedOn(key string) bool {
 	for _, d := range c.st.DependentsOf(key) {
-		p, ok := c.st.Provision(d)
-		if ok && p.Consumer.Node != c.node && p.State != mesh.Retiring {
+		if p, ok := c.st.Provision(d); ok && p.Consumer.Node != c.node {
 			return true
 		}
 	}

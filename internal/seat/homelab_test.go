@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mesh-provisioner/mesh-provisioner/internal/asks"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus/bustest"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
 
@@ -126,11 +128,10 @@ func TestHomelabComposes(t *testing.T) {
 }
 
 func TestSharedCredentialKeptWhileDependedOn(t *testing.T) {
-	h := start(t, homelab(t))
+	h := startWith(t, homelab(t), options{router: true})
 	before := h.seat.Compositions("control")
 	// Compose control again: its redis credential is needed by other nodes.
 	h.put(mesh.WantsBucket, "want.control.redis", mesh.Want{Fingerprint: "71be02"})
-	h.put(mesh.PlacementBucket, "control", `{"modules":[{"module":"mesh-vault"},{"module":"postgres"},{"module":"redis"},{"module":"keycloak"},{"module":"route-proxy"},{"module":"node-tools"}]}`)
 	h.settle()
 	if h.seat.Compositions("control") == before {
 		t.Fatal("control was not composed again")
@@ -150,9 +151,36 @@ func TestSharedCredentialKeptWhileDependedOn(t *testing.T) {
 		"    gitea: {phase: starting, health: unknown, fp: b7c100}\n", "",
 	).Replace(string(homelab(t)))
 	h.apply([]byte(file))
+	caches := []string{"ace.gitea.cache", "g14.nextcloud.cache", "shanks.immich.cache"}
+	for _, k := range caches {
+		n, _, _ := strings.Cut(k, ".")
+		h.waitState(k, mesh.Retiring, "no build wanted or placed on "+n+" requires cache of redis on control any more")
+	}
+	// While the retiring caches are not retired, the credential stays: the
+	// operator may keep them.
+	h.settle()
+	if p, _ := h.provision(redisCred); p.State != mesh.Asked {
+		t.Fatalf("%s = %s (%s) while its dependents are only retiring; want asked", redisCred, p.State, p.Why)
+	}
+	// Yes to each: redis answers by its have, keeps no entries, so each is
+	// retired at once; then the credential has no dependent left.
+	for i, k := range caches {
+		var p mesh.Provision
+		bustest.WaitFor(t, 0, k+" asked", func() bool { p, _ = h.provision(k); return p.Ask != "" })
+		bustest.WaitFor(t, 0, p.Ask+" recorded", func() bool { _, ok := h.record(p.Ask); return ok })
+		if _, err := asks.Answer(h.ctx, h.nc, "operator", p.Ask, "yes"); err != nil {
+			t.Fatal(err)
+		}
+		bustest.WaitFor(t, 0, k+" retired", func() bool { _, ok := h.provision(k); return !ok })
+		if i < len(caches)-1 {
+			h.settle()
+			if p, _ := h.provision(redisCred); p.State != mesh.Asked {
+				t.Fatalf("%s = %s after %d of 3 dependents retired; want asked", redisCred, p.State, i+1)
+			}
+		}
+	}
 	p := h.waitState(redisCred, mesh.Retiring, "no build wanted or placed on control requires credential of mesh-vault on control any more")
 	if p.Consumer != redisControl {
 		t.Errorf("retiring %s consumer = %v", redisCred, p.Consumer)
 	}
-	h.waitState("ace.gitea.cache", mesh.Retiring, "no build wanted or placed on ace requires cache of redis on control any more")
 }

@@ -342,7 +342,7 @@ func (s *Seat) composeNode(ctx context.Context, node string, d *dirty) {
 	s.mesh.Composed(res)
 	start := time.Now()
 	changed := s.write(ctx, res.Plans, res.PlansRemoved, res.Refusals, res.RefusalsRemoved, res.Provisions, d)
-	changed += s.retire(ctx, res.Retired)
+	changed += s.retire(ctx, res.Retired, d)
 	s.raise(res.Asks)
 	// A key that retires no longer depends on another node's key: that node
 	// may now find its own key unneeded.
@@ -377,16 +377,24 @@ func (s *Seat) judgeKeys(ctx context.Context, keys []string, d *dirty) {
 	for k, p := range res.Provisions {
 		s.log.Info("seat: judged", "key", k, "state", p.State, "why", p.Why, "ask", p.Ask)
 	}
-	s.retire(ctx, res.Retired)
+	s.retire(ctx, res.Retired, d)
 	if s.cfg.OnResult != nil && (len(res.Provisions) > 0 || len(res.Retired) > 0 || len(res.Problems) > 0) {
 		s.cfg.OnResult(res)
 	}
 }
 
 // retire deletes keys approved with yes whose provider's entry is gone.
-func (s *Seat) retire(ctx context.Context, keys []string) int {
+// The nodes of the keys they depended on are composed again: a shared
+// credential may now be unneeded.
+func (s *Seat) retire(ctx context.Context, keys []string, d *dirty) int {
 	n := 0
 	for _, k := range keys {
+		p, _ := s.mesh.Provision(k)
+		for _, dep := range p.DependsOn {
+			if dk, err := mesh.ParseProvisionKey(dep); err == nil {
+				d.nodes[dk.Node] = true
+			}
+		}
 		if s.del(ctx, mesh.ProvisionsBucket, k) == 1 {
 			s.log.Info("seat: "+retire.WhyRetired, "key", k)
 			n++
