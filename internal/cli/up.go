@@ -415,8 +415,21 @@ func printResult(out io.Writer, r *compose.Result) {
 		return
 	}
 	if r.Node == "" { // keys re-judged on a provider's entry or have, or an ask's record
-		fmt.Fprintf(out, "judged     provisions %d changed, %d retired, %d warrants refused\n",
-			len(r.Provisions), len(r.Retired), len(r.Problems))
+		keys := make([]string, 0, len(r.Provisions))
+		for k, p := range r.Provisions {
+			keys = append(keys, k+" "+string(p.State))
+		}
+		for _, k := range r.Retired {
+			keys = append(keys, k+" retired")
+		}
+		sort.Strings(keys)
+		if len(keys) > 3 {
+			keys = append(keys[:3], fmt.Sprintf("and %d more", len(keys)-3))
+		}
+		fmt.Fprintf(out, "judged     %s\n", strings.Join(keys, ", "))
+		for _, p := range r.Problems {
+			fmt.Fprintf(out, "           warrant refused: %s\n", p)
+		}
 		return
 	}
 	fmt.Fprintf(out, "composed %-10s plans %d written %d removed, provisions %d changed, %d retiring, %d held, %d problems (%v)\n",
