@@ -137,12 +137,20 @@ func (s *Seat) Run(ctx context.Context) error {
 		}
 		return err
 	}
-	defer l.release()
 	s.log.Info("seat: holding the lease", "id", s.cfg.ID)
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	lost := make(chan error, 1)
-	go func() { lost <- l.hold(ctx) }()
+	held := make(chan struct{})
+	go func() {
+		defer close(held)
+		lost <- l.hold(ctx)
+	}()
+	// On the way out: stop renewing, then give the lease back.
+	defer func() {
+		cancel()
+		<-held
+		l.release()
+	}()
 	if s.cfg.OnLease != nil {
 		go s.cfg.OnLease(ctx)
 	}
