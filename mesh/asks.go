@@ -64,6 +64,11 @@ const (
 	OutcomeExpired = "expired"
 )
 
+// KindWithdrawn is the Kind of the By of a [RecordWarrant] whose asker
+// withdrew its open ask (outcome [OutcomeExpired], By naming the asker; the
+// warrant's Why says why).
+const KindWithdrawn = "withdrawn"
+
 // Record is the value at <ask id> in [RecordsBucket], written by the ask
 // router only.
 type Record struct {
@@ -73,7 +78,8 @@ type Record struct {
 }
 
 // RecordWarrant is how an ask ended: chosen (with the option and what it
-// binds, who chose it and when) or expired.
+// binds, who chose it and when) or expired (by the router's clock, or
+// withdrawn by its asker: By.Kind [KindWithdrawn], with the asker's Why).
 type RecordWarrant struct {
 	Asker   string    `json:"asker"`
 	Ask     string    `json:"ask"`
@@ -82,6 +88,7 @@ type RecordWarrant struct {
 	Binds   string    `json:"binds,omitempty"`
 	By      Identity  `json:"by"`
 	At      time.Time `json:"at"`
+	Why     string    `json:"why,omitempty"` // why the asker withdrew the ask; empty otherwise
 }
 
 // RetireAct is the act an option of a retiring key's ask approves:

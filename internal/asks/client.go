@@ -33,6 +33,35 @@ func Answer(ctx context.Context, nc *nats.Conn, user, ask, option string) (mesh.
 	return *rep.Record, nil
 }
 
+// Withdraw asks the router, on [WithdrawSubject] of asker, to end the ask
+// id that asker raised, because of why (non-empty; kept in the warrant), and
+// returns the record as the router then holds it. An open ask becomes
+// expired with the warrant {"asker","ask","outcome":"expired","by":{"who":
+// asker,"kind":"withdrawn","identity":asker},"at","why"}; its expiry is
+// forgotten. An ask already expired (withdrawn before, or by the clock, also
+// one whose time is up as it is withdrawn) is left as it is and returned:
+// withdrawing is idempotent. An error answer is a [*RouterError]: an
+// answered ask is [ErrNotOpen] (the operator's answer stands in the record;
+// it is not undone), an ask not recorded [ErrUnknownAsk], an ask raised by
+// another module [ErrOtherAsker], an empty id or why [ErrBadRequest]. With
+// no router on the bus the error wraps [ErrNoRouter]. asker must be the
+// module nc publishes for: the bus permissions pin it. It blocks until the
+// answer or until ctx is done.
+func Withdraw(ctx context.Context, nc *nats.Conn, asker, id, why string) (mesh.Record, error) {
+	subject := WithdrawSubject(asker)
+	var rep Reply
+	if err := request(ctx, nc, subject, WithdrawRequest{Ask: id, Why: why}, &rep); err != nil {
+		return mesh.Record{}, err
+	}
+	if rep.Error != "" || rep.Code != "" {
+		return mesh.Record{}, &RouterError{Code: rep.Code, Why: rep.Error}
+	}
+	if rep.Record == nil {
+		return mesh.Record{}, fmt.Errorf("asks: withdraw on %s: the router answered no record", subject)
+	}
+	return *rep.Record, nil
+}
+
 // List asks the router, on [ListSubject], for the records of state ("" for
 // open, "all" for every one), soonest expiry first. Errors are as for
 // [Answer].

@@ -17,6 +17,16 @@
 //     ask, ask not open, option not offered). See [AnswerSubject].
 //   - "mesh-asks.list": a request [ListRequest] {"state"} answered with a
 //     [Listing] of records (open ones by default).
+//   - "mesh-asks.withdraw.<asker>": a request [WithdrawRequest] {"ask","why"}
+//     by the module that raised the ask (its name escaped as one token),
+//     answered with a [Reply]. An open ask becomes expired with a warrant
+//     {"asker","ask","outcome":"expired","by":{"who":<asker>,"kind":
+//     "withdrawn","identity":<asker>},"at","why"}, and its expiry is
+//     forgotten. An ask already expired (withdrawn or by the clock) is a
+//     success that changes nothing; an answered ask is refused (not open:
+//     the answer stands); an ask of another asker, or unknown, is refused.
+//     See [WithdrawSubject] and [Withdraw]. As for answers, the bus
+//     permissions must pin each module to its own withdraw subject.
 //
 // # Who answered
 //
@@ -33,5 +43,7 @@
 //
 // The router's own clock ends asks: one timer, armed for the earliest expiry
 // among the open records (re-armed from the records at start), marks each
-// due record expired with a warrant whose outcome is "expired".
+// due record expired with a warrant whose outcome is "expired". A withdrawn
+// ask is forgotten by the timer; were it handed to the timer still, a
+// record no longer open is left as it is.
 package asks

@@ -3,7 +3,7 @@ package asks
 import "errors"
 
 // Errors of the router's answers, matched with errors.Is on a [*RouterError]
-// (which is what [Answer] and [List] return for an error answer).
+// (which is what [Answer], [Withdraw] and [List] return for an error answer).
 var (
 	// ErrBadRequest: the request is not valid JSON or misses a field, or the
 	// subject does not name a user.
@@ -13,8 +13,10 @@ var (
 	ErrBadAsk = errors.New("asks: bad ask")
 	// ErrUnknownAsk: no ask of that id is recorded.
 	ErrUnknownAsk = errors.New("asks: unknown ask")
-	// ErrNotOpen: the ask is answered or expired.
+	// ErrNotOpen: the ask is answered or expired (for [Withdraw]: answered).
 	ErrNotOpen = errors.New("asks: ask not open")
+	// ErrOtherAsker: the ask to withdraw was raised by another asker.
+	ErrOtherAsker = errors.New("asks: ask of another asker")
 	// ErrUnknownOption: the ask offers no option of that id.
 	ErrUnknownOption = errors.New("asks: option not offered")
 	// ErrRecords: the router could not read or write mesh-asks_records.
@@ -29,6 +31,7 @@ var codes = map[string]error{
 	"bad-ask":        ErrBadAsk,
 	"unknown-ask":    ErrUnknownAsk,
 	"not-open":       ErrNotOpen,
+	"other-asker":    ErrOtherAsker,
 	"unknown-option": ErrUnknownOption,
 	"records":        ErrRecords,
 }
@@ -37,7 +40,7 @@ var codes = map[string]error{
 // said. It unwraps to the sentinel its code names (for example
 // [ErrNotOpen]).
 type RouterError struct {
-	Code string // "bad-request", "bad-ask", "unknown-ask", "not-open", "unknown-option" or "records"
+	Code string // "bad-request", "bad-ask", "unknown-ask", "not-open", "other-asker", "unknown-option" or "records"
 	Why  string // what the router said, naming the ask and option
 }
 

@@ -9,8 +9,16 @@ type AnswerRequest struct {
 	Option string `json:"option"`
 }
 
+// WithdrawRequest is the request on [WithdrawSubject]: the id of an ask the
+// asker raised, and why the asker withdraws it (kept in the record's
+// warrant). Both are required.
+type WithdrawRequest struct {
+	Ask string `json:"ask"`
+	Why string `json:"why"`
+}
+
 // Reply is the router's answer to an ask published as a request and to an
-// [AnswerRequest]: the record as the router now holds it, or Error with its
+// [AnswerRequest] or a [WithdrawRequest]: the record as the router now holds it, or Error with its
 // Code (see [RouterError]).
 type Reply struct {
 	Record *mesh.Record `json:"record,omitempty"`

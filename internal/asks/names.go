@@ -17,6 +17,8 @@ const (
 	AsksWildcard = "asks.*"
 	// AnswerPrefix is the prefix of [AnswerSubject].
 	AnswerPrefix = Module + ".answer."
+	// WithdrawPrefix is the prefix of [WithdrawSubject].
+	WithdrawPrefix = Module + ".withdraw."
 	// ListSubject is the verb that lists records: a [ListRequest] answered
 	// with a [Listing].
 	ListSubject = Module + ".list"
@@ -30,6 +32,11 @@ const queue = Module
 // NATS user named user answers asks; the user name is escaped as one token
 // (package token).
 func AnswerSubject(user string) string { return AnswerPrefix + token.Escape(user) }
+
+// WithdrawSubject returns "mesh-asks.withdraw.<asker>", the subject on
+// which the module asker withdraws the asks it raised; the module name is
+// escaped as one token (package token), as in [AnswerSubject].
+func WithdrawSubject(asker string) string { return WithdrawPrefix + token.Escape(asker) }
 
 // IdentityKind is the kind of identity the router writes into a warrant for
 // the user who answered.

@@ -56,7 +56,8 @@ func Run(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, log *slog.L
 // Start follows mesh-asks_records (creating it when missing), waits until
 // the records are read, arms the expiry of every open ask (an ask whose time
 // is already up is expired at once), subscribes to "asks.*",
-// "mesh-asks.answer.*" and "mesh-asks.list" (queue group "mesh-asks"), and
+// "mesh-asks.answer.*", "mesh-asks.withdraw.*" and "mesh-asks.list" (queue
+// group "mesh-asks"), and
 // returns once the server has the subscriptions. It returns an error when
 // ctx ends first or a subscription is refused. The router stops when ctx is
 // done: it unsubscribes and disarms its timer.
@@ -82,6 +83,7 @@ func Start(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, log *slog
 	}{
 		{AsksWildcard, r.onAsk},
 		{AnswerPrefix + "*", r.onAnswer},
+		{WithdrawPrefix + "*", r.onWithdraw},
 		{ListSubject, r.onList},
 	} {
 		sub, err := nc.QueueSubscribe(s.subject, queue, s.handle)
@@ -291,6 +293,87 @@ func (r *Router) answer(user string, req AnswerRequest) (*mesh.Record, error) {
 	return nil, refusal("records", fmt.Sprintf("ask %s kept changing while it was answered; try again", req.Ask))
 }
 
+// onWithdraw answers a request on "mesh-asks.withdraw.<asker>"; every
+// refusal is said in the log too.
+func (r *Router) onWithdraw(m *nats.Msg) {
+	asker, req, err := withdrawOf(m)
+	var rec *mesh.Record
+	if err == nil {
+		rec, err = r.withdraw(asker, req)
+	}
+	if err != nil {
+		r.log.Warn("asks: withdrawal refused", "subject", m.Subject, "ask", req.Ask, "why", req.Why, "err", err)
+	}
+	r.respondJSON(m, reply(rec, err))
+}
+
+// withdrawOf reads the asker from the subject of m and the request from its
+// data.
+func withdrawOf(m *nats.Msg) (string, WithdrawRequest, error) {
+	var req WithdrawRequest
+	asker, err := token.Unescape(strings.TrimPrefix(m.Subject, WithdrawPrefix))
+	if err != nil || !mesh.ValidName(asker) {
+		return "", req, refusal("bad-request", fmt.Sprintf("subject %s does not name an asker module (lower-case [a-z0-9][a-z0-9-]*)", m.Subject))
+	}
+	if err := json.Unmarshal(m.Data, &req); err != nil {
+		return "", req, refusal("bad-request", fmt.Sprintf("withdrawal is not JSON {\"ask\",\"why\"}: %v", err))
+	}
+	if req.Ask == "" || req.Why == "" {
+		return "", req, refusal("bad-request", fmt.Sprintf("withdrawal names no ask or no why: ask %q, why %q", req.Ask, req.Why))
+	}
+	return asker, req, nil
+}
+
+// withdraw ends the open ask req.Ask that asker raised: expired, with a
+// warrant by asker of the kind [mesh.KindWithdrawn] that keeps req.Why. An
+// ask already expired is left as it is and returned; an ask whose time is
+// up is expired by the clock and returned. An answered ask is refused
+// (not-open): the operator's answer is not undone.
+func (r *Router) withdraw(asker string, req WithdrawRequest) (*mesh.Record, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	fresh := false
+	for range attempts {
+		rec, rev, found, err := r.current(req.Ask, fresh)
+		if err != nil {
+			return nil, err
+		}
+		if !found {
+			return nil, refusal("unknown-ask", fmt.Sprintf("no ask %s is recorded", req.Ask))
+		}
+		if rec.Ask.Asker != asker {
+			return nil, refusal("other-asker", fmt.Sprintf("ask %s was raised by %q, not %q; only its asker withdraws it", req.Ask, rec.Ask.Asker, asker))
+		}
+		if rec.State == mesh.RecordExpired {
+			r.log.Debug("asks: ask already expired; withdrawn as it is", "ask", req.Ask, "asker", asker, "why", req.Why)
+			return &rec, nil
+		}
+		if rec.State != mesh.RecordOpen {
+			return nil, notOpen(rec)
+		}
+		now := time.Now().UTC()
+		next := expired(rec, now)
+		if now.Before(rec.Ask.Expires) {
+			next.Warrant.By = mesh.Identity{Who: asker, Kind: mesh.KindWithdrawn, Identity: asker}
+			next.Warrant.Why = req.Why
+		}
+		ok, err := r.write(rec, rev, next)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			if next.Warrant.By.Kind == mesh.KindWithdrawn {
+				r.log.Info("asks: ask withdrawn", "ask", req.Ask, "asker", asker, "why", req.Why)
+			} else {
+				r.log.Info("asks: ask expired as it was withdrawn", "ask", req.Ask, "asker", asker, "expires", rec.Ask.Expires, "why", req.Why)
+			}
+			return &next, nil
+		}
+		fresh = true // changed meanwhile: read it again from the bucket
+	}
+	return nil, refusal("records", fmt.Sprintf("ask %s kept changing while it was withdrawn; try again", req.Ask))
+}
+
 // expire marks each of the asks ids expired whose time is up; the timer
 // calls it. A write that fails is said, and tried again a second later.
 func (r *Router) expire(ids []string) {
@@ -461,6 +544,9 @@ func notOpen(rec mesh.Record) error {
 		}
 		return refusal("not-open", fmt.Sprintf("ask %s is answered; it is not open", rec.Ask.ID))
 	case mesh.RecordExpired:
+		if w := rec.Warrant; w != nil && w.By.Kind == mesh.KindWithdrawn {
+			return refusal("not-open", fmt.Sprintf("ask %s was withdrawn by %s at %s (%s); it is not open", rec.Ask.ID, w.By.Who, stamp(w.At), w.Why))
+		}
 		return refusal("not-open", fmt.Sprintf("ask %s expired at %s; it is not open", rec.Ask.ID, stamp(rec.Ask.Expires)))
 	}
 	return refusal("not-open", fmt.Sprintf("ask %s is %q; it is not open", rec.Ask.ID, rec.State))

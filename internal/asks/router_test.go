@@ -407,6 +407,9 @@ func TestNoRouter(t *testing.T) {
 	if _, err := asks.Answer(ctx, nc, "operator", "retire-x-1", "yes"); !errors.Is(err, asks.ErrNoRouter) {
 		t.Errorf("Answer with no router = %v; want %v", err, asks.ErrNoRouter)
 	}
+	if _, err := asks.Withdraw(ctx, nc, "mesh-provisioner", "retire-x-1", "needed again"); !errors.Is(err, asks.ErrNoRouter) {
+		t.Errorf("Withdraw with no router = %v; want %v", err, asks.ErrNoRouter)
+	}
 	if _, err := asks.List(ctx, nc, ""); !errors.Is(err, asks.ErrNoRouter) {
 		t.Errorf("List with no router = %v; want %v", err, asks.ErrNoRouter)
 	}

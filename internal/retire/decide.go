@@ -17,7 +17,7 @@ const (
 	Wait Verdict = "wait"
 	// Warrant: write [Decision.Warrant] into the key.
 	Warrant Verdict = "warrant"
-	// Clear: the ask expired with no choice; clear the key's ask so that it
+	// Clear: the ask expired (or was withdrawn) with no choice; clear the key's ask so that it
 	// is asked again at the key's next change.
 	Clear Verdict = "clear"
 	// Refuse: the record does not warrant this act for this key (tampered or
@@ -42,7 +42,8 @@ type Decision struct {
 // Only a retiring key with an ask and no warrant yet is decided. A record
 // of another ask, or of an ask about another key (two keys whose ids collide,
 // such as a-b.c and a.b-c asked in the same second), is refused. A record
-// still open, or not there, is [Wait]. An expired record is [Clear]. An
+// still open, or not there, is [Wait]. An expired record (also one its asker
+// withdrew) is [Clear]. An
 // answered record is a [Warrant] only when its warrant names asker and this
 // ask, chose an option that both the ask and [Ask] offer ([Yes] or [No]),
 // binds [mesh.ActDigest] of (key, ask, option) and names who answered; any
@@ -75,6 +76,9 @@ func Decide(key string, p mesh.Provision, rec mesh.Record, asker string) Decisio
 			}
 			if w.Outcome != mesh.OutcomeExpired {
 				return refuse(whyOutcome, p.Ask, key, rec.State, w.Outcome)
+			}
+			if w.By.Kind == mesh.KindWithdrawn {
+				return Decision{Verdict: Clear, Why: fmt.Sprintf(whyWithdrawn, p.Ask, key, w.By.Who, w.Why)}
 			}
 		}
 		return Decision{Verdict: Clear, Why: fmt.Sprintf(whyExpired, p.Ask, key)}

@@ -29,6 +29,11 @@ func TestDecide(t *testing.T) {
 	expired := mesh.Record{State: mesh.RecordExpired, Ask: ask, Warrant: &mesh.RecordWarrant{
 		Asker: "mesh-provisioner", Ask: id, Outcome: mesh.OutcomeExpired, By: mesh.Identity{Who: "mesh-asks"}, At: ask.Expires,
 	}}
+	withdrawn := mesh.Record{State: mesh.RecordExpired, Ask: ask, Warrant: &mesh.RecordWarrant{
+		Asker: "mesh-provisioner", Ask: id, Outcome: mesh.OutcomeExpired,
+		By: mesh.Identity{Who: "mesh-provisioner", Kind: mesh.KindWithdrawn, Identity: "mesh-provisioner"},
+		At: at, Why: "key ace.gitea.database.main is needed again",
+	}}
 	// with returns rec changed by f, leaving rec and its warrant as they were.
 	with := func(rec mesh.Record, f func(*mesh.Record)) mesh.Record {
 		if rec.Warrant != nil {
@@ -71,6 +76,28 @@ func TestDecide(t *testing.T) {
 			name: "expired without a warrant", p: p, rec: with(expired, func(r *mesh.Record) { r.Warrant = nil }),
 			verdict: retire.Clear,
 			why:     "ask " + id + " of key ace.gitea.database.main expired with no choice; it is cleared and asked again when the key changes",
+		},
+		{
+			name: "withdrawn", p: p, rec: withdrawn, verdict: retire.Clear,
+			why: "ask " + id + " of key ace.gitea.database.main was withdrawn by mesh-provisioner " +
+				"(key ace.gitea.database.main is needed again) with no choice; it is cleared and asked again when the key changes",
+		},
+		{
+			name: "withdrawn, the key no longer retiring", p: provision(func(q *mesh.Provision) { q.State = mesh.Provided }),
+			rec: withdrawn, verdict: retire.Wait,
+			why: "key ace.gitea.database.main is provided, not retiring: there is nothing to decide",
+		},
+		{
+			name: "withdrawn, the key's ask cleared", p: provision(func(q *mesh.Provision) { q.State = mesh.Provided; q.Ask = "" }),
+			rec: withdrawn, verdict: retire.Wait,
+			why: "key ace.gitea.database.main is provided, not retiring: there is nothing to decide",
+		},
+		{
+			name: "withdrawn by another asker", p: p,
+			rec:     with(withdrawn, func(r *mesh.Record) { r.Warrant.Asker = "mesh-vault" }),
+			verdict: retire.Refuse,
+			why: "the warrant of ask " + id + " for key ace.gitea.database.main is from asker \"mesh-vault\", " +
+				"not \"mesh-provisioner\"; the key is left as it was",
 		},
 		{
 			name: "open", p: p, rec: mesh.Record{State: mesh.RecordOpen, Ask: ask}, verdict: retire.Wait,

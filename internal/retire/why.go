@@ -14,6 +14,7 @@ const (
 	whyOpen          = "ask %s of key %s is still open"
 	whyChosen        = "ask %s of key %s was answered %q by %s at %s"
 	whyExpired       = "ask %s of key %s expired with no choice; it is cleared and asked again when the key changes"
+	whyWithdrawn     = "ask %s of key %s was withdrawn by %s (%s) with no choice; it is cleared and asked again when the key changes"
 	whyOtherRecord   = "the record read for ask %s of key %s holds ask %q; the key is left as it was"
 	whyOtherAbout    = "the record of ask %s for key %s is about %q, not %q; the key is left as it was"
 	whyOtherAsker    = "the warrant of ask %s for key %s is from asker %q, not %q; the key is left as it was"
