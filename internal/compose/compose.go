@@ -58,6 +58,9 @@ type Result struct {
 	// Retired are keys to delete: approved with yes, and their provider's
 	// entry is gone.
 	Retired []string
+	// Withdrawn maps keys needed again before the operator answered to the
+	// asks they no longer need: the seat withdraws them from the router.
+	Withdrawn map[string]string
 	// Held maps each held module to its why.
 	Held map[string]string
 	// Problems are what went wrong short of holding a module.
@@ -75,7 +78,7 @@ type Result struct {
 
 // Changed reports whether the result writes or removes anything.
 func (r *Result) Changed() bool {
-	return len(r.Plans)+len(r.PlansRemoved)+len(r.Refusals)+len(r.RefusalsRemoved)+len(r.Provisions)+len(r.Retired) > 0
+	return len(r.Plans)+len(r.PlansRemoved)+len(r.Refusals)+len(r.RefusalsRemoved)+len(r.Provisions)+len(r.Retired)+len(r.Withdrawn) > 0
 }
 
 // composer holds one node's composition while it runs.

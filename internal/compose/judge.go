@@ -122,6 +122,12 @@ func (j *judge) needed(n *Need) {
 	if p.Reference == nil && had {
 		p.Reference = old.Reference // a kept reference is carried over
 	}
+	if had && old.State == mesh.Retiring && old.Ask != "" && old.Warrant == nil {
+		if j.res.Withdrawn == nil {
+			j.res.Withdrawn = map[string]string{}
+		}
+		j.res.Withdrawn[n.Key] = old.Ask
+	}
 	j.put(n.Key, old, had, p)
 }
 

@@ -219,12 +219,41 @@ func TestTamperedWarrantsAreRefused(t *testing.T) {
 
 func TestNeededAgainBeforeAnAnswer(t *testing.T) {
 	h := startWith(t, homelab(t), options{router: true})
-	h.retired()
+	got := h.retired()
 	h.apply(homelab(t))
 	for _, key := range vaultwardenKeys {
 		p := h.waitState(key, mesh.Asked, "")
 		if p.Ask != "" || p.Warrant != nil {
 			t.Errorf("%s needed again = %+v; want its ask and warrant cleared", key, p)
+		}
+		// Its ask is withdrawn: no longer open for the operator.
+		var r mesh.Record
+		bustest.WaitFor(t, 0, "the ask of "+key+" withdrawn", func() bool {
+			r, _ = h.record(got[key].ID)
+			return r.State == mesh.RecordExpired
+		})
+		if r.Warrant == nil || r.Warrant.By.Kind != mesh.KindWithdrawn || !strings.Contains(r.Warrant.Why, key) {
+			t.Errorf("record of %s = %+v; want withdrawn by the seat, naming the key", key, r.Warrant)
+		}
+	}
+	// Removed again: one open ask per key, the new one.
+	again := h.retired()
+	open, err := asks.List(h.ctx, h.nc, mesh.RecordOpen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range vaultwardenKeys {
+		n := 0
+		for _, r := range open.Records {
+			if r.Ask.About == "provision."+key {
+				n++
+				if r.Ask.ID != again[key].ID {
+					t.Errorf("open ask of %s = %s; want the new %s", key, r.Ask.ID, again[key].ID)
+				}
+			}
+		}
+		if n != 1 {
+			t.Errorf("%d open asks for %s; want 1", n, key)
 		}
 	}
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/mesh-provisioner/mesh-provisioner/internal/asks"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/compose"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/retire"
@@ -352,6 +353,7 @@ func (s *Seat) composeNode(ctx context.Context, node string, d *dirty) {
 	changed := s.write(ctx, res.Plans, res.PlansRemoved, res.Refusals, res.RefusalsRemoved, res.Provisions, d)
 	changed += s.retire(ctx, res.Retired, d)
 	s.raise(res.Asks)
+	s.withdraw(res.Withdrawn)
 	// A key that retires no longer depends on another node's key: that node
 	// may now find its own key unneeded.
 	for _, k := range res.Retiring {
@@ -386,6 +388,7 @@ func (s *Seat) judgeKeys(ctx context.Context, keys []string, d *dirty) {
 		s.log.Info("seat: judged", "key", k, "state", p.State, "why", p.Why, "ask", p.Ask)
 	}
 	s.retire(ctx, res.Retired, d)
+	s.withdraw(res.Withdrawn)
 	if s.cfg.OnResult != nil && (len(res.Provisions) > 0 || len(res.Retired) > 0 || len(res.Problems) > 0) {
 		s.cfg.OnResult(res)
 	}
@@ -442,6 +445,33 @@ func (s *Seat) raise(asks []mesh.Ask) {
 				case s.wake <- struct{}{}:
 				default:
 				}
+			}
+		}()
+	}
+}
+
+// withdraw tells the ask router that the asks of keys needed again are no
+// longer asked, so that they leave the operator's list. A failure is said
+// and changes nothing else: the key no longer names the ask.
+func (s *Seat) withdraw(asked map[string]string) {
+	if len(asked) == 0 {
+		return
+	}
+	nc := s.js.Conn()
+	s.mu.Lock()
+	s.asking += len(asked)
+	s.mu.Unlock()
+	for key, id := range asked {
+		s.log.Info("seat: withdrawing the ask of a key needed again", "key", key, "ask", id)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.AskTimeout)
+			defer cancel()
+			_, err := asks.Withdraw(ctx, nc, retire.Asker, id, "the key "+key+" is needed again")
+			s.mu.Lock()
+			s.asking--
+			s.mu.Unlock()
+			if err != nil {
+				s.log.Warn("seat: the ask router did not withdraw the ask", "key", key, "ask", id, "err", err)
 			}
 		}()
 	}
