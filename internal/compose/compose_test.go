@@ -1,0 +1,167 @@
+package compose_test
+
+import (
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/compose"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/meshfile"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/state"
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+var at = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+// load takes every key a mesh file writes into a fresh in-memory mesh, as
+// the seat's watched copies would.
+func load(t *testing.T, path string) *state.Mesh {
+	t.Helper()
+	f, err := meshfile.ParseFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := state.New()
+	keys := f.Keys()
+	// Builds get increasing times in the order listed, as apply gives them.
+	if keys[mesh.BuildsBucket] == nil {
+		keys[mesh.BuildsBucket] = map[string][]byte{}
+	}
+	for i, b := range f.Builds() {
+		b.At = at.Add(time.Duration(i-1000) * time.Second)
+		v, _ := json.Marshal(b)
+		keys[mesh.BuildsBucket][mesh.BuildKey{Module: b.Module, Fingerprint: b.Fingerprint}.String()] = v
+	}
+	rev := uint64(0)
+	for _, bucket := range meshfile.Buckets {
+		names := make([]string, 0, len(keys[bucket]))
+		for k := range keys[bucket] {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		for _, k := range names {
+			rev++
+			if tc := m.Take(bus.Change{Bucket: bucket, Key: k, Value: keys[bucket][k], Revision: rev}); tc.Odd != nil {
+				t.Fatalf("odd key: %v", tc.Odd)
+			}
+		}
+	}
+	return m
+}
+
+// settle composes every node, taking each result's writes back into the
+// mesh as the seat does, until a round changes nothing. It returns the
+// results of the last changing round by node.
+func settle(t *testing.T, m *state.Mesh) map[string]*compose.Result {
+	t.Helper()
+	last := map[string]*compose.Result{}
+	for round := 0; round < 5; round++ {
+		changed := false
+		for _, node := range m.Nodes() {
+			res := compose.Node(m, node, at)
+			m.Composed(res)
+			take(m, res)
+			if res.Changed() {
+				changed = true
+				last[node] = res
+			}
+		}
+		if !changed {
+			return last
+		}
+	}
+	t.Fatal("composition did not settle in 5 rounds")
+	return nil
+}
+
+func take(m *state.Mesh, res *compose.Result) {
+	for k, v := range res.Plans {
+		m.Take(bus.Change{Bucket: mesh.PlansBucket, Key: k, Value: v})
+	}
+	for _, k := range res.PlansRemoved {
+		m.Take(bus.Change{Bucket: mesh.PlansBucket, Key: k, Deleted: true})
+	}
+	for k, r := range res.Refusals {
+		v, _ := json.Marshal(r)
+		m.Take(bus.Change{Bucket: mesh.RefusedBucket, Key: k, Value: v})
+	}
+	for _, k := range res.RefusalsRemoved {
+		m.Take(bus.Change{Bucket: mesh.RefusedBucket, Key: k, Deleted: true})
+	}
+	for k, p := range res.Provisions {
+		v, _ := json.Marshal(p)
+		m.Take(bus.Change{Bucket: mesh.ProvisionsBucket, Key: k, Value: v})
+	}
+}
+
+// kept is what the seat keeps after composing a mesh, as stored.
+type kept struct {
+	Plans      map[string]json.RawMessage `json:"plans"`
+	Provisions map[string]mesh.Provision  `json:"provisions"`
+	Refused    map[string]mesh.Refusal    `json:"refused"`
+}
+
+func keptOf(m *state.Mesh) kept {
+	k := kept{Plans: map[string]json.RawMessage{}, Provisions: map[string]mesh.Provision{}, Refused: map[string]mesh.Refusal{}}
+	for _, n := range m.Nodes() {
+		for _, key := range m.PlansOf(n) {
+			b, _ := m.Plan(key)
+			k.Plans[key] = b
+		}
+	}
+	m.Provisions(func(key string, p mesh.Provision) { k.Provisions[key] = p })
+	m.Refusals(func(key string, r mesh.Refusal) { k.Refused[key] = r })
+	return k
+}
+
+// TestGolden composes each shared mesh with no bus and compares all the
+// seat would keep with testdata/<mesh>.golden.json (go test -update
+// rewrites it; review the diff).
+func TestGolden(t *testing.T) {
+	for _, name := range []string{"homelab"} {
+		t.Run(name, func(t *testing.T) {
+			m := load(t, filepath.Join("..", "..", "examples", name+".yaml"))
+			settle(t, m)
+			got, err := json.MarshalIndent(keptOf(m), "", "  ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden := filepath.Join("testdata", name+".golden.json")
+			if *update {
+				if err := os.WriteFile(golden, append(got, '\n'), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run go test -update to write it)", err)
+			}
+			if string(want) != string(got)+"\n" {
+				t.Errorf("composition of %s differs from %s; run go test ./internal/compose -update and review the diff", name, golden)
+			}
+		})
+	}
+}
+
+// A settled mesh composes to nothing new, and composing a node does not
+// allocate beyond a budget.
+func TestSettledNodeChangesNothing(t *testing.T) {
+	m := load(t, filepath.Join("..", "..", "examples", "homelab.yaml"))
+	settle(t, m)
+	for _, n := range m.Nodes() {
+		if res := compose.Node(m, n, at); res.Changed() || len(res.Held) > 0 || len(res.Problems) > 0 {
+			t.Errorf("settled node %s composed to changes: %+v", n, res)
+		}
+	}
+	allocs := testing.AllocsPerRun(20, func() { compose.Node(m, "shanks", at) })
+	if allocs > 400 {
+		t.Errorf("composing shanks allocates %.0f times; budget 400", allocs)
+	}
+}
