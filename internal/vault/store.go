@@ -47,7 +47,7 @@ type sealedRecord struct {
 	Name       string `json:"name"`
 	Generation int64  `json:"generation,omitempty"`
 	Sealed     string `json:"sealed,omitempty"`
-	Removed    bool   `json:"removed,omitempty"` // the value was removed
+	Removed    bool   `json:"removed,omitempty"` // the value was removed; Generation is its last generation
 }
 
 type openedRecord struct {
@@ -64,6 +64,11 @@ type Store struct {
 	key     [32]byte
 	mu      sync.Mutex
 	values  map[string]Value
+	// removed holds, for each removed name, the last generation it had
+	// (kept as a removal record in the log), so that a value issued again
+	// for that name gets the next generation and never a reference of
+	// an older value.
+	removed map[string]int64
 	log     *os.File // the store file, open for appending
 	records int      // records in the log
 }
@@ -79,7 +84,7 @@ func OpenStore(dir string) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("vault: data directory: %w", err)
 	}
-	s := &Store{dir: dir, values: map[string]Value{}}
+	s := &Store{dir: dir, values: map[string]Value{}, removed: map[string]int64{}}
 	if err := s.loadKey(); err != nil {
 		return nil, err
 	}
@@ -142,7 +147,7 @@ func (s *Store) load() error {
 			}
 			s.records++
 			if r.Removed {
-				delete(s.values, r.Name)
+				s.forget(r.Name, r.Generation)
 				continue
 			}
 			v, err := s.open(r)
@@ -150,13 +155,14 @@ func (s *Store) load() error {
 				return err
 			}
 			s.values[v.Name] = v
+			delete(s.removed, v.Name)
 		}
 		if err := sc.Err(); err != nil {
 			return fmt.Errorf("vault: read store: %w", err)
 		}
 	}
 	// A log that is mostly superseded records is written anew.
-	if s.records > 2*len(s.values)+64 {
+	if s.records > 2*(len(s.values)+len(s.removed))+64 {
 		if err := s.compact(); err != nil {
 			return err
 		}
@@ -216,19 +222,40 @@ func (s *Store) append(r sealedRecord) error {
 	return nil
 }
 
-// compact writes every value, sealed, to a new log that replaces the old
-// one through a rename.
+// forget drops the value named name, keeping the last generation it had
+// (the greater of generation and the value's own). s.mu is held or the
+// store is loading.
+func (s *Store) forget(name string, generation int64) {
+	if v, ok := s.values[name]; ok && v.Generation > generation {
+		generation = v.Generation
+	}
+	if g, ok := s.removed[name]; ok && g > generation {
+		generation = g
+	}
+	delete(s.values, name)
+	s.removed[name] = generation
+}
+
+// compact writes every value, sealed, and a removal record for every
+// removed name (with its last generation) to a new log that replaces the
+// old one through a rename.
 func (s *Store) compact() error {
-	names := make([]string, 0, len(s.values))
+	names := make([]string, 0, len(s.values)+len(s.removed))
 	for n := range s.values {
+		names = append(names, n)
+	}
+	for n := range s.removed {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	var buf bytes.Buffer
 	for _, n := range names {
-		r, err := s.seal(s.values[n])
-		if err != nil {
-			return err
+		r := sealedRecord{Name: n, Generation: s.removed[n], Removed: true}
+		if v, ok := s.values[n]; ok {
+			var err error
+			if r, err = s.seal(v); err != nil {
+				return err
+			}
 		}
 		b, err := json.Marshal(r)
 		if err != nil {
@@ -282,15 +309,18 @@ func (s *Store) Get(name string) (Value, bool) {
 	return v, ok
 }
 
-// Ensure returns the value named name, generating it at generation 1 (and
-// saving the store) when the store holds none.
+// Ensure returns the value named name, generating it (and saving the
+// store) when the store holds none: at generation 1 for a name never held,
+// or at the generation after the last one of a removed name, so that the
+// reference {name, generation} of a value issued again never equals an
+// older value's.
 func (s *Store) Ensure(name string) (Value, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if v, ok := s.values[name]; ok {
 		return v, nil
 	}
-	return s.set(name, 1)
+	return s.set(name, s.removed[name]+1)
 }
 
 // Rotate gives name a new value at the next generation and saves the store.
@@ -319,20 +349,24 @@ func (s *Store) set(name string, generation int64) (Value, error) {
 		return Value{}, err
 	}
 	s.values[name] = v
+	delete(s.removed, name)
 	return v, nil
 }
 
-// Remove forgets the value named name and saves the store; removing a name
-// the store does not hold does nothing.
+// Remove forgets the value named name and saves the store, appending a
+// removal record that keeps the value's last generation (a value issued
+// again for name starts after it); removing a name the store does not
+// hold does nothing.
 func (s *Store) Remove(name string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.values[name]; !ok {
+	v, ok := s.values[name]
+	if !ok {
 		return nil
 	}
-	if err := s.append(sealedRecord{Name: name, Removed: true}); err != nil {
+	if err := s.append(sealedRecord{Name: name, Generation: v.Generation, Removed: true}); err != nil {
 		return err
 	}
-	delete(s.values, name)
+	s.forget(name, v.Generation)
 	return nil
 }

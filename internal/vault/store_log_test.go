@@ -42,11 +42,102 @@ func TestStoreLogReopensAndCompacts(t *testing.T) {
 	if _, ok := again.Get("c"); ok {
 		t.Error("c came back after its removal")
 	}
-	if again.records != 2 {
-		t.Errorf("records after reopening = %d; want 2 (the log written anew)", again.records)
+	if again.records != 3 {
+		t.Errorf("records after reopening = %d; want 3 (the log written anew: a, b and c's removal)", again.records)
 	}
 	lines, _ := os.ReadFile(filepath.Join(dir, StoreFile))
-	if n := bytes.Count(lines, []byte("\n")); n != 2 {
-		t.Errorf("store file has %d lines; want 2", n)
+	if n := bytes.Count(lines, []byte("\n")); n != 3 {
+		t.Errorf("store file has %d lines; want 3", n)
+	}
+	if !bytes.Contains(lines, []byte(`{"name":"c","generation":1,"removed":true}`)) {
+		t.Errorf("the log written anew lost c's removal record:\n%s", lines)
+	}
+	// c issued again after the compaction gets the generation after its last.
+	c, err := again.Ensure("c")
+	if err != nil || c.Generation != 2 {
+		t.Errorf("Ensure(c) after its removal and a compaction = %+v, %v; want generation 2", c, err)
+	}
+}
+
+// A removed name issued again gets the generation after its last one, in
+// memory, after reopening, and after a compaction that keeps the removal;
+// a removal record without a generation (an older log) counts as 0.
+func TestStoreRemovedNameKeepsItsGeneration(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const name = "control.postgres.credential.x"
+	if _, err := s.Ensure(name); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Rotate(name); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Remove(name); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.Get(name); ok {
+		t.Fatal("Get after Remove found the value")
+	}
+	if _, err := s.Rotate(name); err == nil {
+		t.Error("Rotate of a removed name = nil error; want ErrUnknown")
+	}
+	v3, err := s.Ensure(name)
+	if err != nil || v3.Generation != 3 {
+		t.Fatalf("Ensure after Remove = %+v, %v; want generation 3", v3, err)
+	}
+	if err := s.Remove(name); err != nil {
+		t.Fatal(err)
+	}
+	// Reopened: the removal with generation 3 is kept in memory.
+	s2, err := OpenStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := s2.removed[name]; g != 3 {
+		t.Errorf("removed[%s] after reopening = %d; want 3", name, g)
+	}
+	// Enough records to be written anew at the next start.
+	for i := 0; i < 80; i++ {
+		if _, err := s2.Ensure("filler"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s2.Remove("filler"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s3, err := OpenStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s3.records != 2 {
+		t.Errorf("records after the compaction = %d; want 2 (two removal records)", s3.records)
+	}
+	v4, err := s3.Ensure(name)
+	if err != nil || v4.Generation != 4 {
+		t.Errorf("Ensure after reopening and compaction = %+v, %v; want generation 4", v4, err)
+	}
+	if f, err := s3.Ensure("filler"); err != nil || f.Generation != 81 {
+		t.Errorf("Ensure(filler) = %+v, %v; want generation 81", f, err)
+	}
+
+	// A removal record of an older log carries no generation.
+	old := t.TempDir()
+	o, err := OpenStore(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Ensure("y")
+	if _, err := o.log.WriteString(`{"name":"y","removed":true}` + "\n"); err != nil {
+		t.Fatal(err)
+	}
+	o2, err := OpenStore(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if y, err := o2.Ensure("y"); err != nil || y.Generation != 2 {
+		t.Errorf("Ensure(y) after an old removal record = %+v, %v; want generation 2 (the value's own)", y, err)
 	}
 }

@@ -255,6 +255,19 @@ func TestVaultRotatesAndRetires(t *testing.T) {
 	if len(gone.Credentials) != 0 {
 		t.Errorf("after retirement gitea gets %+v; want nothing", gone.Credentials)
 	}
+
+	// Issued again: the new value takes the generation after the retired
+	// one's, so its reference {vault name, generation} differs from every
+	// older value's.
+	_, again := f.need(gitea, "main")
+	if again != cred {
+		t.Fatalf("the credential key issued again = %s; want %s", again, cred)
+	}
+	waitProvided(t, f.seat, cred, 3)
+	fourth, _ := ask(t, f, "gitea", "gitea", false, kit.VaultRequest{})
+	if len(fourth.Credentials) != 1 || fourth.Credentials[0].Generation != 3 || fourth.Credentials[0].Value == second.Credentials[0].Value {
+		t.Errorf("issued again gitea gets %+v; want a new value at generation 3", fourth.Credentials)
+	}
 }
 
 func TestVaultFailsAProvisionThatIsNoCredential(t *testing.T) {
