@@ -60,10 +60,10 @@ type openedRecord struct {
 // own (x/crypto's nacl/secretbox, XSalsa20-Poly1305). It is safe for
 // concurrent use.
 type Store struct {
-	dir     string
-	key     [32]byte
-	mu      sync.Mutex
-	values  map[string]Value
+	dir    string
+	key    [32]byte
+	mu     sync.Mutex
+	values map[string]Value
 	// removed holds, for each removed name, the last generation it had
 	// (kept as a removal record in the log), so that a value issued again
 	// for that name gets the next generation and never a reference of
