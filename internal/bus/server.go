@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -35,10 +36,16 @@ type Server struct {
 // ErrNoDir is returned by [StartServer] when ServerConfig.Dir is empty.
 var ErrNoDir = errors.New("bus: the JetStream store directory is not set")
 
+// ErrAddressInUse is returned (wrapped, naming the address) by
+// [StartServer] when the listen address is taken by another process.
+var ErrAddressInUse = errors.New("address in use")
+
 // StartServer starts an embedded nats-server with JetStream and waits up to
 // 10 s until it accepts connections. It returns [ErrNoDir] without a store
-// directory, or an error naming the address when the server cannot listen
-// or does not become ready.
+// directory; an error wrapping [ErrAddressInUse] and naming the address,
+// at once, when something else already listens on a fixed port; or an
+// error naming the address when the server cannot listen or does not
+// become ready.
 func StartServer(cfg ServerConfig) (*Server, error) {
 	if cfg.Dir == "" {
 		return nil, ErrNoDir
@@ -60,6 +67,8 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 	}
 	if port == 0 {
 		port = -1 // nats-server reads 0 as its default port 4222
+	} else if err := checkListen(listen); err != nil {
+		return nil, err
 	}
 	opts := &server.Options{}
 	if cfg.Config != "" {
@@ -90,6 +99,23 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 		return nil, fmt.Errorf("bus: embedded server on %s is not ready after 10s (is the port in use?)", listen)
 	}
 	return &Server{Server: s}, nil
+}
+
+// checkListen listens on listen (host:port, a fixed port) and closes the
+// listener: the embedded server would otherwise retry a taken address and
+// fail only after its 10 s wait.
+func checkListen(listen string) error {
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return fmt.Errorf("bus: cannot listen on %s: %w (another process, perhaps another up or nats-server, holds it): %w", listen, ErrAddressInUse, err)
+		}
+		return fmt.Errorf("bus: cannot listen on %s: %w", listen, err)
+	}
+	if err := ln.Close(); err != nil {
+		return fmt.Errorf("bus: listen address %s: %w", listen, err)
+	}
+	return nil
 }
 
 // URL returns the nats:// URL clients connect to.
