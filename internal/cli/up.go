@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -21,6 +22,7 @@ import (
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/client"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/compose"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/lockfile"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/meshfile"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/pgprovider"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/seat"
@@ -58,7 +60,10 @@ the seat, and the mesh file applied (the bundled homelab example when none is gi
 while the seat composes, then a summary per node, and keeps running: apply the file again from another
 terminal ("apply -f FILE --nats URL") and only what changed is composed again.
 
-With --once it applies, waits until the seat is quiet, prints everything the seat keeps and exits 0.`,
+With --once it applies, waits until the seat is quiet, prints everything the seat keeps and exits 0.
+
+One up at a time per --data directory: up holds a lock on DATA/lock (with its pid in it) while it runs,
+and a second up on the same directory fails at once.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f.clientsSet = cmd.Flags().Changed("clients")
@@ -89,6 +94,28 @@ func defaultDataDir() string {
 	return filepath.Join(base, "mesh-provisioner")
 }
 
+// DataLock is the file in up's --data directory that up holds an exclusive
+// lock on (flock) for its whole life, with its pid in it: two up processes
+// never share one JetStream store.
+const DataLock = "lock"
+
+// lockData creates data (mode 0700) and takes the lock on data/DataLock;
+// another up holding it fails at once, naming the directory and its pid.
+func lockData(data string) (*lockfile.Lock, error) {
+	if err := os.MkdirAll(data, 0o700); err != nil {
+		return nil, fmt.Errorf("data directory: %w", err)
+	}
+	l, err := lockfile.Take(filepath.Join(data, DataLock))
+	var held *lockfile.HeldError
+	if errors.As(err, &held) {
+		if held.PID == 0 {
+			return nil, fmt.Errorf("%s is in use by another up", data)
+		}
+		return nil, fmt.Errorf("%s is in use by another up (pid %d)", data, held.PID)
+	}
+	return l, err
+}
+
 func logger(level string, w io.Writer) (*slog.Logger, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {
@@ -117,6 +144,11 @@ func runUp(ctx context.Context, out io.Writer, f upFlags, args []string) error {
 	if err != nil {
 		return err
 	}
+	lock, err := lockData(f.data)
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
 	srv, err := bus.StartServer(bus.ServerConfig{Dir: filepath.Join(f.data, "nats"), Listen: f.listen})
 	if err != nil {
 		return err

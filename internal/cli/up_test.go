@@ -3,6 +3,8 @@ package cli_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +13,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus/bustest"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/cli"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/lockfile"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/pgprovider/pgtest"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
@@ -163,4 +168,44 @@ func TestUpOnceHomelabWithPostgres(t *testing.T) {
 	if roles != 8 {
 		t.Errorf("%d of the 8 consumers' roles exist", roles)
 	}
+}
+
+// Two up processes never share one data directory: while one runs (it
+// holds DATA/lock), a second fails at once naming the directory and the
+// first one's pid; once the first has stopped, the directory is free.
+func TestUpRefusesADataDirectoryInUse(t *testing.T) {
+	data := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	first := make(chan error, 1)
+	go func() {
+		_, _, err := runCmd(ctx, "up", "--data", data, "--listen", "127.0.0.1:0", "--clients=false")
+		first <- err
+	}()
+	lockPath := filepath.Join(data, cli.DataLock)
+	bustest.WaitFor(t, 0, "the first up holds "+lockPath, func() bool {
+		l, err := lockfile.Take(lockPath)
+		if err == nil {
+			l.Release()
+		}
+		return errors.As(err, new(*lockfile.HeldError))
+	})
+
+	_, _, err := run(t, "up", "--once", "--data", data, "--listen", "127.0.0.1:0")
+	if want := fmt.Sprintf("%s is in use by another up (pid %d)", data, os.Getpid()); err == nil || err.Error() != want {
+		t.Errorf("a second up on %s = %v; want %q", data, err, want)
+	}
+	if b, _ := os.ReadFile(lockPath); string(b) != fmt.Sprintf("%d\n", os.Getpid()) {
+		t.Errorf("%s holds %q; want the first up's pid", lockPath, b)
+	}
+
+	cancel()
+	if err := <-first; err != nil && !errors.Is(err, context.Canceled) {
+		t.Errorf("the first up ended with %v", err)
+	}
+	l, err := lockfile.Take(lockPath)
+	if err != nil {
+		t.Fatalf("%s after the first up stopped: %v; want it free", lockPath, err)
+	}
+	l.Release()
 }
