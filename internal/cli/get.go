@@ -131,8 +131,8 @@ func newGetCmd() *cobra.Command {
 			return writeGetTable(cmd.OutOrStdout(), args[0], kind, ans)
 		},
 	}
-	cmd.Flags().StringVar(&q.node, "node", "", "only this node's keys")
-	cmd.Flags().StringVar(&q.module, "module", "", "only this module's keys")
+	cmd.Flags().StringVar(&q.node, "node", "", "only this node's keys (provisions: those whose consumer is on it, not those it provides)")
+	cmd.Flags().StringVar(&q.module, "module", "", "only this module's keys (provisions: those it consumes or provides)")
 	cmd.Flags().StringVar(&q.contributor, "contributor", "", "collect: only this contributor's items")
 	cmd.Flags().StringVar(&q.collection, "collection", "", "collect: only the items of this collection (its name, e.g. shell:zsh:normal)")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json (an object: key -> value as stored)")
@@ -152,6 +152,8 @@ func kindNames() []string {
 func getLong() string {
 	var b strings.Builder
 	b.WriteString("Get shows what the mesh keeps, sorted by key, narrowed by --node and --module.\n")
+	b.WriteString("For provisions --node keeps the keys of that node (their consumer's node), and --module the keys\n")
+	b.WriteString("whose consumer or provider is that module.\n")
 	b.WriteString("A key out of its bucket's shape or a value that does not decode is listed as odd, never hidden.\n\n")
 	for _, k := range kindNames() {
 		fmt.Fprintf(&b, "  %-12s %s\n", k, getKinds[k].short)
@@ -303,9 +305,9 @@ func readRefused(ctx context.Context, q *getQuery) (getAnswer, error) {
 	})
 }
 
-// readProvisions narrows by node and module on either side: a provision
-// is shown when its consumer or its provider is on the node, and when its
-// consumer or its provider is the module.
+// readProvisions narrows by the key's node (the consumer's node) only, and
+// by module on either side: a provision is shown when its consumer is on
+// the node, and when its consumer or its provider is the module.
 func readProvisions(ctx context.Context, q *getQuery) (getAnswer, error) {
 	return readBucket(ctx, q.js, mesh.ProvisionsBucket, func(key string, value []byte) (bool, string) {
 		k, err := mesh.ParseProvisionKey(key)
@@ -316,7 +318,7 @@ func readProvisions(ctx context.Context, q *getQuery) (getAnswer, error) {
 		if why := decode(value, &p); why != "" {
 			return matches(q.node, k.Node) && matches(q.module, k.Consumer), why
 		}
-		return matches(q.node, k.Node, p.Provider.Node) && matches(q.module, k.Consumer, p.Provider.Module), ""
+		return matches(q.node, k.Node) && matches(q.module, k.Consumer, p.Provider.Module), ""
 	})
 }
 

@@ -131,14 +131,27 @@ Bad.key  key out of shape: mesh: key "Bad.key": has 2 tokens; want 3 to 4
 		t.Errorf("get provisions =\n%s\nwant\n%s", out, want)
 	}
 
-	// --module postgres: postgres's provisions as provider; --node
-	// control: keys of control and keys whose provider is on control.
+	// --module postgres: postgres's provisions as provider.
 	out, _, err = run(t, "get", "provisions", "--module", "postgres", "--nats", s.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out, "ace.gitea.database.main") || !strings.Contains(out, "control.keycloak.database") || strings.Contains(out, "ace.gitea.route ") || strings.Contains(out, "shanks.immich") {
 		t.Errorf("get provisions --module postgres:\n%s", out)
+	}
+	// --node control: only the keys of control (its consumers), not the
+	// keys of other nodes whose provider is on control.
+	out, _, err = run(t, "get", "provisions", "--node", "control", "--nats", s.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `NODE     KEY                        STATE   PROVIDER          WHY
+control  control.keycloak.database  failed  postgres@control  postgres said: role exists
+
+ODD KEY  WHY
+Bad.key  key out of shape: mesh: key "Bad.key": has 2 tokens; want 3 to 4
+`; out != want {
+		t.Errorf("get provisions --node control =\n%s\nwant\n%s", out, want)
 	}
 	out, _, err = run(t, "get", "provisions", "--node", "shanks", "--module", "immich", "-o", "json", "--nats", s.URL())
 	if err != nil {
