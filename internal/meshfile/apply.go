@@ -38,7 +38,8 @@ func (s *Stats) add(bucket string, c Counts) {
 // Apply writes the file f into the buckets of [Buckets] through js,
 // creating a bucket that is missing (one replica). It reads what each
 // bucket holds now, computes [File.Diff] with now, and writes only the
-// keys whose bytes differ, manifests first and placement last; then it
+// keys whose bytes differ, manifests first and placement last (provider
+// nodes first, see [Diff]); then it
 // removes the placement, want and have keys the file no longer has
 // (placement first). Applying the same file twice writes nothing the
 // second time. Keys out of their bucket's shape are left alone and listed

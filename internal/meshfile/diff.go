@@ -46,7 +46,9 @@ type Odd struct {
 type Diff struct {
 	// Puts are the keys whose bytes differ from what the bucket holds (or
 	// that it does not hold), in the order of [Buckets], keys sorted within
-	// a bucket.
+	// a bucket, except placement: provider nodes first, each after the
+	// nodes of the providers it requires (see placementOrder), so that the
+	// seat never composes a node before the placement of its providers.
 	Puts []Put
 	// Removes are the keys of placement, wants and haves that the file no
 	// longer has, placement first, keys sorted within a bucket. Manifests,
@@ -88,7 +90,11 @@ func (f *File) Diff(current map[string]map[string][]byte, now time.Time) *Diff {
 	keys[mesh.BuildsBucket] = builds
 
 	for _, bucket := range Buckets {
-		for _, k := range sortedKeys(keys[bucket]) {
+		order := sortedKeys(keys[bucket])
+		if bucket == mesh.PlacementBucket {
+			order = f.placementOrder()
+		}
+		for _, k := range order {
 			v := keys[bucket][k]
 			if old, ok := current[bucket][k]; ok && bytes.Equal(old, v) {
 				d.Unchanged[bucket]++

@@ -2,6 +2,7 @@ package meshfile
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -204,5 +205,67 @@ haves:
 		if puts[i] != wantPuts[i] {
 			t.Errorf("put %d = %s; want %s", i, puts[i], wantPuts[i])
 		}
+	}
+}
+
+// placementPuts returns the keys of the diff's placement puts, in order.
+func placementPuts(d *Diff) []string {
+	var out []string
+	for _, p := range d.Puts {
+		if p.Bucket == mesh.PlacementBucket {
+			out = append(out, p.Key)
+		}
+	}
+	return out
+}
+
+// TestDiffPlacementOrder checks that a fresh mesh's placement keys are
+// written provider nodes first, each after the nodes of the providers it
+// requires, so that the seat never composes a node whose providers are
+// placed on no node yet.
+func TestDiffPlacementOrder(t *testing.T) {
+	f, err := ParseFile(homelab)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// control hosts postgres, keycloak, redis, route-proxy and mesh-vault;
+	// ace hosts gitea, which woodpecker on shanks requires.
+	if got, want := fmt.Sprint(placementPuts(f.Diff(nil, time.Now()))), "[control ace g14 shanks]"; got != want {
+		t.Errorf("homelab placement puts = %s; want %s", got, want)
+	}
+
+	f = mustParse(t, `nodes: [a, b, c, d, e, f, g]
+modules:
+  web: {builds: [{fp: f1, manifest: {module: web, requires: [{provision: api, from: app}]}}]}
+  app:
+    builds:
+      - {fp: f1, manifest: {module: app}}
+      - {fp: f2, manifest: {module: app, requires: [{provision: database, from: db}]}}
+  loner: {builds: [{fp: f1, manifest: {module: loner}}]}
+  db: {builds: [{fp: f1, manifest: {module: db}}]}
+  c1: {builds: [{fp: f1, manifest: {module: c1, requires: [{provision: x, from: c2}]}}]}
+  c2: {builds: [{fp: f1, manifest: {module: c2, requires: [{provision: x, from: c1}]}}]}
+  mesh-vault: {builds: [{fp: f1, manifest: {module: mesh-vault}}]}
+placement:
+  a: [web]
+  b: [app]
+  c: [loner]
+  d: [db]
+  e: [c1]
+  f: [c2]
+  g: [mesh-vault]
+`)
+	// Providers b, d, e, f, g before a and c; d and g (the vault, which
+	// every node with requirements waits for) before b; the cycle e-f by
+	// name; then a (after b) and c.
+	if got, want := fmt.Sprint(placementPuts(f.Diff(nil, time.Now()))), "[d g b e f a c]"; got != want {
+		t.Errorf("placement puts = %s; want %s", got, want)
+	}
+	// Only changed keys are put, in the same order.
+	cur := applied(nil, f.Diff(nil, time.Now()))
+	delete(cur[mesh.PlacementBucket], "a")
+	delete(cur[mesh.PlacementBucket], "d")
+	if got, want := fmt.Sprint(placementPuts(f.Diff(cur, time.Now()))), "[d a]"; got != want {
+		t.Errorf("placement puts after two keys went = %s; want %s", got, want)
 	}
 }
