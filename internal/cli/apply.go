@@ -34,7 +34,7 @@ and modules stay). Applying the same file again writes nothing.`,
 			f, err := meshfile.ParseFile(file)
 			if errs, ok := errors.AsType[*meshfile.Errors](err); ok {
 				fmt.Fprintln(cmd.ErrOrStderr(), errs.Error())
-				return fmt.Errorf("apply: %s refused with %d errors; nothing written", file, len(errs.List))
+				return fmt.Errorf("apply: %s refused with %s; nothing written", file, errs.Count())
 			}
 			if err != nil {
 				return fmt.Errorf("apply: %w", err)

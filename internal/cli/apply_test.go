@@ -2,6 +2,8 @@ package cli
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -35,6 +37,23 @@ func TestApplyCommand(t *testing.T) {
 	}
 	if want := "applied " + homelabFile + ": 0 written, 76 unchanged, 0 removed\n"; out != want {
 		t.Errorf("second apply printed %q; want %q", out, want)
+	}
+}
+
+// TestApplyCommandOneError checks that a file with one error says so in
+// the singular.
+func TestApplyCommandOneError(t *testing.T) {
+	s := bustest.Server(t)
+	path := filepath.Join(t.TempDir(), "one.yaml")
+	if err := os.WriteFile(path, []byte("nodes: [control]\ncolour: blue\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, err := run(t, "apply", "-f", path, "--nats", s.URL())
+	if want := "apply: " + path + " refused with 1 error; nothing written"; err == nil || err.Error() != want {
+		t.Errorf("apply = %v; want %q", err, want)
+	}
+	if want := path + ":2: unknown key \"colour\" (known: nodes, modules, placement, wants, haves)\n"; errOut != want {
+		t.Errorf("stderr = %q; want %q", errOut, want)
 	}
 }
 

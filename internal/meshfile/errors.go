@@ -39,6 +39,15 @@ func (e *Errors) Error() string {
 	return b.String()
 }
 
+// Count returns how many problems e holds, worded for a message: "1 error"
+// or "N errors".
+func (e *Errors) Count() string {
+	if len(e.List) == 1 {
+		return "1 error"
+	}
+	return fmt.Sprintf("%d errors", len(e.List))
+}
+
 // Located returns "FILE:LINE: message" for x, or "FILE: message" when x has
 // no line.
 func Located(file string, x Error) string {

@@ -356,3 +356,12 @@ placement:
 		t.Errorf("Parse(bomb) = %v; want the expansion said", err)
 	}
 }
+
+// TestErrorsCount checks the wording of how many problems a file has.
+func TestErrorsCount(t *testing.T) {
+	one := &Errors{File: "t.yaml", List: []Error{{Line: 1, Msg: "a"}}}
+	two := &Errors{File: "t.yaml", List: []Error{{Line: 1, Msg: "a"}, {Line: 2, Msg: "b"}}}
+	if one.Count() != "1 error" || two.Count() != "2 errors" {
+		t.Errorf("Count = %q and %q; want \"1 error\" and \"2 errors\"", one.Count(), two.Count())
+	}
+}
