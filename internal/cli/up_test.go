@@ -184,19 +184,23 @@ func TestUpRefusesADataDirectoryInUse(t *testing.T) {
 	}()
 	lockPath := filepath.Join(data, cli.DataLock)
 	bustest.WaitFor(t, 0, "the first up holds "+lockPath, func() bool {
-		l, err := lockfile.Take(lockPath)
-		if err == nil {
-			l.Release()
+		select {
+		case err := <-first:
+			t.Fatalf("the first up ended before it held the lock: %v", err)
+		default:
 		}
-		return errors.As(err, new(*lockfile.HeldError))
+		// Probing with Take could take the lock before the first up does;
+		// the pid is written only by the up that holds it.
+		b, _ := os.ReadFile(lockPath)
+		return string(b) == fmt.Sprintf("%d\n", os.Getpid())
 	})
 
 	_, _, err := run(t, "up", "--once", "--data", data, "--listen", "127.0.0.1:0")
 	if want := fmt.Sprintf("%s is in use by another up (pid %d)", data, os.Getpid()); err == nil || err.Error() != want {
 		t.Errorf("a second up on %s = %v; want %q", data, err, want)
 	}
-	if b, _ := os.ReadFile(lockPath); string(b) != fmt.Sprintf("%d\n", os.Getpid()) {
-		t.Errorf("%s holds %q; want the first up's pid", lockPath, b)
+	if _, err := lockfile.Take(lockPath); !errors.As(err, new(*lockfile.HeldError)) {
+		t.Errorf("Take(%s) while the first up runs = %v; want it held", lockPath, err)
 	}
 
 	cancel()
