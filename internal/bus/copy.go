@@ -148,6 +148,17 @@ func (c *Copy) Range(f func(key string, it Item) bool) {
 	}
 }
 
+// Hold keeps the watch from taking changes until release is called. An
+// owner that writes asynchronously holds the copy from before its first
+// publish until it has called [Copy.Took] for every ack, so that the echo
+// of its own write is never reported as a change, nor taken after a later
+// write of its own. Never call Took's siblings PutIfChanged or
+// DeleteIfPresent while holding.
+func (c *Copy) Hold() (release func()) {
+	c.wmu.Lock()
+	return c.wmu.Unlock
+}
+
 // Took takes the owner's own write into the copy at once: value at key with
 // the revision the write returned, or a delete when value is nil.
 func (c *Copy) Took(key string, value []byte, rev uint64) {

@@ -351,7 +351,7 @@ func (s *Seat) composeNode(ctx context.Context, node string, d *dirty) {
 	s.mesh.Composed(res)
 	start := time.Now()
 	changed := s.write(ctx, res.Plans, res.PlansRemoved, res.Refusals, res.RefusalsRemoved, res.Provisions, d)
-	changed += s.retire(ctx, res.Retired, d)
+	changed += s.retireAll(ctx, res.Retired, d)
 	s.raise(res.Asks)
 	s.withdraw(res.Withdrawn)
 	// A key that retires no longer depends on another node's key: that node
@@ -387,17 +387,21 @@ func (s *Seat) judgeKeys(ctx context.Context, keys []string, d *dirty) {
 	for k, p := range res.Provisions {
 		s.log.Info("seat: judged", "key", k, "state", p.State, "why", p.Why, "ask", p.Ask)
 	}
-	s.retire(ctx, res.Retired, d)
+	s.retireAll(ctx, res.Retired, d)
 	s.withdraw(res.Withdrawn)
 	if s.cfg.OnResult != nil && (len(res.Provisions) > 0 || len(res.Retired) > 0 || len(res.Problems) > 0) {
 		s.cfg.OnResult(res)
 	}
 }
 
-// retire deletes keys approved with yes whose provider's entry is gone.
+// retireAll deletes keys approved with yes whose provider's entry is gone.
 // The nodes of the keys they depended on are composed again: a shared
 // credential may now be unneeded.
-func (s *Seat) retire(ctx context.Context, keys []string, d *dirty) int {
+func (s *Seat) retireAll(ctx context.Context, keys []string, d *dirty) int {
+	if len(keys) == 0 {
+		return 0
+	}
+	defer s.copies[mesh.ProvisionsBucket].Hold()()
 	n := 0
 	for _, k := range keys {
 		p, _ := s.mesh.Provision(k)
@@ -525,56 +529,91 @@ func (s *Seat) report(res *compose.Result, changed int, write time.Duration) {
 	}
 }
 
-// write applies writes in the order plans, refusals, provisions; each write
-// is taken into the seat's copy and mesh at once. Keys whose state changed
-// have their dependents marked for re-judging. It returns how many keys it
-// wrote or deleted; a failed write is logged and left for the next change.
+// write applies writes: puts are published together and their acks
+// awaited as one batch, deletes follow. Each write is taken into the seat's
+// copy and mesh once acknowledged. Keys whose state changed have their
+// dependents marked for re-judging. It returns how many keys it wrote or
+// deleted; a failed write is logged and left for the next change.
 func (s *Seat) write(ctx context.Context, plans map[string][]byte, plansGone []string,
 	refusals map[string]mesh.Refusal, refusalsGone []string, provs map[string]mesh.Provision, d *dirty) int {
-	n := 0
-	for _, k := range sortedKeys(plans) {
-		n += s.put(ctx, mesh.PlansBucket, k, plans[k])
+	if len(plans)+len(plansGone)+len(refusals)+len(refusalsGone)+len(provs) == 0 {
+		return 0
 	}
-	for _, k := range plansGone {
-		n += s.del(ctx, mesh.PlansBucket, k)
+	// The copies written to are held until every write is taken in: the
+	// echo of a write taken before it would reach the loop as a change,
+	// and could bring back a key the seat deletes right after.
+	for _, b := range []string{mesh.PlansBucket, mesh.ProvisionsBucket, mesh.RefusedBucket} {
+		defer s.copies[b].Hold()()
+	}
+	var batch []pending
+	for _, k := range sortedKeys(plans) {
+		batch = append(batch, pending{bucket: mesh.PlansBucket, key: k, value: plans[k]})
 	}
 	for _, k := range sortedKeys(refusals) {
 		b, _ := json.Marshal(refusals[k])
-		n += s.put(ctx, mesh.RefusedBucket, k, b)
-	}
-	for _, k := range refusalsGone {
-		n += s.del(ctx, mesh.RefusedBucket, k)
+		batch = append(batch, pending{bucket: mesh.RefusedBucket, key: k, value: b})
 	}
 	for _, k := range sortedKeys(provs) {
 		p := provs[k]
 		old, had := s.mesh.Provision(k)
-		b, _ := json.Marshal(p)
-		n += s.put(ctx, mesh.ProvisionsBucket, k, b)
 		if !had || old.State != p.State {
 			for _, dep := range s.mesh.DependentsOf(k) {
 				d.keys[dep] = true
 			}
 		}
+		b, _ := json.Marshal(p)
+		batch = append(batch, pending{bucket: mesh.ProvisionsBucket, key: k, value: b})
+	}
+	n := s.putAll(ctx, batch)
+	for _, k := range plansGone {
+		n += s.del(ctx, mesh.PlansBucket, k)
+	}
+	for _, k := range refusalsGone {
+		n += s.del(ctx, mesh.RefusedBucket, k)
 	}
 	return n
 }
 
-func (s *Seat) put(ctx context.Context, bucket, key string, value []byte) int {
-	c := s.copies[bucket]
-	kv, err := c.KV(ctx)
-	if err != nil {
-		return 0
-	}
-	rev, err := kv.Put(ctx, key, value)
-	if err != nil {
-		s.log.Error("seat: write failed", "bucket", bucket, "key", key, "err", err)
-		return 0
-	}
-	c.Took(key, value, rev)
-	s.mesh.Take(bus.Change{Bucket: bucket, Key: key, Value: value, Revision: rev})
-	return 1
+// pending is one put of a batch.
+type pending struct {
+	bucket, key string
+	value       []byte
+	ack         jetstream.PubAckFuture
 }
 
+// putAll publishes every put without waiting, then waits for each ack and
+// takes the write in. It returns how many were written. The caller holds
+// the copies.
+func (s *Seat) putAll(ctx context.Context, batch []pending) int {
+	for i := range batch {
+		p := &batch[i]
+		ack, err := s.js.PublishAsync("$KV."+p.bucket+"."+p.key, p.value)
+		if err != nil {
+			s.log.Error("seat: write failed", "bucket", p.bucket, "key", p.key, "err", err)
+			continue
+		}
+		p.ack = ack
+	}
+	n := 0
+	for _, p := range batch {
+		if p.ack == nil {
+			continue
+		}
+		select {
+		case ack := <-p.ack.Ok():
+			s.copies[p.bucket].Took(p.key, p.value, ack.Sequence)
+			s.mesh.Take(bus.Change{Bucket: p.bucket, Key: p.key, Value: p.value, Revision: ack.Sequence})
+			n++
+		case err := <-p.ack.Err():
+			s.log.Error("seat: write failed", "bucket", p.bucket, "key", p.key, "err", err)
+		case <-ctx.Done():
+			return n
+		}
+	}
+	return n
+}
+
+// del deletes key; the caller holds the copy.
 func (s *Seat) del(ctx context.Context, bucket, key string) int {
 	c := s.copies[bucket]
 	kv, err := c.KV(ctx)

@@ -82,7 +82,7 @@ func startWith(t *testing.T, file []byte, o options) *harness {
 func (h *harness) startSeat() {
 	h.t.Helper()
 	_, sjs := bustest.Connect(h.t, h.srv, "seat")
-	h.seat = seat.New(sjs, seat.Config{AskTTL: h.opts.askTTL, AskTimeout: time.Second, OnResult: func(r *compose.Result) {
+	h.seat = seat.New(sjs, seat.Config{AskTTL: h.opts.askTTL, OnResult: func(r *compose.Result) {
 		h.mu.Lock()
 		h.results = append(h.results, r)
 		h.mu.Unlock()
