@@ -247,17 +247,7 @@ func answerOf(m *nats.Msg) (string, AnswerRequest, error) {
 
 // answer writes user's choice of req.Option into the open ask req.Ask.
 func (r *Router) answer(user string, req AnswerRequest) (*mesh.Record, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	fresh := false
-	for range attempts {
-		rec, rev, found, err := r.current(req.Ask, fresh)
-		if err != nil {
-			return nil, err
-		}
-		if !found {
-			return nil, refusal("unknown-ask", fmt.Sprintf("no ask %s is recorded", req.Ask))
-		}
+	return r.change(req.Ask, "answered", func(rec mesh.Record, rev uint64) (*mesh.Record, error) {
 		if err := notOpen(rec); err != nil {
 			return nil, err
 		}
@@ -281,16 +271,45 @@ func (r *Router) answer(user string, req AnswerRequest) (*mesh.Record, error) {
 			By: mesh.Identity{Who: user, Kind: IdentityKind, Identity: user},
 			At: now,
 		}
-		ok, err = r.write(rec, rev, next)
+		return &next, nil
+	})
+}
+
+// change reads the record of ask id (from the copy, then from the bucket
+// after a conflict), lets decide return the record to write (or an error,
+// or nil when nothing is to be written: the record is returned as it is),
+// and writes it with
+// compare-and-set, trying again while the record changes meanwhile. what
+// names the act in the error said when it keeps changing.
+func (r *Router) change(id, what string, decide func(rec mesh.Record, rev uint64) (*mesh.Record, error)) (*mesh.Record, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	fresh := false
+	for range attempts {
+		rec, rev, found, err := r.current(id, fresh)
+		if err != nil {
+			return nil, err
+		}
+		if !found {
+			return nil, refusal("unknown-ask", fmt.Sprintf("no ask %s is recorded", id))
+		}
+		next, err := decide(rec, rev)
+		if err != nil {
+			return nil, err
+		}
+		if next == nil {
+			return &rec, nil
+		}
+		ok, err := r.write(rec, rev, *next)
 		if err != nil {
 			return nil, err
 		}
 		if ok {
-			return &next, nil
+			return next, nil
 		}
 		fresh = true // changed meanwhile: read it again from the bucket
 	}
-	return nil, refusal("records", fmt.Sprintf("ask %s kept changing while it was answered; try again", req.Ask))
+	return nil, refusal("records", fmt.Sprintf("ask %s kept changing while it was %s; try again", id, what))
 }
 
 // onWithdraw answers a request on "mesh-asks.withdraw.<asker>"; every
@@ -330,23 +349,13 @@ func withdrawOf(m *nats.Msg) (string, WithdrawRequest, error) {
 // up is expired by the clock and returned. An answered ask is refused
 // (not-open): the operator's answer is not undone.
 func (r *Router) withdraw(asker string, req WithdrawRequest) (*mesh.Record, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	fresh := false
-	for range attempts {
-		rec, rev, found, err := r.current(req.Ask, fresh)
-		if err != nil {
-			return nil, err
-		}
-		if !found {
-			return nil, refusal("unknown-ask", fmt.Sprintf("no ask %s is recorded", req.Ask))
-		}
+	rec, err := r.change(req.Ask, "withdrawn", func(rec mesh.Record, _ uint64) (*mesh.Record, error) {
 		if rec.Ask.Asker != asker {
 			return nil, refusal("other-asker", fmt.Sprintf("ask %s was raised by %q, not %q; only its asker withdraws it", req.Ask, rec.Ask.Asker, asker))
 		}
 		if rec.State == mesh.RecordExpired {
 			r.log.Debug("asks: ask already expired; withdrawn as it is", "ask", req.Ask, "asker", asker, "why", req.Why)
-			return &rec, nil
+			return nil, nil
 		}
 		if rec.State != mesh.RecordOpen {
 			return nil, notOpen(rec)
@@ -357,21 +366,16 @@ func (r *Router) withdraw(asker string, req WithdrawRequest) (*mesh.Record, erro
 			next.Warrant.By = mesh.Identity{Who: asker, Kind: mesh.KindWithdrawn, Identity: asker}
 			next.Warrant.Why = req.Why
 		}
-		ok, err := r.write(rec, rev, next)
-		if err != nil {
-			return nil, err
+		return &next, nil
+	})
+	if err == nil && rec.Warrant != nil && rec.State == mesh.RecordExpired {
+		if rec.Warrant.By.Kind == mesh.KindWithdrawn {
+			r.log.Info("asks: ask withdrawn", "ask", req.Ask, "asker", asker, "why", req.Why)
+		} else {
+			r.log.Info("asks: ask expired as it was withdrawn", "ask", req.Ask, "asker", asker, "expires", rec.Ask.Expires, "why", req.Why)
 		}
-		if ok {
-			if next.Warrant.By.Kind == mesh.KindWithdrawn {
-				r.log.Info("asks: ask withdrawn", "ask", req.Ask, "asker", asker, "why", req.Why)
-			} else {
-				r.log.Info("asks: ask expired as it was withdrawn", "ask", req.Ask, "asker", asker, "expires", rec.Ask.Expires, "why", req.Why)
-			}
-			return &next, nil
-		}
-		fresh = true // changed meanwhile: read it again from the bucket
 	}
-	return nil, refusal("records", fmt.Sprintf("ask %s kept changing while it was withdrawn; try again", req.Ask))
+	return rec, err
 }
 
 // expire marks each of the asks ids expired whose time is up; the timer
