@@ -164,6 +164,30 @@ func runUp(ctx context.Context, out io.Writer, f upFlags, args []string) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
+	// The operator's connection applies the file first, so that the seat
+	// starts from the whole mesh rather than from half-written buckets; it
+	// then reads what the seat keeps.
+	onc, ojs, err := bus.Connect(bus.Dial{URL: srv.URL(), Name: "operator", Log: log})
+	if err != nil {
+		return err
+	}
+	defer onc.Close()
+	stats, err := meshfile.Apply(ctx, ojs, file, time.Now())
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(progress, "applied %s: %d written, %d unchanged, %d removed\n", name, stats.Written, stats.Unchanged, stats.Removed)
+
+	// The ask router, on its own connection.
+	anc, ajs, err := bus.Connect(bus.Dial{URL: srv.URL(), Name: "mesh-asks", Log: log})
+	if err != nil {
+		return err
+	}
+	defer anc.Close()
+	if _, err := asks.Start(ctx, anc, ajs, log); err != nil {
+		return err
+	}
+
 	// The seat, on its own connection.
 	snc, sjs, err := bus.Connect(bus.Dial{URL: srv.URL(), Name: "mesh-provisioner-seat", Log: log})
 	if err != nil {
@@ -191,29 +215,6 @@ func runUp(ctx context.Context, out io.Writer, f upFlags, args []string) error {
 		cancel()
 		<-seatStopped
 	}()
-
-	// The ask router, on its own connection.
-	anc, ajs, err := bus.Connect(bus.Dial{URL: srv.URL(), Name: "mesh-asks", Log: log})
-	if err != nil {
-		return err
-	}
-	defer anc.Close()
-	if _, err := asks.Start(ctx, anc, ajs, log); err != nil {
-		return err
-	}
-
-	// The operator's connection: applies the file and reads what the seat
-	// keeps.
-	onc, ojs, err := bus.Connect(bus.Dial{URL: srv.URL(), Name: "operator", Log: log})
-	if err != nil {
-		return err
-	}
-	defer onc.Close()
-	stats, err := meshfile.Apply(ctx, ojs, file, time.Now())
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(progress, "applied %s: %d written, %d unchanged, %d removed\n", name, stats.Written, stats.Unchanged, stats.Removed)
 
 	if f.clients && !f.clientsSet && len(file.Nodes) > maxAutoClients {
 		f.clients = false
