@@ -26,8 +26,10 @@ type judge struct {
 // composition needs it. A needed key gets its outcome; a retiring key is
 // decided on its ask's record (spec 6) and deleted once approved and its
 // entry is gone; any other key is left as it is (only a composition decides
-// that a key retires, and only a composition raises an ask). The result
-// holds Provisions, Retired and Problems (warrants refused).
+// that a key retires, and a composition raises its first ask). A warrant
+// that fails its checks is refused: said in Problems, and the void ask is
+// replaced by a new one in Asks. The result holds Provisions, Retired,
+// Asks, Withdrawn and Problems.
 func Judge(st State, keys []string, needOf func(key string) *Need, now time.Time, opts ...Option) *Result {
 	res := &Result{Provisions: map[string]mesh.Provision{}}
 	j := &judge{st: st, now: now, opts: optionsOf(opts), res: res, out: res.Provisions}
@@ -182,8 +184,16 @@ func (j *judge) retiring(key string, p mesh.Provision, raise bool) {
 		case retire.Clear:
 			np.Ask = ""
 		case retire.Refuse:
+			// The record cannot warrant this act, and it is no longer open
+			// to an answer: the ask is void. The key keeps its state and is
+			// asked anew, so that the operator can still decide.
 			j.res.Problems = append(j.res.Problems, d.Why)
-			return
+			k, err := mesh.ParseProvisionKey(key)
+			if err != nil {
+				return
+			}
+			np.Ask = ""
+			j.raise(k, &np)
 		default:
 			return
 		}

@@ -182,34 +182,37 @@ func TestExpiredAskIsAskedAgainAtTheNextChange(t *testing.T) {
 
 func TestTamperedWarrantsAreRefused(t *testing.T) {
 	h := startWith(t, homelab(t), options{router: true})
-	got := h.retired()
+	h.retired()
 	key := "ace.vaultwarden.route"
-	a := got[key]
-	forge := func(w mesh.RecordWarrant) {
-		h.put(mesh.RecordsBucket, a.ID, mesh.Record{State: mesh.RecordAnswered, Ask: a, Warrant: &w})
-		h.settle()
-	}
-	good := mesh.RecordWarrant{Asker: "mesh-provisioner", Ask: a.ID, Outcome: mesh.OutcomeChosen, Option: "yes",
-		Binds: mesh.ActDigest(key, a.ID, "yes"), By: mesh.Identity{Who: "mallory", Kind: "nats-user", Identity: "mallory"}, At: time.Now()}
-	for name, w := range map[string]func(w mesh.RecordWarrant) mesh.RecordWarrant{
-		"binds another key": func(w mesh.RecordWarrant) mesh.RecordWarrant {
-			w.Binds = mesh.ActDigest("ace.gitea.route", a.ID, "yes")
-			return w
-		},
-		"another asker": func(w mesh.RecordWarrant) mesh.RecordWarrant { w.Asker = "postgres"; return w },
-		"an option never offered": func(w mesh.RecordWarrant) mesh.RecordWarrant {
+	for name, tamper := range map[string]func(w *mesh.RecordWarrant, id string){
+		"binds another key": func(w *mesh.RecordWarrant, id string) { w.Binds = mesh.ActDigest("ace.gitea.route", id, "yes") },
+		"another asker":     func(w *mesh.RecordWarrant, id string) { w.Asker = "postgres" },
+		"an option never offered": func(w *mesh.RecordWarrant, id string) {
 			w.Option = "burn"
-			w.Binds = mesh.ActDigest(key, a.ID, "burn")
-			return w
+			w.Binds = mesh.ActDigest(key, id, "burn")
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			before := len(h.problems())
-			forge(w(good))
 			p, _ := h.provision(key)
-			if p.Warrant != nil || p.State != mesh.Retiring || p.Ask != a.ID {
-				t.Errorf("%s after a tampered record = %+v; want left retiring, no warrant", key, p)
+			var r mesh.Record
+			bustest.WaitFor(t, 0, "the record of "+p.Ask, func() bool { var ok bool; r, ok = h.record(p.Ask); return ok })
+			a := r.Ask
+			w := mesh.RecordWarrant{Asker: "mesh-provisioner", Ask: a.ID, Outcome: mesh.OutcomeChosen, Option: "yes",
+				Binds: mesh.ActDigest(key, a.ID, "yes"), By: mesh.Identity{Who: "mallory", Kind: "nats-user", Identity: "mallory"}, At: time.Now()}
+			tamper(&w, a.ID)
+			before := len(h.problems())
+			h.put(mesh.RecordsBucket, a.ID, mesh.Record{State: mesh.RecordAnswered, Ask: a, Warrant: &w})
+			// The warrant is refused and said; the key keeps its state and
+			// is asked anew, so the operator can still decide.
+			var q mesh.Provision
+			bustest.WaitFor(t, 0, "a new ask for "+key, func() bool {
+				q, _ = h.provision(key)
+				return q.Ask != "" && q.Ask != a.ID
+			})
+			if q.Warrant != nil || q.State != mesh.Retiring {
+				t.Errorf("%s after a tampered record = %+v; want retiring, no warrant", key, q)
 			}
+			bustest.WaitFor(t, 0, "the new ask recorded", func() bool { r, ok := h.record(q.Ask); return ok && r.State == mesh.RecordOpen })
 			if len(h.problems()) == before {
 				t.Error("the refused warrant was not said in a result")
 			}

@@ -388,6 +388,7 @@ func (s *Seat) judgeKeys(ctx context.Context, keys []string, d *dirty) {
 		s.log.Info("seat: judged", "key", k, "state", p.State, "why", p.Why, "ask", p.Ask)
 	}
 	s.retireAll(ctx, res.Retired, d)
+	s.raise(res.Asks)
 	s.withdraw(res.Withdrawn)
 	if s.cfg.OnResult != nil && (len(res.Provisions) > 0 || len(res.Retired) > 0 || len(res.Problems) > 0) {
 		s.cfg.OnResult(res)
