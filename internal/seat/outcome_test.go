@@ -95,3 +95,19 @@ func TestHaveOutcomes(t *testing.T) {
 		t.Errorf("ace composed %d times; want %d (haves and entries re-judge keys only)", got, counts)
 	}
 }
+
+// Another writer's change to the seat's own provisions is undone by
+// composing the key's node again.
+func TestForeignProvisionWriteIsUndone(t *testing.T) {
+	h := start(t, homelab(t))
+	key := "control.keycloak.database"
+	h.put(mesh.ProvisionsBucket, key, `{"state":"provided"}`)
+	p := h.waitState(key, mesh.Asked, noEntry+"postgres_bound")
+	if p.Provider != pgControl || p.Consumer != (mesh.Ref{Module: "keycloak", Node: "control"}) {
+		t.Errorf("%s rewritten as %+v; want keycloak's key of postgres", key, p)
+	}
+	h.put(mesh.ProvisionsBucket, key, `not json`)
+	h.waitState(key, mesh.Asked, noEntry+"postgres_bound")
+	h.del(mesh.ProvisionsBucket, key)
+	h.waitState(key, mesh.Asked, noEntry+"postgres_bound")
+}

@@ -493,6 +493,9 @@ func (m *Mesh) takeProvision(ch bus.Change, t *Touch) {
 			delete(m.askedBy, old.Ask)
 		}
 	}
+	// Taken from the bus, this is another writer's change to what the seat
+	// keeps: its node is composed again, so that the seat's word stands.
+	t.nodes(k.Node)
 	if ch.Deleted {
 		delete(m.provisions, ch.Key)
 		removeFrom(m.provByNode, k.Node, ch.Key)
@@ -500,7 +503,10 @@ func (m *Mesh) takeProvision(ch bus.Change, t *Touch) {
 	}
 	var p mesh.Provision
 	if err := decode(ch, &p); err != nil {
+		// Taken as absent: a composition that needs the key writes it anew.
 		t.Odd = err
+		delete(m.provisions, ch.Key)
+		removeFrom(m.provByNode, k.Node, ch.Key)
 		return
 	}
 	m.provisions[ch.Key] = p
@@ -519,6 +525,7 @@ func (m *Mesh) takePlan(ch bus.Change, t *Touch) {
 		t.Odd = odd(ch, "%v", err)
 		return
 	}
+	t.nodes(k.Node) // another writer's change: composed again
 	if ch.Deleted {
 		delete(m.plans, ch.Key)
 		removeFrom(m.plansOf, k.Node, ch.Key)
@@ -537,6 +544,7 @@ func (m *Mesh) takeRefusal(ch bus.Change, t *Touch) {
 		return
 	}
 	k := mesh.NodeModule{Node: node, Module: mod}
+	t.nodes(k.Node) // another writer's change: composed again
 	if ch.Deleted {
 		delete(m.refusals, ch.Key)
 		removeFrom(m.refusalsOf, k.Node, ch.Key)
