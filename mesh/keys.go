@@ -262,3 +262,31 @@ func ParseCollectKey(key string) (CollectKey, error) {
 	}
 	return CollectKey{Node: p[0], Collection: coll, Contributor: contrib}, nil
 }
+
+// RefusalKey is the key <node>.<module> of [RefusedBucket]. The module is
+// escaped as a token (package token), so that a module held for a name that
+// is not valid still has a refusal; a valid module name escapes to itself.
+type RefusalKey struct {
+	Node, Module string
+}
+
+// String returns "<node>.<escaped module>".
+func (k RefusalKey) String() string { return k.Node + "." + token.Escape(k.Module) }
+
+// ParseRefusalKey parses a refusal key. It returns a [*KeyError] when the
+// key has not two tokens, the node is not a valid name, or the module token
+// does not decode.
+func ParseRefusalKey(key string) (RefusalKey, error) {
+	p, err := split(key, 2, 2)
+	if err != nil {
+		return RefusalKey{}, err
+	}
+	if err := names(key, p[:1], "node"); err != nil {
+		return RefusalKey{}, err
+	}
+	m, err := token.Unescape(p[1])
+	if err != nil || m == "" {
+		return RefusalKey{}, &KeyError{Key: key, Why: fmt.Sprintf("module token %q does not decode", p[1])}
+	}
+	return RefusalKey{Node: p[0], Module: m}, nil
+}

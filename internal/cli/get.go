@@ -298,10 +298,24 @@ func readPlans(ctx context.Context, q *getQuery) (getAnswer, error) {
 }
 
 func readRefused(ctx context.Context, q *getQuery) (getAnswer, error) {
-	return readNodeModule(ctx, q, mesh.RefusedBucket, func(value []byte) (string, string, string) {
+	// The module token of a refusal key is escaped: a module held for a
+	// name that is not valid has a refusal too.
+	return readBucket(ctx, q.js, mesh.RefusedBucket, func(key string, value []byte) (bool, string) {
+		k, err := mesh.ParseRefusalKey(key)
+		if err != nil {
+			return false, "key out of shape: " + err.Error()
+		}
+		if !matches(q.node, k.Node) || !matches(q.module, k.Module) {
+			return false, ""
+		}
 		var r mesh.Refusal
-		why := decode(value, &r)
-		return r.Node, r.Module, why
+		if why := decode(value, &r); why != "" {
+			return false, why
+		}
+		if r.Node != k.Node || r.Module != k.Module {
+			return false, fmt.Sprintf("value is of %s on %s, not of its key", r.Module, r.Node)
+		}
+		return true, ""
 	})
 }
 

@@ -14,11 +14,9 @@ import (
 	"encoding/json"
 	"slices"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
-	"github.com/mesh-provisioner/mesh-provisioner/mesh/token"
 )
 
 // Need is a provision key that a composition found needed: who consumes it,
@@ -361,7 +359,7 @@ func (c *composer) trunk(module string) (*mesh.Manifest, error) {
 // hold records m as held: a refusal written only when its why changes.
 func (c *composer) hold(m, why string) {
 	c.res.Held[m] = why
-	key := refusalKey(c.node, m)
+	key := mesh.RefusalKey{Node: c.node, Module: m}.String()
 	if old, ok := c.st.Refusal(key); ok && old.Why == why {
 		return
 	}
@@ -386,22 +384,17 @@ func (c *composer) sweepPlans(composed map[string]bool) {
 // sweepRefusals removes the refusals of modules no longer placed.
 func (c *composer) sweepRefusals() {
 	for _, key := range c.st.RefusalsOf(c.node) {
-		_, tok, _ := strings.Cut(key, ".")
-		m, err := token.Unescape(tok)
+		k, err := mesh.ParseRefusalKey(key)
 		if err != nil {
 			continue
 		}
-		if _, held := c.res.Held[m]; held {
+		if _, held := c.res.Held[k.Module]; held {
 			continue
 		}
 		c.res.RefusalsRemoved = append(c.res.RefusalsRemoved, key)
 	}
 	sort.Strings(c.res.RefusalsRemoved)
 }
-
-// refusalKey is <node>.<module>, the module escaped as a token so that a
-// module held for its bad name still has a refusal key.
-func refusalKey(node, module string) string { return node + "." + token.Escape(module) }
 
 func orEmpty[T any](s []T) []T {
 	if s == nil {

@@ -106,7 +106,7 @@ func Answer(req Request, src Sources) Reply {
 	case WhatProvisions:
 		a.provisions(src[mesh.ProvisionsBucket])
 	case WhatRefused:
-		a.nodeModule(src[mesh.RefusedBucket], "a refusal", func(k mesh.NodeModule, b []byte) string {
+		a.refusals(src[mesh.RefusedBucket], func(k mesh.RefusalKey, b []byte) string {
 			var r mesh.Refusal
 			if why := decode(b, &r, "a refusal"); why != "" {
 				return why
@@ -193,6 +193,21 @@ func (a *answerer) registry(src Source) {
 func (a *answerer) nodeModule(src Source, what string, check func(mesh.NodeModule, []byte) string) {
 	each(src, func(key string, value []byte) {
 		k, err := mesh.ParseNodeModule(key)
+		if err != nil {
+			a.oddKey(key, err)
+			return
+		}
+		if match(a.req.Node, k.Node) && match(a.req.Module, k.Module) {
+			a.add(key, value, check(k, value))
+		}
+	})
+}
+
+// refusals lists the refusals; their module token is escaped (a module
+// held for a name that is not valid has one too).
+func (a *answerer) refusals(src Source, check func(mesh.RefusalKey, []byte) string) {
+	each(src, func(key string, value []byte) {
+		k, err := mesh.ParseRefusalKey(key)
 		if err != nil {
 			a.oddKey(key, err)
 			return

@@ -536,14 +536,11 @@ func (m *Mesh) takePlan(ch bus.Change, t *Touch) {
 }
 
 func (m *Mesh) takeRefusal(ch bus.Change, t *Touch) {
-	// The module token is escaped: a module held for its bad name has a
-	// refusal too.
-	node, mod, ok := strings.Cut(ch.Key, ".")
-	if _, err := token.Unescape(mod); !ok || err != nil || !mesh.ValidName(node) || strings.Contains(mod, ".") {
-		t.Odd = odd(ch, "not <node>.<module>")
+	k, err := mesh.ParseRefusalKey(ch.Key)
+	if err != nil {
+		t.Odd = odd(ch, "%v", err)
 		return
 	}
-	k := mesh.NodeModule{Node: node, Module: mod}
 	t.nodes(k.Node) // another writer's change: composed again
 	if ch.Deleted {
 		delete(m.refusals, ch.Key)

@@ -1,0 +1,54 @@
+package mesh
+
+import (
+	"errors"
+	"testing"
+)
+
+func TestKeysRoundTrip(t *testing.T) {
+	for _, k := range []ProvisionKey{
+		{Node: "ace", Consumer: "gitea", Provision: "database", Local: "main"},
+		{Node: "ace", Consumer: "gitea", Provision: "cache"},
+		CredentialKey("control", "redis", "redis", "cache", ""),
+		CredentialKey("ace", "gitea", "postgres", "database", "main"),
+	} {
+		got, err := ParseProvisionKey(k.String())
+		if err != nil || got != k {
+			t.Errorf("ParseProvisionKey(%q) = %+v, %v; want %+v", k.String(), got, err, k)
+		}
+	}
+	for _, k := range []RefusalKey{{Node: "lab", Module: "web"}, {Node: "lab", Module: "Bad Name:x"}} {
+		got, err := ParseRefusalKey(k.String())
+		if err != nil || got != k {
+			t.Errorf("ParseRefusalKey(%q) = %+v, %v; want %+v", k.String(), got, err, k)
+		}
+	}
+	c := CollectKey{Node: "control", Collection: "shell:zsh:normal", Contributor: "node-tools"}
+	if c.String() != "control.shell=3Azsh=3Anormal.node-tools" {
+		t.Errorf("CollectKey = %q", c.String())
+	}
+	if got, err := ParseCollectKey(c.String()); err != nil || got != c {
+		t.Errorf("ParseCollectKey(%q) = %+v, %v", c.String(), got, err)
+	}
+}
+
+func TestKeysOutOfShape(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		parse func(string) error
+		key   string
+	}{
+		{"provision with two tokens", func(k string) error { _, err := ParseProvisionKey(k); return err }, "ace.gitea"},
+		{"provision with a bad node", func(k string) error { _, err := ParseProvisionKey(k); return err }, "Ace.gitea.db"},
+		{"want without want", func(k string) error { _, err := ParseWantKey(k); return err }, "need.ace.gitea"},
+		{"refusal token that does not decode", func(k string) error { _, err := ParseRefusalKey(k); return err }, "lab.a=ZZ"},
+		{"collect token that does not decode", func(k string) error { _, err := ParseCollectKey(k); return err }, "ace.gi=ZZ.x"},
+		{"node-module with three tokens", func(k string) error { _, err := ParseNodeModule(k); return err }, "a.b.c"},
+	} {
+		err := c.parse(c.key)
+		var ke *KeyError
+		if !errors.Is(err, ErrKeyShape) || !errors.As(err, &ke) || ke.Key != c.key {
+			t.Errorf("%s: parse(%q) = %v; want a *KeyError wrapping ErrKeyShape", c.name, c.key, err)
+		}
+	}
+}
