@@ -194,9 +194,10 @@ func writeGetJSON(w, errw io.Writer, ans getAnswer) error {
 	for _, it := range ans.Items {
 		obj[it.Key] = asJSON(it.Value)
 	}
+	// Odd keys stay out of the object, whose values are all of their
+	// kind; each is said on stderr with its why and value.
 	for _, o := range ans.Odd {
-		obj[o.Key] = asJSON(o.Value)
-		fmt.Fprintf(errw, "get: odd key %s: %s\n", o.Key, o.Why)
+		fmt.Fprintf(errw, "get: odd key %s: %s (value %s)\n", o.Key, o.Why, asJSON(o.Value))
 	}
 	b, err := json.MarshalIndent(obj, "", "  ")
 	if err != nil {
