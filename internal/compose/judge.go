@@ -3,6 +3,7 @@ package compose
 import (
 	"slices"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/retire"
@@ -272,6 +273,9 @@ func (j *judge) byEntry(n *Need, pman *mesh.Manifest) (mesh.State, string, *mesh
 	state, why := e.Outcome()
 	switch state {
 	case mesh.Provided:
+		if e.Generation < 0 {
+			return mesh.Asked, whyEntryOdd(n.Provider, state, "its generation "+strconv.FormatInt(e.Generation, 10)+" is negative"), nil
+		}
 		var ref *mesh.Reference
 		if e.VaultName != "" || e.Generation != 0 {
 			ref = &mesh.Reference{ID: e.VaultName, Generation: e.Generation}

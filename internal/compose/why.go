@@ -112,6 +112,9 @@ func whyEntryUndecodable(provider mesh.Ref, err error) string {
 }
 
 func whyEntryOdd(provider mesh.Ref, state mesh.State, why string) string {
+	if state == mesh.Provided {
+		return fmt.Sprintf("the entry of %s says provided, but %s", provider.Module, why)
+	}
 	w := fmt.Sprintf("the entry of %s says state %q, which is not provided, failed or waits", provider.Module, state)
 	if why != "" {
 		w += ": " + why

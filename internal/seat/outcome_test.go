@@ -23,6 +23,7 @@ func TestEntriesRejudgeWithoutComposing(t *testing.T) {
 	h.put(pg, "shanks.immich.database", mesh.Entry{State: "pending", Why: "working on it"})
 	h.put(pg, "shanks.woodpecker.database", `{"state": provided`)
 	h.put(pg, "g14.nextcloud.database.main", `{"waits":"an operator must approve the size"}`)
+	h.put(pg, "control.keycloak.database", mesh.Entry{State: mesh.Provided, VaultName: "v/kc", Generation: -5})
 
 	p := h.waitState("ace.gitea.database.main", mesh.Provided, "")
 	if p.Reference == nil || *p.Reference != (mesh.Reference{ID: "vault/ace-gitea-main", Generation: 3}) || p.Why != "" {
@@ -34,6 +35,7 @@ func TestEntriesRejudgeWithoutComposing(t *testing.T) {
 	h.waitState("g14.nextcloud.database.main", mesh.Waits, "says waits: an operator must approve the size")
 	h.waitState("shanks.immich.database", mesh.Asked, `the entry of postgres says state "pending", which is not provided, failed or waits: working on it`)
 	h.waitState("shanks.woodpecker.database", mesh.Asked, "the entry of postgres for this key cannot be decoded")
+	h.waitState("control.keycloak.database", mesh.Asked, "the entry of postgres says provided, but its generation -5 is negative")
 	for n, c := range counts {
 		if got := h.seat.Compositions(n); got != c {
 			t.Errorf("node %s composed %d times after entries; want %d (entries only re-judge keys)", n, got, c)
