@@ -177,6 +177,14 @@ func runUp(ctx context.Context, out io.Writer, f upFlags, args []string) error {
 		return err
 	}
 	fmt.Fprintf(progress, "applied %s: %d written, %d unchanged, %d removed\n", name, stats.Written, stats.Unchanged, stats.Removed)
+	// The buckets the node clients and the vault follow exist before they
+	// start, so that none of them waits on a bucket the seat has yet to make.
+	for _, b := range []string{mesh.PlansBucket, mesh.ProvisionsBucket, mesh.RefusedBucket, mesh.RegistryBucket,
+		mesh.AppliedBucket, mesh.CollectBucket, mesh.RecordsBucket} {
+		if _, err := bus.Bucket(ctx, ojs, b, 0); err != nil {
+			return err
+		}
+	}
 
 	// The ask router, on its own connection.
 	anc, ajs, err := bus.Connect(bus.Dial{URL: srv.URL(), Name: "mesh-asks", Log: log})
