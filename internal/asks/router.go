@@ -40,19 +40,6 @@ type Router struct {
 	mu sync.Mutex // held across each change of a record: one at a time
 }
 
-// Run runs the ask router on its own connection nc (and its JetStream
-// context js) until ctx is done, then returns nil; it returns an error when
-// it cannot start (see [Start]). Log nil means slog.Default().
-func Run(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, log *slog.Logger) error {
-	r, err := Start(ctx, nc, js, log)
-	if err != nil {
-		return err
-	}
-	<-ctx.Done()
-	r.stop()
-	return nil
-}
-
 // Start follows mesh-asks_records (creating it when missing), waits until
 // the records are read, arms the expiry of every open ask (an ask whose time
 // is already up is expired at once), subscribes to "asks.*",

@@ -155,16 +155,6 @@ func New(cfg Config) (*Client, error) {
 	}, nil
 }
 
-// Run runs a node's client with cfg until ctx is done; see [New] and
-// [Client.Run].
-func Run(ctx context.Context, cfg Config) error {
-	c, err := New(cfg)
-	if err != nil {
-		return err
-	}
-	return c.Run(ctx)
-}
-
 // Root returns the node's root folder, absolute.
 func (c *Client) Root() string { return c.root }
 

@@ -34,10 +34,6 @@ func whyNoProvision(module, name string) string {
 	return fmt.Sprintf("the plan of %s has no provision %q (write ${bound:<provision>} or ${bound:<provision>:<local>})", module, name)
 }
 
-func whyNoEntry(bucket, key string) string {
-	return fmt.Sprintf("%s holds no entry %s: its provider has not answered", bucket, key)
-}
-
 func whyNotProvided(bucket, key string, state mesh.State, why string) string {
 	return fmt.Sprintf("the entry %s in %s is %s, not provided: %s", key, bucket, state, why)
 }

@@ -86,16 +86,6 @@ func Start(ctx context.Context, cfg Config, nc *nats.Conn, js jetstream.JetStrea
 	return p, nil
 }
 
-// Run starts the provider (see [Start]) and blocks until ctx is done. It
-// returns nil then, or the error of Start.
-func Run(ctx context.Context, cfg Config, nc *nats.Conn, js jetstream.JetStream, log *slog.Logger) error {
-	if _, err := Start(ctx, cfg, nc, js, log); err != nil {
-		return err
-	}
-	<-ctx.Done()
-	return nil
-}
-
 // Ready is closed once the provider follows the provisions and its entries.
 func (p *Provider) Ready() <-chan struct{} { return p.kit.Ready() }
 

@@ -5,7 +5,7 @@
 //
 // [Answer] is the pure step: a [Request] and the buckets' keys in, a [Reply]
 // out, with every key out of its bucket's shape and every value that does
-// not decode listed under odd with why. [Start] and [Serve] answer the verb
+// not decode listed under odd with why. [Start] answers the verb
 // on the bus from watched copies of the buckets (never key by key per
 // request). [DropNeeds] deletes the leftovers of the retired needs state.
 package provisioning

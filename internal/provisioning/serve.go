@@ -17,7 +17,7 @@ import (
 // several seat processes answers each request.
 const Queue = "mesh-provisioner"
 
-// Options configures [Start] and [Serve].
+// Options configures [Start].
 type Options struct {
 	// Log says each request that gets an error answer and each reply that
 	// cannot be sent. Nil means slog.Default().
@@ -67,16 +67,6 @@ func Start(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, opts Opti
 		sub.Unsubscribe()
 	}()
 	return nil
-}
-
-// Serve is [Start] that blocks until ctx is done; it returns ctx's error,
-// or Start's error.
-func Serve(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, opts Options) error {
-	if err := Start(ctx, nc, js, opts); err != nil {
-		return err
-	}
-	<-ctx.Done()
-	return ctx.Err()
 }
 
 // DropNeeds deletes every key of the retired bucket mesh-provisioner_needs

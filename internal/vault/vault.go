@@ -92,16 +92,6 @@ func Start(ctx context.Context, cfg Config, nc *nats.Conn, js jetstream.JetStrea
 	return v, nil
 }
 
-// Run starts the vault (see [Start]) and blocks until ctx is done. It
-// returns nil then, or the error of Start.
-func Run(ctx context.Context, cfg Config, nc *nats.Conn, js jetstream.JetStream, log *slog.Logger) error {
-	if _, err := Start(ctx, cfg, nc, js, log); err != nil {
-		return err
-	}
-	<-ctx.Done()
-	return nil
-}
-
 // Ready is closed once the vault follows the provisions and its entries.
 func (v *Vault) Ready() <-chan struct{} { return v.kit.Ready() }
 
