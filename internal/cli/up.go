@@ -520,7 +520,7 @@ func printKept(ctx context.Context, out io.Writer, js jetstream.JetStream, outpu
 			return err
 		}
 	}
-	return printSummary(ctx, out, js)
+	return writeSummary(ctx, out, js, all)
 }
 
 // printSummary prints per node how many provisions are in each state and
@@ -530,6 +530,11 @@ func printSummary(ctx context.Context, out io.Writer, js jetstream.JetStream) er
 	if err != nil {
 		return err
 	}
+	return writeSummary(ctx, out, js, all)
+}
+
+// writeSummary is printSummary over what the seat keeps, already read.
+func writeSummary(ctx context.Context, out io.Writer, js jetstream.JetStream, all map[string]map[string]json.RawMessage) error {
 	type row struct {
 		plans  int
 		states map[mesh.State]int

@@ -83,7 +83,6 @@ type Seat struct {
 	wake    chan struct{}
 	busy    bool
 	counts  map[string]int // compositions per node
-	judged  int            // keys re-judged without composing
 	started bool
 	watched map[string]*bus.Copy // bucket -> copy, readable by Settled
 	lost    []lostAsk            // asks no router recorded
@@ -377,9 +376,6 @@ func (s *Seat) composeNode(ctx context.Context, node string, d *dirty) {
 // whose ask's record changed.
 func (s *Seat) judgeKeys(ctx context.Context, keys []string, d *dirty) {
 	res := compose.Judge(s.mesh, keys, s.mesh.NeedOf, s.cfg.Now().UTC(), compose.AskTTL(s.cfg.AskTTL))
-	s.mu.Lock()
-	s.judged += len(keys)
-	s.mu.Unlock()
 	for _, p := range res.Problems {
 		s.log.Warn("seat: warrant refused", "why", p)
 	}
