@@ -21,7 +21,8 @@ type ServerConfig struct {
 	// itself would read 0 as 4222). Empty means "127.0.0.1:4222".
 	Listen string
 	// Config is optional nats-server configuration text (accounts, users,
-	// permissions), applied before the fields above.
+	// permissions, max_payload), applied before the fields above. The max
+	// payload is 1 MiB unless it sets another.
 	Config string
 	// SyncAlways makes the store fsync every write: slower, but nothing is
 	// lost when the machine stops.
@@ -84,7 +85,9 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 	opts.SyncAlways = cfg.SyncAlways
 	opts.NoSigs = true
 	opts.NoLog = true
-	opts.MaxPayload = 1 << 20
+	if opts.MaxPayload == 0 {
+		opts.MaxPayload = 1 << 20 // unless the configuration text says otherwise
+	}
 	// Every node's client watches the plans, applied, collect and registry
 	// buckets: a mesh of a thousand nodes on one machine passes the
 	// server's default of 1,000 consumers per stream.

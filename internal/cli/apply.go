@@ -51,6 +51,10 @@ and modules stay). Applying the same file again writes nothing.`,
 			for _, o := range st.Odd {
 				fmt.Fprintf(cmd.ErrOrStderr(), "odd key %s in %s left alone: %s\n", o.Key, o.Bucket, o.Why)
 			}
+			if errs, ok := errors.AsType[*meshfile.Errors](err); ok {
+				fmt.Fprintln(cmd.ErrOrStderr(), errs.Error())
+				return fmt.Errorf("apply: %s refused with %s; nothing written", file, errs.Count())
+			}
 			if err != nil {
 				return fmt.Errorf("apply: %w (so far %d written, %d removed)", err, st.Written, st.Removed)
 			}

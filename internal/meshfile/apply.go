@@ -45,11 +45,21 @@ func (s *Stats) add(bucket string, c Counts) {
 // second time. Keys out of their bucket's shape are left alone and listed
 // in Stats.Odd.
 //
+// Before it writes anything, Apply checks every value it is about to write
+// against the max payload of the server js is connected to
+// ([DefaultMaxPayload] when the connection does not say): a value too large
+// refuses the whole file with a [*Errors] naming each such value at its
+// line, and nothing is written.
+//
 // Apply is an operator's one-shot command: it reads every key of the six
 // buckets once. It returns the first write that fails, wrapped, with the
 // counts of what it did until then; cancelling ctx stops it between writes.
 func Apply(ctx context.Context, js jetstream.JetStream, f *File, now time.Time) (Stats, error) {
 	stats := Stats{Buckets: map[string]Counts{}}
+	limit := maxPayload(js)
+	if errs := f.Oversize(limit); len(errs) > 0 {
+		return stats, &Errors{File: f.Name, List: errs}
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // stops the copies' watches
 	copies := map[string]*bus.Copy{}
@@ -76,6 +86,17 @@ func Apply(ctx context.Context, js jetstream.JetStream, f *File, now time.Time) 
 	}
 
 	d := f.Diff(current, now)
+	var over []Error
+	for _, put := range d.Puts {
+		if len(put.Value) > limit {
+			over = append(over, Error{Line: f.lines[put.Bucket][put.Key], Msg: fmt.Sprintf(
+				"the value of %s in %s is %d bytes, over the bus's max payload of %d bytes", put.Key, put.Bucket, len(put.Value), limit)})
+		}
+	}
+	if len(over) > 0 {
+		sortErrors(over)
+		return stats, &Errors{File: f.Name, List: over}
+	}
 	stats.Odd = d.Odd
 	for bucket, n := range d.Unchanged {
 		stats.add(bucket, Counts{Unchanged: n})
@@ -101,4 +122,15 @@ func Apply(ctx context.Context, js jetstream.JetStream, f *File, now time.Time) 
 		}
 	}
 	return stats, nil
+}
+
+// maxPayload returns the max payload of the server js is connected to, in
+// bytes, or [DefaultMaxPayload] when the connection does not say.
+func maxPayload(js jetstream.JetStream) int {
+	if nc := js.Conn(); nc != nil {
+		if n := nc.MaxPayload(); n > 0 {
+			return int(n)
+		}
+	}
+	return DefaultMaxPayload
 }

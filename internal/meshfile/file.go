@@ -37,6 +37,8 @@ type File struct {
 	// Haves holds, per node, what each module runs there, for a mesh with no
 	// node engines.
 	Haves map[string]map[string]mesh.Have
+	// lines says where each key's value comes from, for [File.Oversize].
+	lines lines
 	// Warnings are problems that do not refuse the file (a have naming a
 	// build the file does not list, a requirement from a module the file
 	// does not hold), sorted by line.
@@ -63,6 +65,8 @@ type Build struct {
 	// Digest is [mesh.Digest] of JSON.
 	Digest string
 	Line   int // where the build's fp is
+
+	manifestLine int // where the build's manifest is
 }
 
 // Trunk returns the module's newest build: the last listed.

@@ -43,9 +43,13 @@ func Parse(name string, data []byte) (*File, error) {
 		Placement: map[string][]string{},
 		Wants:     map[string]map[string]string{},
 		Haves:     map[string]map[string]mesh.Have{},
+		lines:     lines{},
 	}
 	if root := p.document(data); root != nil {
 		p.file(f, root)
+	}
+	if len(p.errs) == 0 {
+		p.errs = f.Oversize(DefaultMaxPayload)
 	}
 	sortErrors(p.errs)
 	sortErrors(p.warns)
@@ -321,6 +325,10 @@ func (p *parser) name(n *yaml.Node, what string) (string, bool) {
 		p.errf(n, "%s %q is not a valid name (lower-case [a-z0-9][a-z0-9-]*)", what, s)
 		return s, false
 	}
+	if len(s) > MaxName {
+		p.errf(n, "%s %.20q... is %d bytes, longer than a name may be (%d bytes)", what, s, len(s), MaxName)
+		return s, false
+	}
 	return s, true
 }
 
@@ -328,6 +336,10 @@ func (p *parser) name(n *yaml.Node, what string) (string, bool) {
 func (p *parser) keyName(kv pair, what string) bool {
 	if !mesh.ValidName(kv.key) {
 		p.errf(kv.k, "%s %q is not a valid name (lower-case [a-z0-9][a-z0-9-]*)", what, kv.key)
+		return false
+	}
+	if len(kv.key) > MaxName {
+		p.errf(kv.k, "%s %.20q... is %d bytes, longer than a name may be (%d bytes)", what, kv.key, len(kv.key), MaxName)
 		return false
 	}
 	return true
@@ -442,6 +454,9 @@ func (p *parser) modules(f *File, n *yaml.Node, refs *[]ref) map[string]*moduleI
 			}
 			if ok {
 				m.Builds = append(m.Builds, b)
+				f.lines.at(mesh.ModulesBucket, kv.key, kv.k.Line)
+				f.lines.at(mesh.BuildsBucket, mesh.BuildKey{Module: kv.key, Fingerprint: b.Fingerprint}.String(), b.Line)
+				f.lines.at(mesh.ManifestsBucket, mesh.ManifestKey(b.Digest), b.manifestLine)
 			}
 		}
 		if len(items) == 0 && deref(fields["builds"]).Kind == yaml.SequenceNode {
@@ -492,6 +507,7 @@ func (p *parser) build(module string, item *yaml.Node, seen map[string]int, refs
 		return b, false
 	}
 	b.Manifest, b.JSON, b.Digest = m, text, mesh.Digest(text)
+	b.manifestLine = line(fields["manifest"])
 	return b, true
 }
 
@@ -516,6 +532,7 @@ func (p *parser) placement(f *File, modules map[string]*moduleInfo, n *yaml.Node
 			seen[m] = item.Line
 			if good {
 				f.Placement[kv.key] = append(f.Placement[kv.key], m)
+				f.lines.at(mesh.PlacementBucket, kv.key, kv.k.Line)
 			}
 		}
 	}
@@ -557,6 +574,7 @@ func (p *parser) wants(f *File, modules map[string]*moduleInfo, n *yaml.Node) {
 					f.Wants[kv.key] = map[string]string{}
 				}
 				f.Wants[kv.key][mv.key] = fp
+				f.lines.at(mesh.WantsBucket, mesh.WantKey{Node: kv.key, Module: mv.key}.String(), mv.k.Line)
 			}
 		}
 	}
@@ -586,6 +604,7 @@ func (p *parser) haves(f *File, modules map[string]*moduleInfo, n *yaml.Node) {
 					f.Haves[kv.key] = map[string]mesh.Have{}
 				}
 				f.Haves[kv.key][mv.key] = h
+				f.lines.at(mesh.HaveBucket, mesh.HaveKey{Node: kv.key, Module: mv.key}.String(), mv.k.Line)
 			}
 		}
 	}
