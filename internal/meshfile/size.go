@@ -55,7 +55,7 @@ func (f *File) Oversize(limit int) []Error {
 		}
 	}
 	// A build's time takes its longest RFC 3339 form.
-	at := time.Date(2000, 1, 1, 0, 0, 0, 999999999, time.FixedZone("", -(23*3600 + 59*60)))
+	at := time.Date(2000, 1, 1, 0, 0, 0, 999999999, time.FixedZone("", -(23*3600+59*60)))
 	for _, b := range f.Builds() {
 		b.At = at
 		key := mesh.BuildKey{Module: b.Module, Fingerprint: b.Fingerprint}.String()
