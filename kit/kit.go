@@ -34,7 +34,14 @@ type Config struct {
 	// Workers is how many keys are handled at once. 0 means 4.
 	Workers int
 	// RetryMin and RetryMax bound the backoff between tries of a key that
-	// failed with an error or waits. 0 means 200ms and 1 minute.
+	// failed with an error or waits. 0 means 200ms and 1 minute. The
+	// backoff (exponential, jittered, from cenkalti/backoff) grows with
+	// each try of the key whatever its why says, and starts again once the
+	// key is provided or failed for good. Changes that reach a key during
+	// its backoff (the seat rewriting the provision's why, the echo of the
+	// kit's own entry) do not try it sooner; a change of what it is
+	// provided from (the provision's names, a depends-on's reference) does,
+	// as does [Kit.Again].
 	RetryMin, RetryMax time.Duration
 }
 
@@ -57,6 +64,7 @@ type Kit struct {
 	ours    map[string][]string       // our keys and their depends-on
 	done    map[string]string         // key -> inputs last provided (final result)
 	tries   map[string]*backoff.ExponentialBackOff
+	later   map[string]later // keys waiting for their next try
 	said    map[string]bool // keys whose standing entry was said
 	retired map[string]bool // keys retired on a warrant
 }
@@ -93,6 +101,7 @@ func Start(ctx context.Context, cfg Config) (*Kit, error) {
 		ours:    map[string][]string{},
 		done:    map[string]string{},
 		tries:   map[string]*backoff.ExponentialBackOff{},
+		later:   map[string]later{},
 		said:    map[string]bool{},
 		retired: map[string]bool{},
 	}
@@ -151,6 +160,7 @@ func (k *Kit) Provisions(f func(key string, p mesh.Provision) bool) {
 func (k *Kit) Again(key string) {
 	k.mu.Lock()
 	delete(k.done, key)
+	delete(k.later, key)
 	k.mu.Unlock()
 	k.q.add(key)
 }
@@ -254,19 +264,22 @@ func (k *Kit) handle(ctx context.Context, key string) {
 		if p.Warrant == nil || p.Warrant.Option != "yes" || !hasEntry {
 			return // kept: no warrant yet, the operator said no, or already retired
 		}
+		if k.backingOff(key, "retire") {
+			return
+		}
 		// A key out of shape was failed without the handler: nothing was
 		// made for it, so only its entry goes.
 		if pk, err := mesh.ParseProvisionKey(key); err == nil {
 			if err := k.cfg.Handler.Retire(ctx, pk, p); err != nil {
 				if ctx.Err() == nil {
-					d := k.retry(key)
+					d := k.retry(key, "retire")
 					log.Error("kit: retire failed; the entry stays and retire is tried again", "err", err, "retry_in", d)
 				}
 				return
 			}
 		}
 		if _, err := bus.DeleteIfPresent(ctx, k.bound, key); err != nil {
-			d := k.retry(key)
+			d := k.retry(key, "retire")
 			log.Error("kit: the entry of a retired key could not be deleted", "err", err, "retry_in", d)
 			return
 		}
@@ -274,6 +287,7 @@ func (k *Kit) handle(ctx context.Context, key string) {
 		k.retired[key] = true
 		delete(k.done, key)
 		delete(k.tries, key)
+		delete(k.later, key)
 		k.mu.Unlock()
 		log.Info("kit: retired on the operator's warrant", "ask", p.Warrant.Ask, "by", p.Warrant.By.Who)
 		return
@@ -289,6 +303,13 @@ func (k *Kit) handle(ctx context.Context, key string) {
 		return
 	}
 	if last == inputs && hasEntry {
+		return
+	}
+	// A key that failed or waits is tried again when its backoff ends, not
+	// at every change that reaches it meanwhile (the seat's rewrite of its
+	// why, the echo of its own entry), unless what it is provided from
+	// changed.
+	if k.backingOff(key, inputs) {
 		return
 	}
 
@@ -317,13 +338,14 @@ func (k *Kit) handle(ctx context.Context, key string) {
 		log.Error("kit: the entry could not be written", "err", err)
 	}
 	if retry {
-		d := k.retry(key)
+		d := k.retry(key, inputs)
 		log.Info("kit: tried again later", "state", res.State, "why", res.Why, "retry_in", d)
 		return
 	}
 	k.mu.Lock()
 	k.done[key] = inputs
 	delete(k.tries, key)
+	delete(k.later, key)
 	k.mu.Unlock()
 }
 
@@ -361,9 +383,27 @@ func (k *Kit) write(ctx context.Context, key string, res Result) error {
 	return err
 }
 
-// retry schedules key to be handled again after its next backoff, and
-// returns that wait.
-func (k *Kit) retry(key string) time.Duration {
+// later is when a key that failed or waits is tried again, and what it was
+// tried with ("retire" for a retire).
+type later struct {
+	at     time.Time
+	inputs string
+}
+
+// backingOff reports whether key waits for its next try: its backoff has
+// not ended and it is to be tried with the same inputs as last time.
+func (k *Kit) backingOff(key, inputs string) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	l, ok := k.later[key]
+	return ok && l.inputs == inputs && time.Now().Before(l.at)
+}
+
+// retry schedules key to be handled again after its next backoff (tried
+// with inputs), and returns that wait. The backoff grows with each retry of
+// the key, whatever it says, up to RetryMax, and starts again once the key
+// is done.
+func (k *Kit) retry(key, inputs string) time.Duration {
 	k.mu.Lock()
 	bo, ok := k.tries[key]
 	if !ok {
@@ -374,6 +414,7 @@ func (k *Kit) retry(key string) time.Duration {
 		k.tries[key] = bo
 	}
 	d := bo.NextBackOff()
+	k.later[key] = later{at: time.Now().Add(d), inputs: inputs}
 	k.mu.Unlock()
 	time.AfterFunc(d, func() { k.q.add(key) })
 	return d
@@ -383,6 +424,7 @@ func (k *Kit) forget(key string) {
 	k.mu.Lock()
 	delete(k.done, key)
 	delete(k.tries, key)
+	delete(k.later, key)
 	k.mu.Unlock()
 }
 

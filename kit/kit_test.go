@@ -75,6 +75,12 @@ type fixture struct {
 
 func start(t *testing.T, h kit.Handler, workers int) *fixture {
 	t.Helper()
+	return startWith(t, h, workers, 20*time.Millisecond, 100*time.Millisecond)
+}
+
+// startWith starts a kit whose backoff runs from retryMin to retryMax.
+func startWith(t *testing.T, h kit.Handler, workers int, retryMin, retryMax time.Duration) *fixture {
+	t.Helper()
 	f := &fixture{url: kittest.Server(t), entries: map[string][]string{}}
 	_, js := kittest.Connect(t, f.url, provider.Module)
 	// The bound bucket keeps some history, so that the watcher below sees
@@ -94,7 +100,7 @@ func start(t *testing.T, h kit.Handler, workers int) *fixture {
 	ctx := bustest.Context(t)
 	k, err := kit.Start(ctx, kit.Config{
 		Module: provider.Module, Node: provider.Node, JetStream: js, Handler: h, Log: log,
-		Workers: workers, RetryMin: 20 * time.Millisecond, RetryMax: 100 * time.Millisecond,
+		Workers: workers, RetryMin: retryMin, RetryMax: retryMax,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -405,5 +411,37 @@ func TestKitTriesAFailedRetireAgain(t *testing.T) {
 	}
 	if !f.said.Has("kit: retire failed; the entry stays and retire is tried again", "shelf: the shelf is locked") {
 		t.Error("the kit did not say the failed retire")
+	}
+}
+
+// TestKitBacksOffWhateverTheWhy is the retry storm: a handler that fails at
+// once with a new text at each try ("attempt 7") makes a new entry each
+// time, which the seat carries into the provision, which reaches the kit
+// again. Every try must still wait its backoff (here 200 ms growing to
+// 1 s): over 3 s that is under 20 calls and writes, not hundreds.
+func TestKitBacksOffWhateverTheWhy(t *testing.T) {
+	r := newRecorder(func(_ string, n int, _ mesh.Provision) (kit.Result, error) {
+		return kit.Result{}, fmt.Errorf("shelf: attempt %d failed", n)
+	})
+	f := startWith(t, r.handler(), 0, 200*time.Millisecond, time.Second)
+	key, p := kittest.Requirement(gitea, "shelf", "", provider)
+	f.seat.Need(key, p)
+	waitState(t, f.seat, key, mesh.Failed, "shelf: attempt 2 failed")
+	// The window the storm would fill; the assertions bound what happens in
+	// it, they measure no speed.
+	<-time.After(3 * time.Second)
+	calls, _ := r.calls(key)
+	f.mu.Lock()
+	writes := len(f.entries[key.String()])
+	f.mu.Unlock()
+	if calls >= 20 || writes >= 20 {
+		t.Errorf("in about 3 s the handler was called %d times and %s was written %d times; want under 20 each (backoff from 200ms to 1s)",
+			calls, key, writes)
+	}
+	if calls < 3 {
+		t.Errorf("the handler was called %d times; want it tried again (at least 3 calls)", calls)
+	}
+	if !f.said.Has("kit: tried again later", "key="+key.String()) {
+		t.Errorf("the kit did not say it tries %s again", key)
 	}
 }
