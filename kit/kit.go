@@ -65,8 +65,8 @@ type Kit struct {
 	done    map[string]string         // key -> inputs last provided (final result)
 	tries   map[string]*backoff.ExponentialBackOff
 	later   map[string]later // keys waiting for their next try
-	said    map[string]bool // keys whose standing entry was said
-	retired map[string]bool // keys retired on a warrant
+	said    map[string]bool  // keys whose standing entry was said
+	retired map[string]bool  // keys retired on a warrant
 }
 
 // Start checks cfg, starts following the provisions and the provider's
