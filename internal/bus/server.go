@@ -27,6 +27,9 @@ type ServerConfig struct {
 	// SyncAlways makes the store fsync every write: slower, but nothing is
 	// lost when the machine stops.
 	SyncAlways bool
+	// NoJetStream starts a server without JetStream, as a bare nats-server
+	// runs: only for tests of how the tools tell such a server.
+	NoJetStream bool
 }
 
 // Server is a running embedded nats-server. Stop it with [Server.Shutdown].
@@ -80,7 +83,7 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 	opts.ServerName = "mesh-provisioner"
 	opts.Host = host
 	opts.Port = port
-	opts.JetStream = true
+	opts.JetStream = !cfg.NoJetStream
 	opts.StoreDir = cfg.Dir
 	opts.SyncAlways = cfg.SyncAlways
 	opts.NoSigs = true

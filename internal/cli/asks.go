@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -42,8 +41,8 @@ func newAsksCmd() *cobra.Command {
 			"when it expires and the options to answer it with (`answer ASK-ID OPTION`).",
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if output != "table" && output != "json" {
-				return usageError{fmt.Errorf("-o %q: want table or json", output)}
+			if output != "table" && output != "wide" && output != "json" {
+				return usageError{fmt.Errorf("-o %q: want table, wide or json", output)}
 			}
 			nc, js, err := bf.connect("cli-asks")
 			if err != nil {
@@ -71,11 +70,11 @@ func newAsksCmd() *cobra.Command {
 			for _, o := range l.Odd {
 				fmt.Fprintf(cmd.ErrOrStderr(), "odd record %s: %s\n", o.Key, o.Why)
 			}
-			return printAsks(cmd.OutOrStdout(), views)
+			return printAsks(cmd.OutOrStdout(), views, output == "wide")
 		},
 	}
 	bf.add(cmd)
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table (fits 120 columns), wide or json")
 	return cmd
 }
 
@@ -104,14 +103,13 @@ func viewOf(ctx context.Context, js jetstream.JetStream, a mesh.Ask) askView {
 	return v
 }
 
-// printAsks writes views as a table.
-func printAsks(w io.Writer, views []askView) error {
+// printAsks writes views as a table (fit to 120 columns unless wide).
+func printAsks(w io.Writer, views []askView, wide bool) error {
 	if len(views) == 0 {
 		_, err := fmt.Fprintln(w, "no open asks")
 		return err
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ASK\tHEADLINE\tKEY\tPROVIDER\tNODE\tEXPIRES\tOPTIONS")
+	var rows [][]string
 	for _, v := range views {
 		key, provider, node := or(v.Key, v.Ask.About), "-", "-"
 		if v.Provider != nil {
@@ -121,10 +119,10 @@ func printAsks(w io.Writer, views []askView) error {
 		for i, o := range v.Ask.Options {
 			opts[i] = o.ID + " (" + o.Label + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.Ask.ID, v.Ask.Headline, key, provider, node,
-			v.Ask.Expires.UTC().Format(time.RFC3339), strings.Join(opts, ", "))
+		rows = append(rows, []string{v.Ask.ID, v.Ask.Headline, key, provider, node,
+			v.Ask.Expires.UTC().Format(time.RFC3339), strings.Join(opts, ", ")})
 	}
-	return tw.Flush()
+	return writeTable(w, []string{"ASK", "HEADLINE", "KEY", "PROVIDER", "NODE", "EXPIRES", "OPTIONS"}, rows, wide)
 }
 
 func or(s, otherwise string) string {

@@ -64,7 +64,7 @@ func TestAsksAndAnswer(t *testing.T) {
 	}
 	url := s.URL()
 
-	out, _, err := run(t, "asks", "--nats", url)
+	out, _, err := run(t, "asks", "-o", "wide", "--nats", url)
 	if err != nil {
 		t.Fatalf("asks: %v", err)
 	}

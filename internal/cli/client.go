@@ -7,7 +7,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
+	"strings"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/client"
@@ -51,6 +54,9 @@ is gone its records go; its folders and data stay.`,
 				return fmt.Errorf("client: %w", err)
 			}
 			defer nc.Close()
+			if why := notInMesh(cmd.Context(), js, node); why != "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "client: %s; it waits for plans of %s\n", why, node)
+			}
 			c, err := client.New(client.Config{Node: node, Root: root, JS: js, NC: nc, Log: log})
 			if err != nil {
 				return err
@@ -137,4 +143,32 @@ It applies nothing: run it beside the node's client.`,
 	cmd.MarkFlagRequired("module")
 	bf.add(cmd)
 	return cmd
+}
+
+// notInMesh says why node is not in the mesh (no placement key for it in
+// mesh-controller_placement, naming the nodes that have one), or returns
+// "" when it is, or when the placement cannot be read.
+func notInMesh(ctx context.Context, js jetstream.JetStream, node string) string {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	kv, err := js.KeyValue(ctx, mesh.PlacementBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return fmt.Sprintf("node %s is not in the mesh: nothing is placed yet (%s does not exist; apply a mesh file)", node, mesh.PlacementBucket)
+	}
+	if err != nil {
+		return ""
+	}
+	if _, err := kv.Get(ctx, node); err == nil || !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return ""
+	}
+	lister, err := kv.ListKeys(ctx)
+	if err != nil {
+		return fmt.Sprintf("node %s is not in the mesh (%s has no key %s)", node, mesh.PlacementBucket, node)
+	}
+	var nodes []string
+	for k := range lister.Keys() {
+		nodes = append(nodes, k)
+	}
+	sort.Strings(nodes)
+	return fmt.Sprintf("node %s is not in the mesh (%s has no key %s; its nodes: %s)", node, mesh.PlacementBucket, node, strings.Join(nodes, ", "))
 }

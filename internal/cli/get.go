@@ -8,7 +8,6 @@ import (
 	"io"
 	"sort"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -101,14 +100,17 @@ func newGetCmd() *cobra.Command {
 		Use:   "get " + strings.Join(kindNames(), "|"),
 		Short: "Show what the mesh keeps: " + strings.Join(kindNames(), ", "),
 		Long:  getLong(),
-		Args:  cobra.ExactArgs(1),
+		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return writeKinds(cmd.OutOrStdout())
+			}
 			kind, ok := getKinds[args[0]]
 			if !ok {
 				return usageError{fmt.Errorf("get: unknown %q; want one of %s", args[0], strings.Join(kindNames(), ", "))}
 			}
-			if output != "table" && output != "json" {
-				return usageError{fmt.Errorf("get: -o %q; want table or json", output)}
+			if output != "table" && output != "wide" && output != "json" {
+				return usageError{fmt.Errorf("get: -o %q; want table, wide or json", output)}
 			}
 			nc, js, err := bf.connect("get")
 			if err != nil {
@@ -128,14 +130,14 @@ func newGetCmd() *cobra.Command {
 			if output == "json" {
 				return writeGetJSON(cmd.OutOrStdout(), cmd.ErrOrStderr(), ans)
 			}
-			return writeGetTable(cmd.OutOrStdout(), args[0], kind, ans)
+			return writeGetTable(cmd.OutOrStdout(), args[0], kind, ans, output == "wide")
 		},
 	}
 	cmd.Flags().StringVar(&q.node, "node", "", "only this node's keys (provisions: those whose consumer is on it, not those it provides)")
 	cmd.Flags().StringVar(&q.module, "module", "", "only this module's keys (provisions: those it consumes or provides)")
 	cmd.Flags().StringVar(&q.contributor, "contributor", "", "collect: only this contributor's items")
 	cmd.Flags().StringVar(&q.collection, "collection", "", "collect: only the items of this collection (its name, e.g. shell:zsh:normal)")
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "table or json (an object: key -> value as stored)")
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "table (fits 120 columns, long cells cut), wide (whole cells) or json (an object: key -> value as stored)")
 	bf.add(cmd)
 	return cmd
 }
@@ -161,29 +163,42 @@ func getLong() string {
 	return b.String()
 }
 
-// writeGetTable writes the items as a table, then the odd keys.
-func writeGetTable(w io.Writer, what string, kind getKind, ans getAnswer) error {
+// writeKinds lists the kinds "get" shows, one a line with what it shows.
+func writeKinds(w io.Writer) error {
+	fmt.Fprintln(w, "get KIND shows one of:")
+	for _, k := range kindNames() {
+		fmt.Fprintf(w, "  %-12s %s\n", k, getKinds[k].short)
+	}
+	return nil
+}
+
+// writeGetTable writes the items as a table, then the odd keys. Unless
+// wide, long cells are cut so that a line fits 120 columns.
+func writeGetTable(w io.Writer, what string, kind getKind, ans getAnswer, wide bool) error {
 	if len(ans.Items) == 0 && len(ans.Odd) == 0 {
 		_, err := fmt.Fprintf(w, "no %s\n", what)
 		return err
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if len(ans.Items) > 0 {
-		fmt.Fprintln(tw, strings.Join(kind.header, "\t"))
-		for _, it := range ans.Items {
-			fmt.Fprintln(tw, strings.Join(kind.row(it), "\t"))
+		rows := make([][]string, len(ans.Items))
+		for i, it := range ans.Items {
+			rows[i] = kind.row(it)
+		}
+		if err := writeTable(w, kind.header, rows, wide); err != nil {
+			return err
 		}
 	}
 	if len(ans.Odd) > 0 {
 		if len(ans.Items) > 0 {
-			fmt.Fprintln(tw)
+			fmt.Fprintln(w)
 		}
-		fmt.Fprintf(tw, "ODD KEY\tWHY\n")
-		for _, o := range ans.Odd {
-			fmt.Fprintf(tw, "%s\t%s\n", o.Key, o.Why)
+		rows := make([][]string, len(ans.Odd))
+		for i, o := range ans.Odd {
+			rows[i] = []string{o.Key, o.Why}
 		}
+		return writeTable(w, []string{"ODD KEY", "WHY"}, rows, wide)
 	}
-	return tw.Flush()
+	return nil
 }
 
 // writeGetJSON writes one object, key -> value as stored (indented; a

@@ -68,7 +68,7 @@ func seatKeys(t *testing.T, s *bus.Server) {
 func TestGetPlans(t *testing.T) {
 	s := bustest.Server(t)
 	seatKeys(t, s)
-	out, _, err := run(t, "get", "plans", "--nats", s.URL())
+	out, _, err := run(t, "get", "plans", "-o", "wide", "--nats", s.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func TestGetPlans(t *testing.T) {
 func TestGetProvisions(t *testing.T) {
 	s := bustest.Server(t)
 	seatKeys(t, s)
-	out, _, err := run(t, "get", "provisions", "--nats", s.URL())
+	out, _, err := run(t, "get", "provisions", "-o", "wide", "--nats", s.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,11 +214,11 @@ func TestGetEmptyAndUsage(t *testing.T) {
 		t.Errorf("get plans on an empty mesh = %q, %q", out, errOut)
 	}
 	_, _, err = run(t, "get", "nonsense", "--nats", s.URL())
-	if _, ok := err.(usageError); !ok || !strings.Contains(err.Error(), "plans, provisions, refused") {
+	if !isUsage(err) || !strings.Contains(err.Error(), "plans, provisions, refused") {
 		t.Errorf("get nonsense = %v; want a usage error naming the kinds", err)
 	}
 	_, _, err = run(t, "get", "plans", "-o", "yaml", "--nats", s.URL())
-	if _, ok := err.(usageError); !ok {
+	if !isUsage(err) {
 		t.Errorf("get -o yaml = %v; want a usage error", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/provisioning"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
+	"github.com/mesh-provisioner/mesh-provisioner/mesh/token"
 )
 
 // The kinds of "get" that are read through the seat's verb
@@ -127,6 +128,11 @@ func needRow(it getItem) []string {
 	p := strings.SplitN(it.Key, ".", 4)
 	for len(p) < 4 {
 		p = append(p, "")
+	}
+	// A contribution's name is its collection, escaped as a token: shown
+	// decoded (shell:zsh:normal).
+	if name, err := token.Unescape(p[3]); err == nil {
+		p[3] = name
 	}
 	return []string{p[0], p[1], p[2], p[3], string(it.Value)}
 }

@@ -95,7 +95,7 @@ func TestClientGetAndRenderCommands(t *testing.T) {
 	if err != nil || !strings.Contains(out, "secret") || !strings.Contains(out, "verb mesh-vault.secret") {
 		t.Errorf("get registry = %q, %v; want the secret kind answered by a verb", out, err)
 	}
-	out, _, err = runCmd(ctx, "get", "applied", "--node", "control", "--nats", s.URL())
+	out, _, err = runCmd(ctx, "get", "applied", "--node", "control", "-o", "wide", "--nats", s.URL())
 	if err != nil || !strings.Contains(out, "cache="+filepath.Join(root, "node-tools", "cache")) {
 		t.Errorf("get applied --node control = %q, %v; want node-tools' cache folder", out, err)
 	}

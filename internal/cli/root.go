@@ -26,18 +26,56 @@ func Run(args []string) int {
 	defer stop()
 	root := Root()
 	root.SetArgs(args)
-	if err := root.ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "mesh-provisioner:", err)
-		var u usageError
-		if errors.As(err, &u) {
-			return 2
-		}
-		return 1
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return 0
 	}
-	return 0
+	fmt.Fprintln(os.Stderr, "mesh-provisioner:", err)
+	if isUsage(err) {
+		return 2
+	}
+	return 1
 }
 
+// usageError is an error in how a command was called (a flag, an
+// argument, a missing required flag): the exit code is 2.
 type usageError struct{ error }
+
+func (u usageError) Unwrap() error { return u.error }
+
+// ranError is an error returned by a subcommand's RunE: whatever cobra
+// returns without this wrapper failed before the command ran (an unknown
+// command, a bad argument count, a missing required flag), which is a
+// usage error.
+type ranError struct{ error }
+
+func (r ranError) Unwrap() error { return r.error }
+
+// isUsage reports whether err is a usage error (exit code 2).
+func isUsage(err error) bool {
+	var u usageError
+	if errors.As(err, &u) {
+		return true
+	}
+	var r ranError
+	return !errors.As(err, &r)
+}
+
+// markRan wraps the RunE of cmd and of its subcommands, so that an error a
+// command returns while it runs is told from one cobra returns before.
+func markRan(cmd *cobra.Command) {
+	if run := cmd.RunE; run != nil {
+		cmd.RunE = func(c *cobra.Command, args []string) error {
+			if err := run(c, args); err != nil {
+				return ranError{err}
+			}
+			return nil
+		}
+	}
+	for _, sub := range cmd.Commands() {
+		markRan(sub)
+	}
+}
 
 // busFlags are the flags every subcommand that talks to a running mesh
 // takes.
@@ -52,13 +90,26 @@ func (f *busFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.creds, "creds", "", "NATS credentials file")
 }
 
-// connect dials the bus as component name.
+// connect dials the bus as component name. A server that cannot be
+// reached is said with a hint (is up running? --nats), and so is a server
+// without JetStream.
 func (f *busFlags) connect(name string) (*nats.Conn, jetstream.JetStream, error) {
 	log := f.log
 	if log == nil {
 		log = slog.Default()
 	}
-	return bus.Connect(bus.Dial{URL: f.url, Creds: f.creds, Name: name, Log: log})
+	nc, js, err := bus.Connect(bus.Dial{URL: f.url, Creds: f.creds, Name: name, Log: log})
+	if errors.Is(err, nats.ErrNoServers) {
+		return nil, nil, fmt.Errorf("no NATS server answers at %s: is `up` running? pass --nats URL", f.url)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if on, _ := nc.ConnectedServerJetStream(); !on {
+		nc.Close()
+		return nil, nil, fmt.Errorf("the NATS server at %s has no JetStream, which holds the mesh's state: run it with JetStream (nats-server -js), or use `up`", f.url)
+	}
+	return nc, js, nil
 }
 
 // Root returns the root command with every subcommand.
@@ -73,6 +124,7 @@ func Root() *cobra.Command {
 	for _, add := range commands {
 		root.AddCommand(add())
 	}
+	markRan(root)
 	return root
 }
 

@@ -516,7 +516,7 @@ func printKept(ctx context.Context, out io.Writer, js jetstream.JetStream, outpu
 		}
 		sort.Slice(items, func(i, j int) bool { return items[i].Key < items[j].Key })
 		fmt.Fprintf(out, "\n%s (%d)\n", strings.ToUpper(what), len(items))
-		if err := writeGetTable(out, what, kind, getAnswer{Items: items}); err != nil {
+		if err := writeGetTable(out, what, kind, getAnswer{Items: items}, false); err != nil {
 			return err
 		}
 	}

@@ -1,0 +1,112 @@
+package cli
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus/bustest"
+)
+
+// TestUsageErrors checks that errors in how a command is called are usage
+// errors (exit code 2) and name what is wrong, and that a failure while a
+// command runs is not.
+func TestUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		usage bool
+		says  string
+	}{
+		{"unknown command", []string{"frobnicate"}, true, `unknown command "frobnicate"`},
+		{"missing required flag", []string{"client"}, true, `required flag(s) "node" not set`},
+		{"missing flags of render", []string{"render", "t.tmpl"}, true, `"module", "node"`},
+		{"unknown flag", []string{"get", "plans", "--colour"}, true, "unknown flag: --colour"},
+		{"too many arguments", []string{"get", "plans", "refused"}, true, "accepts at most 1 arg(s)"},
+		{"unknown kind", []string{"get", "plants"}, true, `get: unknown "plants"`},
+		{"bad output", []string{"get", "plans", "-o", "yaml"}, true, `-o "yaml"`},
+		{"apply without file", []string{"apply"}, true, "-f MESHFILE is required"},
+		{"dead url", []string{"get", "plans", "--nats", "nats://127.0.0.1:1"}, false,
+			"no NATS server answers at nats://127.0.0.1:1: is `up` running? pass --nats URL"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := run(t, tc.args...)
+			if err == nil {
+				t.Fatalf("%v = nil; want an error", tc.args)
+			}
+			if got := isUsage(err); got != tc.usage {
+				t.Errorf("isUsage(%v) = %v; want %v", err, got, tc.usage)
+			}
+			if !strings.Contains(err.Error(), tc.says) {
+				t.Errorf("%v = %q; want it to say %q", tc.args, err, tc.says)
+			}
+		})
+	}
+}
+
+// TestNoJetStream checks that a server without JetStream is named as such.
+func TestNoJetStream(t *testing.T) {
+	s, err := bus.StartServer(bus.ServerConfig{Dir: t.TempDir(), Listen: "127.0.0.1:0", NoJetStream: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Shutdown)
+	_, _, err = run(t, "get", "plans", "--nats", s.URL())
+	if err == nil || !strings.Contains(err.Error(), "has no JetStream") || isUsage(err) {
+		t.Fatalf("get on a server without JetStream = %v; want a failure saying it has no JetStream", err)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	out, _, err := run(t, "version")
+	if err != nil || !strings.HasPrefix(out, "mesh-provisioner ") || !strings.Contains(out, "go1.") {
+		t.Fatalf("version = %q, %v; want mesh-provisioner, a version and the Go version", out, err)
+	}
+}
+
+// TestGetKinds checks that get with no kind lists the kinds.
+func TestGetKinds(t *testing.T) {
+	out, _, err := run(t, "get")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"plans", "provisions", "refused", "registry", "applied", "collect", "needs"} {
+		if !strings.Contains(out, "\n  "+k+" ") {
+			t.Errorf("get listed no kind %s:\n%s", k, out)
+		}
+	}
+}
+
+// TestClientNotInMesh checks that a client of a node the mesh does not
+// place says so.
+func TestClientNotInMesh(t *testing.T) {
+	s := bustest.Server(t)
+	if _, _, err := run(t, "apply", "-f", homelabFile, "--nats", s.URL()); err != nil {
+		t.Fatal(err)
+	}
+	_, js := bustest.Connect(t, s, "test")
+	got := notInMesh(bustest.Context(t), js, "acee")
+	if want := "node acee is not in the mesh (mesh-controller_placement has no key acee; its nodes: ace, control, g14, shanks)"; got != want {
+		t.Errorf("notInMesh(acee) = %q; want %q", got, want)
+	}
+	if got := notInMesh(bustest.Context(t), js, "ace"); got != "" {
+		t.Errorf("notInMesh(ace) = %q; want none", got)
+	}
+}
+
+// TestFitRows checks that a table is cut to 120 columns, widest first.
+func TestFitRows(t *testing.T) {
+	header := []string{"NODE", "KEY", "WHY"}
+	rows := [][]string{{"ace", "ace.gitea.database.main", strings.Repeat("w", 200)}}
+	got := fitRows(header, rows, tableWidth)
+	// NODE (4) + KEY (23) + two gaps of 2 leave 89 columns for WHY.
+	if n := len([]rune(got[0][2])); n != 89 {
+		t.Errorf("cut WHY is %d columns; want 89: %q", n, got[0][2])
+	}
+	if got[0][0] != "ace" || got[0][1] != "ace.gitea.database.main" || !strings.HasSuffix(got[0][2], "w…") {
+		t.Errorf("fitRows cut %q; want only WHY cut, ending in …", got[0])
+	}
+	if same := fitRows(header, [][]string{{"a", "b", "c"}}, tableWidth); same[0][2] != "c" {
+		t.Errorf("fitRows changed a narrow table: %q", same[0])
+	}
+}
