@@ -68,6 +68,7 @@ type Copy struct {
 	ready    chan struct{}
 	readyOne sync.Once
 	healthy  atomic.Bool   // the last watch delivered its initial values
+	broke    bool          // a watch gave up since the last one delivered its initial values (run's own)
 	seen     atomic.Uint64 // the highest revision the watch has delivered
 
 	wmu   sync.Mutex // held across an owner's write, so that its echo is not taken first
@@ -218,6 +219,8 @@ func (c *Copy) run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
+		countGiveUp(c.bucket)
+		c.broke = true
 		wait := bo.NextBackOff()
 		if err == nil {
 			err = errors.New("updates channel closed")
@@ -303,6 +306,10 @@ func (c *Copy) watch(ctx context.Context) error {
 				c.dropUnseen(seen, lastSeq)
 				seen = nil
 				initial = false
+				if c.broke {
+					countRestart(c.bucket)
+					c.broke = false
+				}
 				c.healthy.Store(true)
 				c.readyOne.Do(func() { close(c.ready) })
 			}

@@ -117,6 +117,17 @@ func TestCopySurvivesServerRestart(t *testing.T) {
 		_, d := c.Get("doomed")
 		return a && b && !d
 	})
+	// The watch broke with the server and came back: both are counted for
+	// the bucket (metrics read them).
+	bustest.WaitFor(t, 0, "the restart to be counted", func() bool {
+		return bus.WatchCounts()["test_restart"].Restarts >= 1
+	})
+	if n := bus.WatchCounts()["test_restart"]; n.GiveUps < n.Restarts {
+		t.Errorf("WatchCounts()[test_restart] = %+v; want at least as many give-ups as restarts", n)
+	}
+	if n, ok := bus.WatchCounts()["never_followed"]; ok {
+		t.Errorf("WatchCounts()[never_followed] = %+v; want no entry", n)
+	}
 }
 
 func TestCopyFilterFollowsOnlyMatchingKeys(t *testing.T) {

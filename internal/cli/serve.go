@@ -11,7 +11,7 @@ func init() { commands = append(commands, newServeCmd) }
 
 func newServeCmd() *cobra.Command {
 	var bf busFlags
-	var id, logLevel string
+	var id, logLevel, metricsAddr string
 	var ttl time.Duration
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -32,6 +32,11 @@ instance answers the read-only verb mesh-provisioner.provisioning; the holder ke
 			}
 			defer nc.Close()
 			p := &seatProcess{nc: nc, js: js, id: id, ttl: ttl, log: log}
+			if metricsAddr != "" {
+				if err := p.serveMetrics(cmd.Context(), metricsAddr, cmd.OutOrStdout()); err != nil {
+					return err
+				}
+			}
 			return p.run(cmd.Context())
 		},
 	}
@@ -39,5 +44,6 @@ instance answers the read-only verb mesh-provisioner.provisioning; the holder ke
 	cmd.Flags().StringVar(&id, "id", "", "this instance's name in the seat's lease (default: host, pid and start time)")
 	cmd.Flags().DurationVar(&ttl, "lease", 10*time.Second, "how long the seat's lease outlives a holder that stopped")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	cmd.Flags().StringVar(&metricsAddr, "metrics", "", "serve Prometheus metrics (/metrics) and a health check (/healthz) on this address, e.g. 127.0.0.1:9464")
 	return cmd
 }

@@ -41,6 +41,7 @@ type upFlags struct {
 	logLevel string
 	clients  bool
 	postgres string
+	metrics  string
 	// clientsSet says --clients was given; without it a mesh of more than
 	// maxAutoClients nodes gets no clients.
 	clientsSet bool
@@ -77,6 +78,7 @@ and a second up on the same directory fails at once.`,
 	fl.StringVarP(&f.output, "output", "o", "table", "with --once: table or json")
 	fl.StringVar(&f.logLevel, "log-level", "warn", "log level on stderr: debug, info, warn or error")
 	fl.StringVar(&f.postgres, "postgres", "", "DSN of a PostgreSQL server (a role that may create roles and databases) for the postgres provider; without it postgres keys stay asked")
+	fl.StringVar(&f.metrics, "metrics", "", "serve Prometheus metrics (/metrics) and a health check (/healthz) on this address, e.g. 127.0.0.1:9464")
 	fl.BoolVar(&f.clients, "clients", true, "run a node client per node of the mesh file, each under DATA/nodes/<node> (by default only for meshes of up to 100 nodes)")
 	return cmd
 }
@@ -209,8 +211,12 @@ func runUp(ctx context.Context, out io.Writer, f upFlags, args []string) error {
 		default: // progress is best effort; the log has every result
 		}
 	}}
-	proc.seat = proc.newSeat()
-	st := proc.seat
+	if f.metrics != "" {
+		if err := proc.serveMetrics(ctx, f.metrics, progress); err != nil {
+			return err
+		}
+	}
+	st := proc.newSeat()
 	seatDone := make(chan error, 1)
 	seatStopped := make(chan struct{})
 	go func() {

@@ -108,7 +108,7 @@ func TestUpOnceHomelab(t *testing.T) {
 		}
 	}
 	// Again on the same store: the same ports.
-	if _, _, err := run(t, "up", "--once", "-o", "json", "--data", data, "--listen", "127.0.0.1:0"); err != nil {
+	if _, _, err := run(t, "up", "--once", "-o", "json", "--data", data, "--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0"); err != nil {
 		t.Fatalf("up --once again: %v", err)
 	}
 	again := appliedOf(t, data)

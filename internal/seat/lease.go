@@ -19,6 +19,25 @@ import (
 // seat's lease (or the bus refused its renewal) while this one held it.
 var ErrLeaseLost = errors.New("seat: lease lost")
 
+// LeaseState is where a [Seat] stands with its lease, for a health check:
+// see [Seat.Lease].
+type LeaseState string
+
+// The states of a seat's lease.
+const (
+	// LeaseWaiting: the seat has not taken the lease yet, or waits for
+	// another instance's lease to lapse (a healthy standby).
+	LeaseWaiting LeaseState = "waiting"
+	// LeaseHeld: the seat holds the lease and composes.
+	LeaseHeld LeaseState = "held"
+	// LeaseFailing: the bus refused or did not answer the last try to take
+	// the lease; the seat tries again with backoff.
+	LeaseFailing LeaseState = "failing"
+	// LeaseStopped: [Seat.Run] has returned (ctx done, the lease lost, or
+	// the seat's buckets could not be made).
+	LeaseStopped LeaseState = "stopped"
+)
+
 // lease is the seat's hold on mesh-provisioner_seat "holder": a key that
 // lapses TTL after its last write, renewed every TTL/3.
 type lease struct {
@@ -31,7 +50,8 @@ type lease struct {
 // acquire waits until it holds the lease, trying again every TTL/3 while
 // another instance holds it, and with backoff while the bus does not answer
 // (each failure said): a waiting instance outlives a restart of the bus.
-func acquire(ctx context.Context, js jetstream.JetStream, id string, ttl time.Duration, log *slog.Logger) (*lease, error) {
+// Each try's outcome is handed to note (waiting or failing, with why).
+func acquire(ctx context.Context, js jetstream.JetStream, id string, ttl time.Duration, log *slog.Logger, note func(LeaseState, string)) (*lease, error) {
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval = 200 * time.Millisecond
 	bo.MaxInterval = ttl
@@ -44,9 +64,11 @@ func acquire(ctx context.Context, js jetstream.JetStream, id string, ttl time.Du
 			return nil, ctx.Err()
 		case err != nil:
 			wait = bo.NextBackOff()
+			note(LeaseFailing, "cannot take the lease: "+err.Error())
 			log.Warn("seat: cannot take the lease; trying again", "err", err, "retry_in", wait)
 		case held != "":
 			bo.Reset()
+			note(LeaseWaiting, "the lease is held by "+held)
 			if !said {
 				log.Info("seat: the lease is held; waiting for it to lapse", "holder", held, "ttl", ttl)
 				said = true

@@ -76,3 +76,43 @@ func TestWaitingSeatOutlivesABusRestart(t *testing.T) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// TestLeaseSaysWhereTheSeatStands checks Seat.Lease, which health checks
+// read: the holder says held, a standby waiting (naming the holder), a
+// stopped seat stopped, and the standby held once it took over.
+func TestLeaseSaysWhereTheSeatStands(t *testing.T) {
+	s := bustest.Server(t)
+	dial := func(name string) *seat.Seat {
+		_, js := bustest.Connect(t, s, name)
+		return seat.New(js, seat.Config{ID: name, LeaseTTL: 2 * time.Second})
+	}
+	first, second := dial("first"), dial("second")
+	if st, why := first.Lease(); st != seat.LeaseWaiting {
+		t.Errorf("Lease() before Run = %s (%s); want waiting", st, why)
+	}
+	ctx := bustest.Context(t)
+	firstCtx, stopFirst := context.WithCancel(ctx)
+	firstDone := make(chan error, 1)
+	go func() { firstDone <- first.Run(firstCtx) }()
+	bustest.WaitFor(t, 0, "the first seat to settle", func() bool { return first.Settled(nil) })
+	if st, why := first.Lease(); st != seat.LeaseHeld {
+		t.Errorf("first.Lease() = %s (%s); want held", st, why)
+	}
+	secondDone := make(chan error, 1)
+	go func() { secondDone <- second.Run(ctx) }()
+	bustest.WaitFor(t, 0, "the second seat to say it waits for first", func() bool {
+		st, why := second.Lease()
+		return st == seat.LeaseWaiting && strings.Contains(why, "held by first")
+	})
+	stopFirst()
+	if err := <-firstDone; err != nil {
+		t.Errorf("first.Run = %v", err)
+	}
+	if st, why := first.Lease(); st != seat.LeaseStopped {
+		t.Errorf("first.Lease() after Run = %s (%s); want stopped", st, why)
+	}
+	bustest.WaitFor(t, 20*time.Second, "the second seat to hold the lease", func() bool {
+		st, _ := second.Lease()
+		return st == seat.LeaseHeld
+	})
+}

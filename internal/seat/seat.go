@@ -57,6 +57,10 @@ type Config struct {
 	// AskTimeout is how long the seat waits for the ask router to record an
 	// ask it raised. Zero means 5 s.
 	AskTimeout time.Duration
+	// OnWriteError, if set, is called for every write or delete of the
+	// seat that the bus refused or did not acknowledge (each is also
+	// logged), on the seat's loop. It must not block.
+	OnWriteError func(bucket, key string, err error)
 }
 
 // readBuckets are the buckets the seat follows besides the providers'
@@ -86,6 +90,8 @@ type Seat struct {
 	started bool
 	watched map[string]*bus.Copy // bucket -> copy, readable by Settled
 	lost    []lostAsk            // asks no router recorded
+	lease   LeaseState           // see Lease
+	leaseIs string               // why of lease
 	asking  int                  // asks raised and not yet answered by the router
 }
 
@@ -122,7 +128,24 @@ func New(js jetstream.JetStream, cfg Config) *Seat {
 		wake:    make(chan struct{}, 1),
 		counts:  map[string]int{},
 		watched: map[string]*bus.Copy{},
+		lease:   LeaseWaiting,
+		leaseIs: "the seat has not started",
 	}
+}
+
+// Lease returns where the seat stands with its lease and a short text
+// saying why (for example "the lease is held by host-1-…"), for a health
+// check: a seat that holds the lease or waits for it is healthy.
+func (s *Seat) Lease() (LeaseState, string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lease, s.leaseIs
+}
+
+func (s *Seat) noteLease(st LeaseState, why string) {
+	s.mu.Lock()
+	s.lease, s.leaseIs = st, why
+	s.mu.Unlock()
 }
 
 // Run takes the seat's lease (waiting while another instance holds it),
@@ -130,7 +153,8 @@ func New(js jetstream.JetStream, cfg Config) *Seat {
 // until ctx is done. It returns nil when ctx is done, [ErrLeaseLost] when
 // the lease is lost, or an error when the seat's buckets cannot be made.
 func (s *Seat) Run(ctx context.Context) error {
-	l, err := acquire(ctx, s.js, s.cfg.ID, s.cfg.LeaseTTL, s.log)
+	defer s.noteLease(LeaseStopped, "the seat stopped")
+	l, err := acquire(ctx, s.js, s.cfg.ID, s.cfg.LeaseTTL, s.log, s.noteLease)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -138,6 +162,7 @@ func (s *Seat) Run(ctx context.Context) error {
 		return err
 	}
 	s.log.Info("seat: holding the lease", "id", s.cfg.ID)
+	s.noteLease(LeaseHeld, "holding the lease as "+s.cfg.ID)
 	ctx, cancel := context.WithCancel(ctx)
 	lost := make(chan error, 1)
 	held := make(chan struct{})
@@ -586,7 +611,7 @@ func (s *Seat) putAll(ctx context.Context, batch []pending) int {
 		p := &batch[i]
 		ack, err := s.js.PublishAsync("$KV."+p.bucket+"."+p.key, p.value)
 		if err != nil {
-			s.log.Error("seat: write failed", "bucket", p.bucket, "key", p.key, "err", err)
+			s.writeFailed(p.bucket, p.key, err)
 			continue
 		}
 		p.ack = ack
@@ -602,12 +627,20 @@ func (s *Seat) putAll(ctx context.Context, batch []pending) int {
 			s.mesh.Take(bus.Change{Bucket: p.bucket, Key: p.key, Value: p.value, Revision: ack.Sequence})
 			n++
 		case err := <-p.ack.Err():
-			s.log.Error("seat: write failed", "bucket", p.bucket, "key", p.key, "err", err)
+			s.writeFailed(p.bucket, p.key, err)
 		case <-ctx.Done():
 			return n
 		}
 	}
 	return n
+}
+
+// writeFailed says a write the bus refused or did not acknowledge.
+func (s *Seat) writeFailed(bucket, key string, err error) {
+	s.log.Error("seat: write failed", "bucket", bucket, "key", key, "err", err)
+	if s.cfg.OnWriteError != nil {
+		s.cfg.OnWriteError(bucket, key, err)
+	}
 }
 
 // del deletes key; the caller holds the copy.
@@ -618,7 +651,7 @@ func (s *Seat) del(ctx context.Context, bucket, key string) int {
 		return 0
 	}
 	if err := kv.Delete(ctx, key); err != nil {
-		s.log.Error("seat: delete failed", "bucket", bucket, "key", key, "err", err)
+		s.writeFailed(bucket, key, fmt.Errorf("delete: %w", err))
 		return 0
 	}
 	c.Took(key, nil, 0)
