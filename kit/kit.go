@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
@@ -59,14 +58,17 @@ type Kit struct {
 	q          *queue
 	ready      chan struct{}
 
-	mu      sync.Mutex
-	provs   map[string]mesh.Provision // every decodable provision
-	ours    map[string][]string       // our keys and their depends-on
-	done    map[string]string         // key -> inputs last provided (final result)
-	tries   map[string]*backoff.ExponentialBackOff
-	later   map[string]later // keys waiting for their next try
-	said    map[string]bool  // keys whose standing entry was said
-	retired map[string]bool  // keys retired on a warrant
+	mu    sync.Mutex
+	provs map[string]mesh.Provision // every decodable provision
+	ours  map[string][]string       // our keys and their depends-on
+	// dependents indexes ours the other way: a key -> our keys that depend
+	// on it, so that a change finds its dependents without a scan.
+	dependents map[string]map[string]bool
+	done       map[string]string // key -> inputs last provided (final result)
+	tries      map[string]*backoff.ExponentialBackOff
+	later      map[string]later // keys waiting for their next try
+	said       map[string]bool  // keys whose standing entry was said
+	retired    map[string]bool  // keys retired on a warrant
 }
 
 // Start checks cfg, starts following the provisions and the provider's
@@ -92,18 +94,19 @@ func Start(ctx context.Context, cfg Config) (*Kit, error) {
 		cfg.RetryMax = time.Minute
 	}
 	k := &Kit{
-		cfg:     cfg,
-		log:     cfg.Log,
-		self:    mesh.Ref{Module: cfg.Module, Node: cfg.Node},
-		q:       newQueue(),
-		ready:   make(chan struct{}),
-		provs:   map[string]mesh.Provision{},
-		ours:    map[string][]string{},
-		done:    map[string]string{},
-		tries:   map[string]*backoff.ExponentialBackOff{},
-		later:   map[string]later{},
-		said:    map[string]bool{},
-		retired: map[string]bool{},
+		cfg:        cfg,
+		log:        cfg.Log,
+		self:       mesh.Ref{Module: cfg.Module, Node: cfg.Node},
+		q:          newQueue(),
+		ready:      make(chan struct{}),
+		provs:      map[string]mesh.Provision{},
+		ours:       map[string][]string{},
+		dependents: map[string]map[string]bool{},
+		done:       map[string]string{},
+		tries:      map[string]*backoff.ExponentialBackOff{},
+		later:      map[string]later{},
+		said:       map[string]bool{},
+		retired:    map[string]bool{},
 	}
 	if k.log == nil {
 		k.log = slog.Default()
@@ -183,22 +186,38 @@ func (k *Kit) took(ch bus.Change) {
 	} else {
 		delete(k.provs, ch.Key)
 	}
-	var dependents []string
-	for key, deps := range k.ours {
-		if slices.Contains(deps, ch.Key) {
-			dependents = append(dependents, key)
-		}
+	dependents := make([]string, 0, len(k.dependents[ch.Key]))
+	for key := range k.dependents[ch.Key] {
+		dependents = append(dependents, key)
 	}
+	k.unindex(ch.Key)
 	if decoded && p.Provider == k.self {
 		k.ours[ch.Key] = p.DependsOn
-	} else {
-		delete(k.ours, ch.Key)
+		for _, d := range p.DependsOn {
+			if k.dependents[d] == nil {
+				k.dependents[d] = map[string]bool{}
+			}
+			k.dependents[d][ch.Key] = true
+		}
 	}
 	k.mu.Unlock()
 	k.q.add(ch.Key)
 	for _, key := range dependents {
 		k.q.add(key)
 	}
+}
+
+// unindex drops key from ours and from the dependents index. k.mu is held.
+func (k *Kit) unindex(key string) {
+	for _, d := range k.ours[key] {
+		if set := k.dependents[d]; set != nil {
+			delete(set, key)
+			if len(set) == 0 {
+				delete(k.dependents, d)
+			}
+		}
+	}
+	delete(k.ours, key)
 }
 
 func (k *Kit) run(ctx context.Context) {
