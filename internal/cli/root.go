@@ -121,6 +121,7 @@ func Root() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	addProfileFlags(root)
 	for _, add := range commands {
 		root.AddCommand(add())
 	}
