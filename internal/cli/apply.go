@@ -1,11 +1,15 @@
 package cli
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/meshfile"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
@@ -18,6 +22,7 @@ func init() { commands = append(commands, newApplyCmd) }
 func newApplyCmd() *cobra.Command {
 	var bf busFlags
 	var file string
+	var yes bool
 	cmd := &cobra.Command{
 		Use:   "apply -f MESHFILE",
 		Short: "Write a mesh file's placement, wants, modules, manifests, builds and haves to the bus",
@@ -25,7 +30,11 @@ func newApplyCmd() *cobra.Command {
 error printed with its line, and nothing is written. A valid file writes placement, wants,
 modules, manifests, builds and haves, only where a key's bytes differ, and removes the
 placement, wants and haves of nodes and modules the file no longer has (manifests, builds
-and modules stay). Applying the same file again writes nothing.`,
+and modules stay). Applying the same file again writes nothing.
+
+A file that would no longer place most of the mesh (more than half of the modules placed now)
+asks first, saying how many keys it removes and which modules it unplaces: type "yes" to go on.
+--yes skips the question; with no terminal on stdin such a file is refused unless --yes.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if file == "" {
@@ -47,6 +56,18 @@ and modules stay). Applying the same file again writes nothing.`,
 				return fmt.Errorf("apply: %w", err)
 			}
 			defer nc.Close()
+			if !yes {
+				current, err := meshfile.Current(cmd.Context(), js)
+				if err != nil {
+					return fmt.Errorf("apply: %w", err)
+				}
+				loss := f.Loss(current, f.Diff(current, time.Now()))
+				if loss.Most() {
+					if err := confirm(cmd, fmt.Sprintf("apply %s %s", file, loss)); err != nil {
+						return fmt.Errorf("apply: %s %s: %w", file, loss, err)
+					}
+				}
+			}
 			st, err := meshfile.Apply(cmd.Context(), js, f, time.Now())
 			for _, o := range st.Odd {
 				fmt.Fprintf(cmd.ErrOrStderr(), "odd key %s in %s left alone: %s\n", o.Key, o.Bucket, o.Why)
@@ -69,6 +90,30 @@ and modules stay). Applying the same file again writes nothing.`,
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "the mesh file (YAML) to apply")
+	cmd.Flags().BoolVar(&yes, "yes", false, "apply a file that no longer places most of the mesh without asking")
 	bf.add(cmd)
 	return cmd
 }
+
+// errNotConfirmed is returned by confirm when the operator did not type
+// yes, or could not be asked.
+var errNotConfirmed = errors.New("not confirmed; nothing written")
+
+// confirm asks the operator on the command's stdin whether to go on with
+// what: only "yes" goes on. With no terminal on stdin nobody can answer:
+// it refuses, saying to give --yes.
+func confirm(cmd *cobra.Command, what string) error {
+	in := cmd.InOrStdin()
+	if f, ok := in.(*os.File); !ok || !isTerminal(f) {
+		return fmt.Errorf("%w (stdin is not a terminal: give --yes to apply it)", errNotConfirmed)
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "%s.\nType yes to apply it: ", what)
+	line, _ := bufio.NewReader(in).ReadString('\n')
+	if strings.TrimSpace(line) != "yes" {
+		return errNotConfirmed
+	}
+	return nil
+}
+
+// isTerminal reports whether f is a terminal.
+func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }

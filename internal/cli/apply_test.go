@@ -127,3 +127,55 @@ func TestGenCommand(t *testing.T) {
 		t.Errorf("gen --nodes 0 succeeded; want a usage error")
 	}
 }
+
+// smallMesh places only the vault on control: applied over the homelab,
+// it no longer places most of the mesh.
+const smallMesh = `nodes: [control]
+modules:
+  mesh-vault:
+    builds:
+      - fp: 9c0d51
+        manifest: {module: mesh-vault, provides: [{name: credential, answered-by: helper}], state: [bound, store],
+                   reads: [mesh-provisioner.plans, mesh-provisioner.provisions], dirs: [{name: state, unknown: program}]}
+placement:
+  control: [mesh-vault]
+`
+
+// TestApplyAsksBeforeRemovingMost checks that a file that unplaces most of
+// the mesh is refused with no terminal to ask on, saying how many keys it
+// removes, writes nothing, and is applied with --yes.
+func TestApplyAsksBeforeRemovingMost(t *testing.T) {
+	s := bustest.Server(t)
+	if _, _, err := run(t, "apply", "-f", homelabFile, "--nats", s.URL()); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "small.yaml")
+	if err := os.WriteFile(path, []byte(smallMesh), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := run(t, "apply", "-f", path, "--nats", s.URL())
+	want := "apply: " + path + " removes 27 keys of placement, wants and haves; 17 of 18 placed modules are no longer placed " +
+		"(ace.gitea, ace.node-tools, ace.vaultwarden, control.keycloak, control.node-tools, control.postgres, control.redis, control.route-proxy and 9 more): " +
+		"not confirmed; nothing written (stdin is not a terminal: give --yes to apply it)"
+	if err == nil || err.Error() != want || isUsage(err) {
+		t.Fatalf("apply of a file unplacing most = %v; want %q", err, want)
+	}
+	if out != "" {
+		t.Errorf("a refused apply printed %q", out)
+	}
+	_, js := bustest.Connect(t, s, "test")
+	kv, err := js.KeyValue(bustest.Context(t), "mesh-controller_placement")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Get(bustest.Context(t), "ace"); err != nil {
+		t.Errorf("ace's placement after a refused apply: %v; want it kept", err)
+	}
+	out, _, err = run(t, "apply", "-f", path, "--yes", "--nats", s.URL())
+	if err != nil || !strings.Contains(out, "27 removed") {
+		t.Fatalf("apply --yes = %q, %v; want 27 removed", out, err)
+	}
+	if _, err := kv.Get(bustest.Context(t), "ace"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Errorf("ace's placement after apply --yes: %v; want it removed", err)
+	}
+}
