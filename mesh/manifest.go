@@ -119,15 +119,21 @@ func (m *Manifest) Offer(name string) (Offer, bool) {
 }
 
 // ByEntries reports whether the offer is answered by the provider's entries
-// (rather than by its have): when any offer says answered-by helper, only
-// those offers are; otherwise every offer of a module that keeps entries is.
+// (rather than by its have), as spec section 5 ("Which outcome") says: a
+// module whose state does not name "bound" keeps no entries, so none of its
+// offers is, whatever they say; of a module that keeps entries, when any
+// offer says answered-by helper only those offers are, otherwise every
+// offer is.
 func (m *Manifest) ByEntries(o Offer) bool {
+	if !m.KeepsEntries() {
+		return false
+	}
 	for _, x := range m.Provides {
 		if x.AnsweredBy == "helper" {
 			return o.AnsweredBy == "helper"
 		}
 	}
-	return m.KeepsEntries()
+	return true
 }
 
 // ParseManifest decodes and validates a manifest JSON text. Unknown fields

@@ -28,6 +28,13 @@ func load(t *testing.T, path string) *state.Mesh {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return loadFile(t, f)
+}
+
+// loadFile takes every key of a parsed mesh file into a fresh in-memory
+// mesh.
+func loadFile(t *testing.T, f *meshfile.File) *state.Mesh {
+	t.Helper()
 	m := state.New()
 	keys := f.Keys()
 	// Builds get increasing times in the order listed, as apply gives them.

@@ -256,6 +256,13 @@ func (j *judge) outcome(n *Need) (mesh.State, string, *mesh.Reference) {
 	if !ok {
 		return mesh.Asked, whyOfferGone(n.Provider, n.Provision), nil
 	}
+	// Whatever answers it, a key is no more than the keys it depends on: one
+	// of them not provided, it waits for it, saying why that one is not.
+	for _, dep := range n.DependsOn {
+		if s, why := j.stateOf(dep); s != mesh.Provided {
+			return mesh.Waits, whyDependsOn(dep, s, why), nil
+		}
+	}
 	if pman.ByEntries(offer) {
 		return j.byEntry(n, pman)
 	}
@@ -288,11 +295,6 @@ func (j *judge) byEntry(n *Need, pman *mesh.Manifest) (mesh.State, string, *mesh
 }
 
 func (j *judge) byHave(n *Need) (mesh.State, string, *mesh.Reference) {
-	for _, dep := range n.DependsOn {
-		if s := j.stateOf(dep); s != mesh.Provided {
-			return mesh.Asked, whyDependsOn(dep, s), nil
-		}
-	}
 	h, ok, err := j.st.Have(n.Provider.Node, n.Provider.Module)
 	if err != nil {
 		return mesh.Asked, whyHaveUndecodable(n.Provider, err), nil
@@ -310,13 +312,14 @@ func (j *judge) byHave(n *Need) (mesh.State, string, *mesh.Reference) {
 	return mesh.Asked, whyHaveNotReady(n.Provider, h, want), nil
 }
 
-// stateOf is the state of key as judged in this pass, or as stored.
-func (j *judge) stateOf(key string) mesh.State {
+// stateOf is the state and why of key as judged in this pass, or as
+// stored; a key not stored has no state.
+func (j *judge) stateOf(key string) (mesh.State, string) {
 	if p, ok := j.out[key]; ok {
-		return p.State
+		return p.State, p.Why
 	}
 	p, _ := j.st.Provision(key)
-	return p.State
+	return p.State, p.Why
 }
 
 // same reports whether two provisions say the same, their times aside.

@@ -129,11 +129,16 @@ func whyEntryOutcome(provider mesh.Ref, state mesh.State, why string) string {
 	return fmt.Sprintf("%s on %s says %s: %s", provider.Module, provider.Node, state, why)
 }
 
-func whyDependsOn(key string, state mesh.State) string {
+// whyDependsOn is the why of a key that waits for key, a key it depends on
+// whose state is not provided; it quotes that key's own why.
+func whyDependsOn(key string, state mesh.State, why string) string {
 	if state == "" {
 		return fmt.Sprintf("waits for %s, which is not asked yet", key)
 	}
-	return fmt.Sprintf("waits for %s, which is %s", key, state)
+	if why == "" {
+		why = "it gives no why"
+	}
+	return fmt.Sprintf("waits for %s, which is %s: %s", key, state, why)
 }
 
 func whyNoProvider(key, problem string) string {

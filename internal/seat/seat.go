@@ -553,8 +553,9 @@ func (s *Seat) report(res *compose.Result, changed int, write time.Duration) {
 
 // write applies writes: puts are published together and their acks
 // awaited as one batch, deletes follow. Each write is taken into the seat's
-// copy and mesh once acknowledged. Keys whose state changed have their
-// dependents marked for re-judging. It returns how many keys it wrote or
+// copy and mesh once acknowledged. Keys whose state or why changed have
+// their dependents marked for re-judging (a dependent quotes the why of a
+// key it waits for). It returns how many keys it wrote or
 // deleted; a failed write is logged and left for the next change.
 func (s *Seat) write(ctx context.Context, plans map[string][]byte, plansGone []string,
 	refusals map[string]mesh.Refusal, refusalsGone []string, provs map[string]mesh.Provision, d *dirty) int {
@@ -578,7 +579,7 @@ func (s *Seat) write(ctx context.Context, plans map[string][]byte, plansGone []s
 	for _, k := range sortedKeys(provs) {
 		p := provs[k]
 		old, had := s.mesh.Provision(k)
-		if !had || old.State != p.State {
+		if !had || old.State != p.State || old.Why != p.Why {
 			for _, dep := range s.mesh.DependentsOf(k) {
 				d.keys[dep] = true
 			}
