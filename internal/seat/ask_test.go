@@ -113,6 +113,7 @@ func TestRetiringKeysAskTheOperator(t *testing.T) {
 func TestAnswerYesRetiresOnceTheEntryIsGone(t *testing.T) {
 	h := startWith(t, homelab(t), options{router: true})
 	pg := mesh.BoundBucket("postgres")
+	h.credentialsProvided("ace.vaultwarden.credential.postgres_database")
 	h.put(pg, "ace.vaultwarden.database", mesh.Entry{State: mesh.Provided, VaultName: "v/vw", Generation: 1})
 	h.waitState("ace.vaultwarden.database", mesh.Provided, "")
 	got := h.retired()
@@ -224,8 +225,13 @@ func TestNeededAgainBeforeAnAnswer(t *testing.T) {
 	h := startWith(t, homelab(t), options{router: true})
 	got := h.retired()
 	h.apply(homelab(t))
+	states := map[string]mesh.State{
+		"ace.vaultwarden.credential.postgres_database": mesh.Asked,
+		"ace.vaultwarden.database":                     mesh.Waits, // for its credential
+		"ace.vaultwarden.route":                        mesh.Asked,
+	}
 	for _, key := range vaultwardenKeys {
-		p := h.waitState(key, mesh.Asked, "")
+		p := h.waitState(key, states[key], "")
 		if p.Ask != "" || p.Warrant != nil {
 			t.Errorf("%s needed again = %+v; want its ask and warrant cleared", key, p)
 		}

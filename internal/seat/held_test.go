@@ -95,7 +95,7 @@ func TestHeldModulesKeepTheirNodeComposed(t *testing.T) {
 	if !h.get(mesh.PlansBucket, "lab.web", &p) || p.Fingerprint != "w1" {
 		t.Errorf("plan lab.web = %+v; want composed at w1 beside the held modules", p)
 	}
-	h.waitState("lab.web.database", mesh.Asked, noEntry+"db_bound")
+	h.waitState("lab.web.database", mesh.Waits, "waits for lab.web.credential.db_database, which is asked: ")
 
 	// A refusal is written only when its why changes.
 	refused := h.lastSeq(mesh.RefusedBucket)
@@ -121,7 +121,7 @@ func TestHeldModulesKeepTheirNodeComposed(t *testing.T) {
 // were.
 func TestHeldModuleKeepsPlanAndKeys(t *testing.T) {
 	h := start(t, []byte(labMesh))
-	h.waitState("lab.web.database", mesh.Asked, noEntry)
+	h.waitState("lab.web.database", mesh.Waits, "waits for lab.web.credential.db_database, which is asked: ")
 	h.put(mesh.WantsBucket, "want.lab.web", mesh.Want{Fingerprint: "w9"})
 	h.settle()
 	var r mesh.Refusal
@@ -132,8 +132,8 @@ func TestHeldModuleKeepsPlanAndKeys(t *testing.T) {
 	if !h.get(mesh.PlansBucket, "lab.web", &p) || p.Fingerprint != "w1" {
 		t.Errorf("held web lost its plan: %+v", p)
 	}
-	if pr, _ := h.provision("lab.web.database"); pr.State != mesh.Asked {
-		t.Errorf("held web's key = %s; want left asked", pr.State)
+	if pr, _ := h.provision("lab.web.database"); pr.State != mesh.Waits {
+		t.Errorf("held web's key = %s; want left waiting for its credential", pr.State)
 	}
 }
 

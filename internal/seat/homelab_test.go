@@ -27,36 +27,43 @@ var (
 
 const (
 	noEntry   = "waits for its entry in "
+	waitsFor  = "waits for "
 	redisCred = "control.redis.credential.redis_cache"
 )
+
+// onAskedCred is the why of a key that waits for its credential cred, which
+// mesh-vault has not answered yet.
+func onAskedCred(cred string) string {
+	return waitsFor + cred + ", which is asked: asked of mesh-vault on control; " + noEntry + "mesh-vault_bound"
+}
 
 // The homelab mesh with no provider running: every key of ace and shanks,
 // with its provider, state and the gist of its why.
 var homelabKeys = map[string]want{
-	"ace.gitea.database.main":                               {pgControl, mesh.Asked, "asked of postgres on control; " + noEntry + "postgres_bound"},
+	"ace.gitea.database.main":                               {pgControl, mesh.Waits, onAskedCred("ace.gitea.credential.postgres_database_main")},
 	"ace.gitea.credential.postgres_database_main":           {vaultControl, mesh.Asked, noEntry + "mesh-vault_bound"},
-	"ace.gitea.oidc-client":                                 {kcControl, mesh.Asked, noEntry + "keycloak_bound"},
+	"ace.gitea.oidc-client":                                 {kcControl, mesh.Waits, onAskedCred("ace.gitea.credential.keycloak_oidc-client")},
 	"ace.gitea.credential.keycloak_oidc-client":             {vaultControl, mesh.Asked, noEntry + "mesh-vault_bound"},
 	"ace.gitea.route":                                       {rpControl, mesh.Asked, noEntry + "route-proxy_bound"},
-	"ace.gitea.cache":                                       {redisControl, mesh.Asked, "waits for " + redisCred + ", which is asked"},
-	"ace.vaultwarden.database":                              {pgControl, mesh.Asked, noEntry + "postgres_bound"},
+	"ace.gitea.cache":                                       {redisControl, mesh.Waits, onAskedCred(redisCred)},
+	"ace.vaultwarden.database":                              {pgControl, mesh.Waits, onAskedCred("ace.vaultwarden.credential.postgres_database")},
 	"ace.vaultwarden.credential.postgres_database":          {vaultControl, mesh.Asked, noEntry + "mesh-vault_bound"},
 	"ace.vaultwarden.route":                                 {rpControl, mesh.Asked, noEntry + "route-proxy_bound"},
 	"ace.gitea.credential.gitea_gitea-read":                 {vaultControl, mesh.Asked, noEntry + "mesh-vault_bound"},
-	"shanks.matrix-synapse.database":                        {pgControl, mesh.Asked, noEntry + "postgres_bound"},
+	"shanks.matrix-synapse.database":                        {pgControl, mesh.Waits, onAskedCred("shanks.matrix-synapse.credential.postgres_database")},
 	"shanks.matrix-synapse.credential.postgres_database":    {vaultControl, mesh.Asked, noEntry},
-	"shanks.matrix-synapse.oidc-client":                     {kcControl, mesh.Asked, noEntry + "keycloak_bound"},
+	"shanks.matrix-synapse.oidc-client":                     {kcControl, mesh.Waits, onAskedCred("shanks.matrix-synapse.credential.keycloak_oidc-client")},
 	"shanks.matrix-synapse.credential.keycloak_oidc-client": {vaultControl, mesh.Asked, noEntry},
 	"shanks.matrix-synapse.route":                           {rpControl, mesh.Asked, noEntry},
-	"shanks.woodpecker.forge-account":                       {giteaAce, mesh.Asked, "asked of gitea on ace; " + noEntry + "gitea_bound"},
+	"shanks.woodpecker.forge-account":                       {giteaAce, mesh.Waits, onAskedCred("shanks.woodpecker.credential.gitea_forge-account")},
 	"shanks.woodpecker.credential.gitea_forge-account":      {vaultControl, mesh.Asked, noEntry},
-	"shanks.woodpecker.gitea-read":                          {giteaAce, mesh.Asked, "waits for ace.gitea.credential.gitea_gitea-read, which is asked"},
-	"shanks.woodpecker.database":                            {pgControl, mesh.Asked, noEntry},
+	"shanks.woodpecker.gitea-read":                          {giteaAce, mesh.Waits, onAskedCred("ace.gitea.credential.gitea_gitea-read")},
+	"shanks.woodpecker.database":                            {pgControl, mesh.Waits, onAskedCred("shanks.woodpecker.credential.postgres_database")},
 	"shanks.woodpecker.credential.postgres_database":        {vaultControl, mesh.Asked, noEntry},
 	"shanks.woodpecker.route":                               {rpControl, mesh.Asked, noEntry},
-	"shanks.immich.database":                                {pgControl, mesh.Asked, noEntry},
+	"shanks.immich.database":                                {pgControl, mesh.Waits, onAskedCred("shanks.immich.credential.postgres_database")},
 	"shanks.immich.credential.postgres_database":            {vaultControl, mesh.Asked, noEntry},
-	"shanks.immich.cache":                                   {redisControl, mesh.Asked, "waits for " + redisCred + ", which is asked"},
+	"shanks.immich.cache":                                   {redisControl, mesh.Waits, onAskedCred(redisCred)},
 	"shanks.immich.route":                                   {rpControl, mesh.Asked, noEntry},
 	"shanks.home-assistant.route":                           {rpControl, mesh.Asked, noEntry},
 }

@@ -11,6 +11,10 @@ import (
 // consumer's node.
 func TestEntriesRejudgeWithoutComposing(t *testing.T) {
 	h := start(t, homelab(t))
+	h.credentialsProvided("ace.gitea.credential.postgres_database_main", "ace.vaultwarden.credential.postgres_database",
+		"g14.grafana.credential.postgres_database", "shanks.matrix-synapse.credential.postgres_database",
+		"shanks.immich.credential.postgres_database", "shanks.woodpecker.credential.postgres_database",
+		"g14.nextcloud.credential.postgres_database_main", "control.keycloak.credential.postgres_database")
 	counts := map[string]int{}
 	for _, n := range []string{"control", "ace", "g14", "shanks"} {
 		counts[n] = h.seat.Compositions(n)
@@ -65,7 +69,7 @@ func TestEntryOfProviderThatReadsNoPlans(t *testing.T) {
 // provider's have.
 func TestHaveOutcomes(t *testing.T) {
 	h := start(t, homelab(t))
-	h.waitState("ace.gitea.cache", mesh.Asked, "waits for "+redisCred+", which is asked")
+	h.waitState("ace.gitea.cache", mesh.Waits, waitsFor+redisCred+", which is asked: asked of mesh-vault on control; "+noEntry+"mesh-vault_bound")
 	counts := h.seat.Compositions("ace")
 
 	h.put(mesh.BoundBucket("mesh-vault"), redisCred, mesh.Entry{State: mesh.Provided, VaultName: "v/redis", Generation: 1})
@@ -89,9 +93,13 @@ func TestHaveOutcomes(t *testing.T) {
 	h.put(mesh.HaveBucket, "control.redis", mesh.Have{Phase: mesh.PhaseRunning, Health: mesh.HealthOK, Fingerprint: "71be02"})
 	h.waitState("ace.gitea.cache", mesh.Provided, "")
 
-	// The credential going back to asked takes its dependents with it.
+	// The credential going back to waits, then failed, takes its
+	// dependents with it, each quoting its why.
 	h.put(mesh.BoundBucket("mesh-vault"), redisCred, mesh.Entry{State: mesh.Waits, Why: "sealed"})
-	h.waitState("ace.gitea.cache", mesh.Asked, "waits for "+redisCred+", which is waits")
+	h.waitState("ace.gitea.cache", mesh.Waits, waitsFor+redisCred+", which is waits: mesh-vault on control says waits: sealed")
+	h.put(mesh.BoundBucket("mesh-vault"), redisCred, mesh.Entry{State: mesh.Failed, Why: "the key file is gone"})
+	h.waitState("ace.gitea.cache", mesh.Waits, waitsFor+redisCred+", which is failed: mesh-vault on control says failed: the key file is gone")
+	h.waitState("shanks.immich.cache", mesh.Waits, waitsFor+redisCred+", which is failed: mesh-vault on control says failed: the key file is gone")
 	h.settle()
 	if got := h.seat.Compositions("ace"); got != counts {
 		t.Errorf("ace composed %d times; want %d (haves and entries re-judge keys only)", got, counts)
@@ -104,12 +112,12 @@ func TestForeignProvisionWriteIsUndone(t *testing.T) {
 	h := start(t, homelab(t))
 	key := "control.keycloak.database"
 	h.put(mesh.ProvisionsBucket, key, `{"state":"provided"}`)
-	p := h.waitState(key, mesh.Asked, noEntry+"postgres_bound")
+	p := h.waitState(key, mesh.Waits, waitsFor+"control.keycloak.credential.postgres_database, which is asked")
 	if p.Provider != pgControl || p.Consumer != (mesh.Ref{Module: "keycloak", Node: "control"}) {
 		t.Errorf("%s rewritten as %+v; want keycloak's key of postgres", key, p)
 	}
 	h.put(mesh.ProvisionsBucket, key, `not json`)
-	h.waitState(key, mesh.Asked, noEntry+"postgres_bound")
+	h.waitState(key, mesh.Waits, waitsFor+"control.keycloak.credential.postgres_database, which is asked")
 	h.del(mesh.ProvisionsBucket, key)
-	h.waitState(key, mesh.Asked, noEntry+"postgres_bound")
+	h.waitState(key, mesh.Waits, waitsFor+"control.keycloak.credential.postgres_database, which is asked")
 }

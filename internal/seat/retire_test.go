@@ -17,6 +17,7 @@ func withoutVaultwarden(t *testing.T) []byte {
 func TestRemovedModuleRetiresAndComesBack(t *testing.T) {
 	h := start(t, homelab(t))
 	pg := mesh.BoundBucket("postgres")
+	h.credentialsProvided("ace.vaultwarden.credential.postgres_database")
 	h.put(pg, "ace.vaultwarden.database", mesh.Entry{State: mesh.Provided, VaultName: "v/vw", Generation: 1})
 	h.waitState("ace.vaultwarden.database", mesh.Provided, "")
 

@@ -215,6 +215,18 @@ func (h *harness) keys(bucket, prefix string) []string {
 }
 
 // waitState waits until key has state and a why containing gist.
+// credentialsProvided writes mesh-vault's provided entry for each
+// credential key and waits until the seat says each provided.
+func (h *harness) credentialsProvided(keys ...string) {
+	h.t.Helper()
+	for i, k := range keys {
+		h.put(mesh.BoundBucket(mesh.VaultModule), k, mesh.Entry{State: mesh.Provided, VaultName: k, Generation: int64(i + 1)})
+	}
+	for _, k := range keys {
+		h.waitState(k, mesh.Provided, "")
+	}
+}
+
 func (h *harness) waitState(key string, state mesh.State, gist string) mesh.Provision {
 	h.t.Helper()
 	var p mesh.Provision
