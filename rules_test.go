@@ -80,6 +80,7 @@ func TestImports(t *testing.T) {
 		{"mesh/token", notStd, "token is public: standard library only"},
 		{"internal/compose", busOrNATS, "composition is pure: state in, result out"},
 		{"internal/retire", busOrNATS, "asks and decisions are pure"},
+		{"internal/access", busOrNATS, "who may do what is data: pure"},
 	}
 	pkgs := packages(t)
 	for _, r := range rules {

@@ -3,8 +3,10 @@ package bus
 import (
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
+	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -19,7 +21,10 @@ type Dial struct {
 	// Name is the component's name, shown by the server (for example
 	// "seat", "client-ace").
 	Name string
-	// Creds is an optional NATS credentials file.
+	// Creds is an optional NATS credentials file (a user JWT and its
+	// nkey seed, as "mesh-provisioner auth gen" writes them). Without User,
+	// the inbox prefix is "_INBOX_<name>" of the JWT's name claim: the user
+	// the generated permissions let subscribe to that prefix only.
 	Creds string
 	// User and Password are optional plain credentials (the embedded
 	// default's generated users).
@@ -38,6 +43,9 @@ func Connect(d Dial) (*nats.Conn, jetstream.JetStream, error) {
 		log = slog.Default()
 	}
 	who := d.User
+	if who == "" && d.Creds != "" {
+		who = credsUser(d.Creds)
+	}
 	if who == "" {
 		who = d.Name
 	}
@@ -70,6 +78,9 @@ func Connect(d Dial) (*nats.Conn, jetstream.JetStream, error) {
 	}
 	nc, err := nats.Connect(d.URL, opts...)
 	if err != nil {
+		if d.Creds != "" {
+			return nil, nil, fmt.Errorf("bus: connect %s as %s with %s: %w", d.URL, d.Name, d.Creds, err)
+		}
 		return nil, nil, fmt.Errorf("bus: connect %s as %s: %w", d.URL, d.Name, err)
 	}
 	js, err := jetstream.New(nc)
@@ -78,6 +89,25 @@ func Connect(d Dial) (*nats.Conn, jetstream.JetStream, error) {
 		return nil, nil, fmt.Errorf("bus: jetstream for %s: %w", d.Name, err)
 	}
 	return nc, js, nil
+}
+
+// credsUser returns the name claim of the user JWT in the credentials
+// file at path, or "" when the file cannot be read or holds no user JWT
+// (nats.Connect then says why).
+func credsUser(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	token, err := jwt.ParseDecoratedJWT(b)
+	if err != nil {
+		return ""
+	}
+	uc, err := jwt.DecodeUserClaims(token)
+	if err != nil {
+		return ""
+	}
+	return uc.Name
 }
 
 // inboxToken keeps a user name usable as one subject token.

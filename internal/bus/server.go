@@ -24,6 +24,11 @@ type ServerConfig struct {
 	// permissions, max_payload), applied before the fields above. The max
 	// payload is 1 MiB unless it sets another.
 	Config string
+	// ConfigFile is an optional nats-server configuration file, such as
+	// the one "auth gen" writes (operator, accounts, users' permissions);
+	// it is read before the fields above, which override its listen address
+	// and store directory. It and Config are exclusive.
+	ConfigFile string
 	// SyncAlways makes the store fsync every write: slower, but nothing is
 	// lost when the machine stops.
 	SyncAlways bool
@@ -75,6 +80,16 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 		return nil, err
 	}
 	opts := &server.Options{}
+	if cfg.ConfigFile != "" {
+		if cfg.Config != "" {
+			return nil, fmt.Errorf("bus: both a configuration file and configuration text are given")
+		}
+		fo, err := server.ProcessConfigFile(cfg.ConfigFile)
+		if err != nil {
+			return nil, fmt.Errorf("bus: server configuration: %w", err)
+		}
+		opts = fo
+	}
 	if cfg.Config != "" {
 		if err := opts.ProcessConfigString(cfg.Config); err != nil {
 			return nil, fmt.Errorf("bus: server configuration: %w", err)

@@ -1,0 +1,414 @@
+// Package auth makes the NATS users of a mesh from the parties of package
+// access, with NATS's own decentralized authentication: an operator, one
+// account for the mesh (JetStream enabled) and a system account, each an
+// nkey signing a JWT; one user per party whose JWT carries the party's
+// permissions, written as a standard credentials file (".creds", read by
+// nats.go's UserCredentials and the nats CLI's --creds). The server's
+// configuration trusts the operator and preloads the accounts (resolver
+// MEMORY), so it holds no secret.
+//
+// [Gen] writes it all into a directory and keeps the keys it finds there:
+// running it again re-signs every user's JWT with the permissions of the
+// current mesh and makes keys only for new parties; a party that is gone
+// is revoked in the account.
+package auth
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nkeys"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/access"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/meshfile"
+)
+
+// Files of a directory written by [Gen].
+const (
+	// ConfigFile is the nats-server configuration.
+	ConfigFile = "nats-server.conf"
+	// KeysDir holds the seeds of the operator and the accounts (mode 0600).
+	KeysDir = "keys"
+	// RevokedDir holds the credentials of parties no longer in the mesh,
+	// revoked in the account.
+	RevokedDir = "revoked"
+	// CredsExt ends every credentials file: "<user>.creds".
+	CredsExt = ".creds"
+)
+
+// MaxControlLine is the server's limit on a protocol line, in bytes,
+// written into the configuration: a user's JWT (with its permissions) is
+// sent in the CONNECT line.
+const MaxControlLine = 64 * 1024
+
+// AccountName is the name of the mesh's account.
+const AccountName = "mesh"
+
+// Options configures [Gen].
+type Options struct {
+	// StoreDir is the JetStream store directory written into the
+	// configuration. Empty means "<dir>/jetstream".
+	StoreDir string
+	// Source names what the parties come from (the mesh file), for the
+	// configuration's header.
+	Source string
+	// Now is the time of the revocations; zero means time.Now().
+	Now time.Time
+}
+
+// Result says what [Gen] wrote.
+type Result struct {
+	// Config is the path of the nats-server configuration.
+	Config string
+	// Creds holds the path of each party's credentials file, by user.
+	Creds map[string]string
+	// Made lists the users whose keys are new, and "operator key",
+	// "account key" or "system key" when those are; Kept those whose keys
+	// were found and kept.
+	Made, Kept []string
+	// Revoked lists the users whose credentials were found in the
+	// directory but who are no longer parties: moved to RevokedDir and
+	// revoked in the account.
+	Revoked []string
+}
+
+// MeshOf returns the [access.Mesh] of a mesh file, with operators as its
+// operators' users.
+func MeshOf(f *meshfile.File, operators []string) access.Mesh {
+	m := access.Mesh{Nodes: slices.Clone(f.Nodes), Placement: map[string][]string{}, Operators: slices.Clone(operators)}
+	for i := range f.Modules {
+		mod := &f.Modules[i]
+		m.Modules = append(m.Modules, mod.Name)
+		if mod.Trunk().Manifest.KeepsEntries() {
+			m.Providers = append(m.Providers, mod.Name)
+		}
+	}
+	for n, ms := range f.Placement {
+		m.Placement[n] = slices.Clone(ms)
+	}
+	return m
+}
+
+// CredsPath returns the path of user's credentials file in dir.
+func CredsPath(dir, user string) string { return filepath.Join(dir, user+CredsExt) }
+
+// Gen writes into dir (created, mode 0700) the nats-server configuration
+// [ConfigFile] and one credentials file per party "<user>.creds" (mode
+// 0600), each user's JWT carrying [access.Party.Permissions]. Seeds of the
+// operator, the account and the system account are kept in dir/keys (mode
+// 0600); existing seeds and users' keys are kept, never rotated. A
+// credentials file of a user that is not among parties is moved to
+// dir/revoked and its key revoked in the account. It returns an error when
+// a file cannot be read or written, or a key found there is not valid
+// (nothing is overwritten then).
+func Gen(dir string, parties []access.Party, opts Options) (*Result, error) {
+	if opts.Now.IsZero() {
+		opts.Now = time.Now()
+	}
+	if opts.StoreDir == "" {
+		opts.StoreDir = filepath.Join(dir, "jetstream")
+	}
+	abs, err := filepath.Abs(opts.StoreDir)
+	if err != nil {
+		return nil, fmt.Errorf("auth: store directory: %w", err)
+	}
+	opts.StoreDir = abs
+	for _, d := range []string{dir, filepath.Join(dir, KeysDir)} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("auth: %w", err)
+		}
+	}
+	res := &Result{Config: filepath.Join(dir, ConfigFile), Creds: map[string]string{}}
+	key := func(name string, prefix nkeys.PrefixByte) (nkeys.KeyPair, error) {
+		kp, made, err := loadOrMake(filepath.Join(dir, KeysDir, name+".nk"), prefix)
+		if err == nil {
+			res.note(name+" key", made)
+		}
+		return kp, err
+	}
+	op, err := key("operator", nkeys.PrefixByteOperator)
+	if err != nil {
+		return nil, err
+	}
+	acc, err := key("account", nkeys.PrefixByteAccount)
+	if err != nil {
+		return nil, err
+	}
+	sys, err := key("system", nkeys.PrefixByteAccount)
+	if err != nil {
+		return nil, err
+	}
+	opPub, accPub, sysPub := publicKey(op), publicKey(acc), publicKey(sys)
+
+	// Users: keep each party's key, sign its permissions.
+	users := map[string]bool{}
+	type signed struct {
+		user, path string
+		creds      []byte
+	}
+	var out []signed
+	for _, p := range parties {
+		users[p.User] = true
+		path := CredsPath(dir, p.User)
+		kp, made, err := userKey(path)
+		if err != nil {
+			return nil, err
+		}
+		res.note(p.User, made)
+		creds, err := userCreds(kp, acc, p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, signed{p.User, path, creds})
+	}
+
+	// Parties that are gone: revoke, move aside.
+	revoked, err := revokeGone(dir, users, res)
+	if err != nil {
+		return nil, err
+	}
+
+	oc := jwt.NewOperatorClaims(opPub)
+	oc.Name = "mesh-provisioner"
+	oc.SystemAccount = sysPub
+	opJWT, err := oc.Encode(op)
+	if err != nil {
+		return nil, fmt.Errorf("auth: operator: %w", err)
+	}
+	ac := jwt.NewAccountClaims(accPub)
+	ac.Name = AccountName
+	ac.Limits.JetStreamLimits = jwt.JetStreamLimits{MemoryStorage: jwt.NoLimit, DiskStorage: jwt.NoLimit,
+		Streams: jwt.NoLimit, Consumer: jwt.NoLimit}
+	for _, pub := range revoked {
+		ac.RevokeAt(pub, opts.Now)
+	}
+	accJWT, err := ac.Encode(op)
+	if err != nil {
+		return nil, fmt.Errorf("auth: account: %w", err)
+	}
+	sc := jwt.NewAccountClaims(sysPub)
+	sc.Name = "SYS"
+	sysJWT, err := sc.Encode(op)
+	if err != nil {
+		return nil, fmt.Errorf("auth: system account: %w", err)
+	}
+
+	for _, s := range out {
+		if err := writeFile(s.path, s.creds, 0o600); err != nil {
+			return nil, err
+		}
+		res.Creds[s.user] = s.path
+	}
+	conf := config(opts, opJWT, accPub, accJWT, sysPub, sysJWT)
+	if err := writeFile(res.Config, conf, 0o600); err != nil {
+		return nil, err
+	}
+	sort.Strings(res.Made)
+	sort.Strings(res.Kept)
+	sort.Strings(res.Revoked)
+	return res, nil
+}
+
+func (r *Result) note(name string, made bool) {
+	if made {
+		r.Made = append(r.Made, name)
+	} else {
+		r.Kept = append(r.Kept, name)
+	}
+}
+
+// config returns the text of the nats-server configuration.
+func config(opts Options, opJWT, accPub, accJWT, sysPub, sysJWT string) []byte {
+	var b bytes.Buffer
+	src := opts.Source
+	if src == "" {
+		src = "the mesh"
+	}
+	fmt.Fprintf(&b, "# nats-server configuration of %s, written by \"mesh-provisioner auth gen\".\n", src)
+	fmt.Fprintf(&b, "# Operator mode: the account %q (%s) holds every party's user; each user's\n", AccountName, accPub)
+	b.WriteString("# permissions are in its JWT, in the credentials file \"<user>.creds\" beside this file.\n")
+	b.WriteString("# Run \"auth gen\" again after changing the mesh file; it keeps the keys.\n\n")
+	fmt.Fprintf(&b, "operator: %q\n", opJWT)
+	fmt.Fprintf(&b, "system_account: %s\n", sysPub)
+	// A user's JWT travels in its CONNECT line: a client's permissions
+	// pass the default limit of 4 KiB.
+	fmt.Fprintf(&b, "max_control_line: %d\n", MaxControlLine)
+	b.WriteString("resolver: MEMORY\n")
+	b.WriteString("resolver_preload: {\n")
+	fmt.Fprintf(&b, "  %s: %q\n", accPub, accJWT)
+	fmt.Fprintf(&b, "  %s: %q\n", sysPub, sysJWT)
+	b.WriteString("}\n\n")
+	b.WriteString("jetstream: {\n")
+	fmt.Fprintf(&b, "  store_dir: %q\n", opts.StoreDir)
+	b.WriteString("}\n")
+	return b.Bytes()
+}
+
+// userCreds signs the party's user JWT with the account key and returns
+// its credentials file.
+func userCreds(kp, acc nkeys.KeyPair, p access.Party) ([]byte, error) {
+	perm := p.Permissions()
+	uc := jwt.NewUserClaims(publicKey(kp))
+	uc.Name = p.User
+	uc.Pub.Allow = jwt.StringList(perm.Publish)
+	uc.Sub.Allow = jwt.StringList(perm.Subscribe)
+	if perm.Responses {
+		// One reply per request, within the server's default time.
+		uc.Resp = &jwt.ResponsePermission{MaxMsgs: 1, Expires: 2 * time.Minute}
+	}
+	token, err := uc.Encode(acc)
+	if err != nil {
+		return nil, fmt.Errorf("auth: user %s: %w", p.User, err)
+	}
+	seed, err := kp.Seed()
+	if err != nil {
+		return nil, fmt.Errorf("auth: user %s: %w", p.User, err)
+	}
+	creds, err := jwt.FormatUserConfig(token, seed)
+	if err != nil {
+		return nil, fmt.Errorf("auth: user %s: %w", p.User, err)
+	}
+	return creds, nil
+}
+
+// userKey returns the user key of the credentials file at path, or a new
+// one when there is none.
+func userKey(path string) (nkeys.KeyPair, bool, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		kp, err := nkeys.CreateUser()
+		if err != nil {
+			return nil, false, fmt.Errorf("auth: new user key: %w", err)
+		}
+		return kp, true, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("auth: %w", err)
+	}
+	kp, err := jwt.ParseDecoratedUserNKey(b)
+	if err != nil {
+		return nil, false, fmt.Errorf("auth: %s holds no user key (move it away to make a new one): %w", path, err)
+	}
+	return kp, false, nil
+}
+
+// loadOrMake reads the seed at path, or makes a key with prefix and writes
+// its seed there (mode 0600).
+func loadOrMake(path string, prefix nkeys.PrefixByte) (nkeys.KeyPair, bool, error) {
+	b, err := os.ReadFile(path)
+	if err == nil {
+		kp, err := nkeys.FromSeed(bytes.TrimSpace(b))
+		if err != nil {
+			return nil, false, fmt.Errorf("auth: %s is not a seed (move it away to make a new one): %w", path, err)
+		}
+		if nkeys.Prefix(publicKey(kp)) != prefix {
+			return nil, false, fmt.Errorf("auth: %s is not the seed of a %s key", path, prefix)
+		}
+		return kp, false, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return nil, false, fmt.Errorf("auth: %w", err)
+	}
+	kp, err := nkeys.CreatePair(prefix)
+	if err != nil {
+		return nil, false, fmt.Errorf("auth: new %s key: %w", prefix, err)
+	}
+	seed, err := kp.Seed()
+	if err != nil {
+		return nil, false, fmt.Errorf("auth: new %s key: %w", prefix, err)
+	}
+	if err := writeFile(path, append(seed, '\n'), 0o600); err != nil {
+		return nil, false, err
+	}
+	return kp, true, nil
+}
+
+// revokeGone moves the credentials files of users not in users to
+// dir/revoked and returns the public keys of every user there, all revoked.
+func revokeGone(dir string, users map[string]bool, res *Result) ([]string, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("auth: %w", err)
+	}
+	gone := filepath.Join(dir, RevokedDir)
+	for _, e := range ents {
+		user, ok := strings.CutSuffix(e.Name(), CredsExt)
+		if !ok || e.IsDir() || users[user] {
+			continue
+		}
+		if err := os.MkdirAll(gone, 0o700); err != nil {
+			return nil, fmt.Errorf("auth: %w", err)
+		}
+		if err := os.Rename(filepath.Join(dir, e.Name()), filepath.Join(gone, e.Name())); err != nil {
+			return nil, fmt.Errorf("auth: revoke %s: %w", user, err)
+		}
+		res.Revoked = append(res.Revoked, user)
+	}
+	ents, err = os.ReadDir(gone)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("auth: %w", err)
+	}
+	var pubs []string
+	for _, e := range ents {
+		if !strings.HasSuffix(e.Name(), CredsExt) {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(gone, e.Name()))
+		if err != nil {
+			return nil, fmt.Errorf("auth: %w", err)
+		}
+		kp, err := jwt.ParseDecoratedUserNKey(b)
+		if err != nil {
+			return nil, fmt.Errorf("auth: revoked %s holds no user key: %w", e.Name(), err)
+		}
+		pubs = append(pubs, publicKey(kp))
+	}
+	return pubs, nil
+}
+
+// publicKey returns kp's public key; a key pair made or read here always
+// has one.
+func publicKey(kp nkeys.KeyPair) string {
+	p, err := kp.PublicKey()
+	if err != nil {
+		return ""
+	}
+	return p
+}
+
+// writeFile writes b at path with mode perm, through a temporary file
+// renamed into place, so that a reader never sees half a file.
+func writeFile(path string, b []byte, perm os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("auth: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(perm); err != nil {
+		tmp.Close()
+		return fmt.Errorf("auth: %w", err)
+	}
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return fmt.Errorf("auth: write %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("auth: write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("auth: write %s: %w", path, err)
+	}
+	return nil
+}

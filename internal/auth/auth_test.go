@@ -1,0 +1,616 @@
+package auth_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/access"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/auth"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/meshfile"
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
+)
+
+// testMesh has two nodes, two providers a (on n1) and b (on n2) besides
+// the vault, and two plain modules m (on n1) and n (on n2).
+const testMesh = `
+nodes: [n1, n2]
+modules:
+  mesh-vault:
+    builds:
+      - fp: 0a0a01
+        manifest: {module: mesh-vault, provides: [{name: credential, answered-by: helper}], state: [bound], reads: [mesh-provisioner.plans]}
+  a:
+    builds:
+      - fp: 0a0a02
+        manifest: {module: a, provides: [{name: thing, credential: own, answered-by: helper}], state: [bound], reads: [mesh-provisioner.plans]}
+  b:
+    builds:
+      - fp: 0a0a03
+        manifest: {module: b, provides: [{name: thing, answered-by: helper}], state: [bound], reads: [mesh-provisioner.plans]}
+  m:
+    builds:
+      - fp: 0a0a04
+        manifest: {module: m, requires: [{provision: thing, from: a}]}
+  n:
+    builds:
+      - fp: 0a0a05
+        manifest: {module: n, requires: [{provision: thing, from: b}]}
+placement:
+  n1: [mesh-vault, a, m]
+  n2: [b, n]
+`
+
+// operators of the test mesh.
+var operators = []string{"operator", "alice"}
+
+// fixture is one server started from the generated configuration, with a
+// connection per party, shared by every row.
+type fixture struct {
+	dir     string
+	srv     *bus.Server
+	parties map[string]access.Party
+	conns   map[string]*party
+}
+
+// party is a connection of one party with the asynchronous errors the
+// server sent it.
+type party struct {
+	user    string
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	mu      sync.Mutex
+	errs    []error
+	waiters map[chan struct{}]bool // each poked on every asynchronous error
+}
+
+// watch returns a channel poked on each asynchronous error from now on,
+// and a func that stops it.
+func (p *party) watch() (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	p.mu.Lock()
+	p.waiters[ch] = true
+	p.mu.Unlock()
+	return ch, func() {
+		p.mu.Lock()
+		delete(p.waiters, ch)
+		p.mu.Unlock()
+	}
+}
+
+func (p *party) errors() []error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.errs)
+}
+
+// violation returns the first permissions violation for op ("Publish" or
+// "Subscription") on a subject that is() accepts, among errors[from:].
+func (p *party) violation(from int, op string, is func(subject string) bool) string {
+	for _, err := range p.errors()[from:] {
+		s := err.Error()
+		_, rest, ok := strings.Cut(s, "Permissions Violation for "+op+" to \"")
+		if !errors.Is(err, nats.ErrPermissionViolation) || !ok {
+			continue
+		}
+		if subject, _, _ := strings.Cut(rest, "\""); is(subject) {
+			return s
+		}
+	}
+	return ""
+}
+
+func gen(t *testing.T, dir string) (*auth.Result, []access.Party) {
+	t.Helper()
+	f, err := meshfile.Parse("test.yaml", []byte(testMesh))
+	if err != nil {
+		t.Fatal(err)
+	}
+	parties, err := access.Parties(auth.MeshOf(f, operators))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := auth.Gen(dir, parties, auth.Options{Source: "test.yaml", StoreDir: filepath.Join(dir, "js")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, parties
+}
+
+func start(t *testing.T) *fixture {
+	t.Helper()
+	dir := t.TempDir()
+	res, parties := gen(t, dir)
+	// nats-server itself accepts the file.
+	if _, err := server.ProcessConfigFile(res.Config); err != nil {
+		t.Fatalf("nats-server refuses %s: %v", res.Config, err)
+	}
+	srv, err := bus.StartServer(bus.ServerConfig{Dir: t.TempDir(), Listen: "127.0.0.1:0", ConfigFile: res.Config})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	f := &fixture{dir: dir, srv: srv, parties: map[string]access.Party{}, conns: map[string]*party{}}
+	for _, p := range parties {
+		f.parties[p.User] = p
+		f.conns[p.User] = f.connect(t, p.User, res.Creds[p.User])
+	}
+	return f
+}
+
+// connect dials the server as user with its credentials file, the way
+// every component does (package bus), recording asynchronous errors.
+func (f *fixture) connect(t *testing.T, user, creds string) *party {
+	t.Helper()
+	p := &party{user: user, waiters: map[chan struct{}]bool{}}
+	nc, err := nats.Connect(f.srv.URL(), nats.UserCredentials(creds), nats.CustomInboxPrefix(access.InboxPrefix(user)),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			p.errs = append(p.errs, err)
+			for ch := range p.waiters {
+				select {
+				case ch <- struct{}{}:
+				default:
+				}
+			}
+		}))
+	if err != nil {
+		t.Fatalf("connect as %s: %v", user, err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.nc, p.js = nc, js
+	return p
+}
+
+// act is one use of the bus by one party.
+type act struct {
+	as     string
+	do     access.Act
+	target string // bucket or subject
+	key    string // for Write and Read: a key (Write) or key pattern (Read)
+	// probe, for Answer: a party and subject whose request the new
+	// subscription must receive, to show it is allowed.
+	probe [2]string
+}
+
+func (a act) String() string {
+	s := fmt.Sprintf("%s %s %s", a.as, a.do, a.target)
+	if a.key != "" {
+		s += " " + a.key
+	}
+	return s
+}
+
+// outcome is what the server made of an act: done, or refused with the
+// permissions violation it sent.
+type outcome struct {
+	done    bool
+	refusal string
+	err     error
+}
+
+// refusedOn returns the violation's operation and which subjects the
+// server may name when it refuses a.
+func refusedOn(a act) (string, func(string) bool) {
+	stream := "KV_" + a.target
+	switch a.do {
+	case access.Write:
+		return "Publish", func(s string) bool { return s == "$KV."+a.target+"."+a.key }
+	case access.Read:
+		return "Publish", func(s string) bool {
+			return s == "$JS.API.STREAM.INFO."+stream ||
+				strings.HasPrefix(s, "$JS.API.CONSUMER.CREATE."+stream+".") && strings.HasSuffix(s, ".$KV."+a.target+"."+a.key)
+		}
+	case access.Make:
+		return "Publish", func(s string) bool {
+			return s == "$JS.API.INFO" || s == "$JS.API.STREAM.INFO."+stream || s == "$JS.API.STREAM.CREATE."+stream
+		}
+	case access.Answer:
+		return "Subscription", func(s string) bool { return s == a.target }
+	}
+	return "Publish", func(s string) bool { return s == a.target }
+}
+
+// try does a as its party and waits for the act to be done or for the
+// server's permissions violation, whichever comes first (no act waits for
+// a timeout to be refused).
+func (f *fixture) try(t *testing.T, a act) outcome {
+	t.Helper()
+	p := f.conns[a.as]
+	if p == nil {
+		t.Fatalf("no party %s", a.as)
+	}
+	if a.do == access.Answer {
+		// A connection of its own, as a second instance of a responder
+		// runs: the party's running responder answers the probe.
+		p = f.connect(t, a.as, auth.CredsPath(f.dir, a.as))
+	}
+	seen, stop := p.watch()
+	defer stop()
+	from := len(p.errors())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	result := make(chan error, 1)
+	go func() { result <- f.run(ctx, p, a) }()
+	op, is := refusedOn(a)
+	for {
+		select {
+		case err := <-result:
+			if err == nil {
+				return outcome{done: true}
+			}
+			if v := p.violation(from, op, is); v != "" {
+				return outcome{refusal: v}
+			}
+			return outcome{err: err}
+		case <-seen:
+			if v := p.violation(from, op, is); v != "" {
+				cancel()
+				<-result
+				return outcome{refusal: v}
+			}
+		case <-ctx.Done():
+			return outcome{err: fmt.Errorf("%s: neither done nor refused: %w (async errors %v)", a, ctx.Err(), p.errors()[from:])}
+		}
+	}
+}
+
+// run does a on p's connection and returns once it is done.
+func (f *fixture) run(ctx context.Context, p *party, a act) error {
+	switch a.do {
+	case access.Write:
+		_, err := p.js.Publish(ctx, "$KV."+a.target+"."+a.key, []byte(`{}`))
+		return err
+	case access.Read:
+		kv, err := p.js.KeyValue(ctx, a.target)
+		if err != nil {
+			return err
+		}
+		w, err := kv.Watch(ctx, a.key)
+		if err != nil {
+			return err
+		}
+		defer w.Stop()
+		for e := range w.Updates() {
+			if e == nil { // the initial values are done
+				return nil
+			}
+		}
+		return ctx.Err()
+	case access.Make:
+		_, err := p.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: a.target})
+		return err
+	case access.Ask:
+		_, err := p.nc.RequestWithContext(ctx, a.target, []byte(`{}`))
+		return err
+	case access.Answer:
+		got := make(chan struct{}, 1)
+		sub, err := p.nc.Subscribe(a.target, func(*nats.Msg) {
+			select {
+			case got <- struct{}{}:
+			default:
+			}
+		})
+		if err != nil {
+			return err
+		}
+		defer sub.Unsubscribe()
+		if err := p.nc.FlushWithContext(ctx); err != nil {
+			return err
+		}
+		if a.probe[0] == "" {
+			<-ctx.Done() // refused (or cancelled)
+			return ctx.Err()
+		}
+		// A request the subscription must receive; the running responder
+		// answers it.
+		if _, err := f.conns[a.probe[0]].nc.RequestWithContext(ctx, a.probe[1], []byte(`{}`)); err != nil {
+			return fmt.Errorf("probe %s: %w", a.probe[1], err)
+		}
+		select {
+		case <-got:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return fmt.Errorf("no such act %q", a.do)
+}
+
+// serve runs the responders of the verbs as their own parties, replying
+// to every request: the vault's, the ask router's and the seat's verb.
+func (f *fixture) serve(t *testing.T) {
+	t.Helper()
+	for user, subjects := range map[string][]string{
+		access.VaultUser:  {access.SecretWildcard, access.ConsumersWild, access.Rotate},
+		access.RouterUser: {access.AsksWildcard, access.AnswerWildcard, access.WithdrawWildcard, access.ListAsks},
+		access.SeatUser:   {access.Provisioning},
+	} {
+		p := f.conns[user]
+		for _, s := range subjects {
+			if _, err := p.nc.QueueSubscribe(s, "q", func(m *nats.Msg) { _ = m.Respond([]byte(`{}`)) }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := p.nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// makeBuckets makes, as the operator, every bucket the rows use.
+func (f *fixture) makeBuckets(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	op := f.conns[access.DefaultOperator]
+	for _, b := range []string{mesh.PlacementBucket, mesh.WantsBucket, mesh.ModulesBucket, mesh.ManifestsBucket,
+		mesh.BuildsBucket, mesh.HaveBucket, mesh.PlansBucket, mesh.ProvisionsBucket, mesh.RefusedBucket,
+		mesh.RegistryBucket, mesh.AppliedBucket, mesh.CollectBucket, mesh.NeedsBucket, mesh.SeatBucket,
+		mesh.RecordsBucket, "a_bound", "b_bound", "mesh-vault_bound", access.ConfigBucket} {
+		if _, err := bus.Bucket(ctx, op.js, b, 0); err != nil {
+			t.Fatalf("operator makes %s: %v (async %v)", b, err, op.errors())
+		}
+	}
+}
+
+// row is one forbidden act of section 10 and its allowed neighbour.
+type row struct {
+	name      string
+	forbidden act
+	allowed   act
+}
+
+// namedRows are the acts section 10 forbids, each with the neighbouring act
+// that the same table allows.
+var namedRows = []row{
+	{"client of n2 writes n1 applied", act{as: "client-n2", do: access.Write, target: mesh.AppliedBucket, key: "n1.x"},
+		act{as: "client-n1", do: access.Write, target: mesh.AppliedBucket, key: "n1.x"}},
+	{"client of n2 writes n1 collect", act{as: "client-n2", do: access.Write, target: mesh.CollectBucket, key: "n1.c.x"},
+		act{as: "client-n1", do: access.Write, target: mesh.CollectBucket, key: "n1.c.x"}},
+	{"provider a writes b_bound", act{as: "a", do: access.Write, target: "b_bound", key: "n2.n.thing"},
+		act{as: "a", do: access.Write, target: "a_bound", key: "n1.m.thing"}},
+	{"client of n1 writes a_bound", act{as: "client-n1", do: access.Write, target: "a_bound", key: "n1.m.thing"},
+		act{as: "a", do: access.Write, target: "a_bound", key: "n1.m.thing"}},
+	{"provider writes provisions", act{as: "a", do: access.Write, target: mesh.ProvisionsBucket, key: "n1.m.thing"},
+		act{as: access.SeatUser, do: access.Write, target: mesh.ProvisionsBucket, key: "n1.m.thing"}},
+	{"provider writes plans", act{as: "a", do: access.Write, target: mesh.PlansBucket, key: "n1.a"},
+		act{as: access.SeatUser, do: access.Write, target: mesh.PlansBucket, key: "n1.a"}},
+	{"client writes plans", act{as: "client-n1", do: access.Write, target: mesh.PlansBucket, key: "n1.m"},
+		act{as: access.SeatUser, do: access.Write, target: mesh.PlansBucket, key: "n1.m"}},
+	{"client writes provisions", act{as: "client-n1", do: access.Write, target: mesh.ProvisionsBucket, key: "n1.m.thing"},
+		act{as: access.SeatUser, do: access.Write, target: mesh.ProvisionsBucket, key: "n1.m.thing"}},
+	{"operator writes provisions", act{as: "operator", do: access.Write, target: mesh.ProvisionsBucket, key: "n1.m.thing"},
+		act{as: access.SeatUser, do: access.Write, target: mesh.ProvisionsBucket, key: "n1.m.thing"}},
+	{"operator writes refused", act{as: "operator", do: access.Write, target: mesh.RefusedBucket, key: "n1.m"},
+		act{as: access.SeatUser, do: access.Write, target: mesh.RefusedBucket, key: "n1.m"}},
+	{"vault writes registry", act{as: access.VaultUser, do: access.Write, target: mesh.RegistryBucket, key: "secret"},
+		act{as: access.SeatUser, do: access.Write, target: mesh.RegistryBucket, key: "secret"}},
+	{"operator takes the seat's lease", act{as: "operator", do: access.Write, target: mesh.SeatBucket, key: mesh.HolderKey},
+		act{as: access.SeatUser, do: access.Write, target: mesh.SeatBucket, key: mesh.HolderKey}},
+	{"operator forges an ask's record", act{as: "operator", do: access.Write, target: mesh.RecordsBucket, key: "retire-x-1"},
+		act{as: access.RouterUser, do: access.Write, target: mesh.RecordsBucket, key: "retire-x-1"}},
+	{"seat writes placement", act{as: access.SeatUser, do: access.Write, target: mesh.PlacementBucket, key: "n1"},
+		act{as: "operator", do: access.Write, target: mesh.PlacementBucket, key: "n1"}},
+	{"client writes have", act{as: "client-n1", do: access.Write, target: mesh.HaveBucket, key: "n1.m"},
+		act{as: "alice", do: access.Write, target: mesh.HaveBucket, key: "n1.m"}},
+	{"seat writes applied", act{as: access.SeatUser, do: access.Write, target: mesh.AppliedBucket, key: "n1.m"},
+		act{as: "client-n1", do: access.Write, target: mesh.AppliedBucket, key: "n1.m"}},
+
+	{"module m asks n's secrets", act{as: "m", do: access.Ask, target: "mesh-vault.secret.n"},
+		act{as: "n", do: access.Ask, target: "mesh-vault.secret.n"}},
+	{"client of n2 asks m's secrets", act{as: "client-n2", do: access.Ask, target: "mesh-vault.secret.m"},
+		act{as: "client-n1", do: access.Ask, target: "mesh-vault.secret.m"}},
+	{"operator asks m's secrets", act{as: "operator", do: access.Ask, target: "mesh-vault.secret.m"},
+		act{as: "m", do: access.Ask, target: "mesh-vault.secret.m"}},
+	{"provider b asks a's consumers", act{as: "b", do: access.Ask, target: "mesh-vault.consumers.a"},
+		act{as: "a", do: access.Ask, target: "mesh-vault.consumers.a"}},
+	{"client of n2 asks a's consumers", act{as: "client-n2", do: access.Ask, target: "mesh-vault.consumers.a"},
+		act{as: "client-n1", do: access.Ask, target: "mesh-vault.consumers.a"}},
+	{"client answers an ask", act{as: "client-n1", do: access.Ask, target: "mesh-asks.answer.client-n1"},
+		act{as: "operator", do: access.Ask, target: "mesh-asks.answer.operator"}},
+	{"provider answers an ask", act{as: "a", do: access.Ask, target: "mesh-asks.answer.a"},
+		act{as: "operator", do: access.Ask, target: "mesh-asks.answer.operator"}},
+	{"operator answers under another's name", act{as: "alice", do: access.Ask, target: "mesh-asks.answer.operator"},
+		act{as: "alice", do: access.Ask, target: "mesh-asks.answer.alice"}},
+	{"module raises an ask as the seat", act{as: "m", do: access.Ask, target: "asks.mesh-provisioner"},
+		act{as: access.SeatUser, do: access.Ask, target: "asks.mesh-provisioner"}},
+	{"provider withdraws the seat's ask", act{as: "a", do: access.Ask, target: "mesh-asks.withdraw.mesh-provisioner"},
+		act{as: access.SeatUser, do: access.Ask, target: "mesh-asks.withdraw.mesh-provisioner"}},
+	{"client rotates a credential", act{as: "client-n1", do: access.Ask, target: access.Rotate},
+		act{as: "operator", do: access.Ask, target: access.Rotate}},
+	{"client asks the provisioning verb", act{as: "client-n1", do: access.Ask, target: access.Provisioning},
+		act{as: "operator", do: access.Ask, target: access.Provisioning}},
+
+	{"client answers the vault's secret verb", act{as: "client-n1", do: access.Answer, target: access.SecretWildcard},
+		act{as: access.VaultUser, do: access.Answer, target: access.SecretWildcard, probe: [2]string{"m", "mesh-vault.secret.m"}}},
+	{"operator answers for the ask router", act{as: "operator", do: access.Answer, target: access.AnswerWildcard},
+		act{as: access.RouterUser, do: access.Answer, target: access.AnswerWildcard, probe: [2]string{"operator", "mesh-asks.answer.operator"}}},
+	{"provider answers the provisioning verb", act{as: "a", do: access.Answer, target: access.Provisioning},
+		act{as: access.SeatUser, do: access.Answer, target: access.Provisioning, probe: [2]string{"operator", access.Provisioning}}},
+	{"module reads another's replies", act{as: "m", do: access.Answer, target: "_INBOX_n.>"},
+		act{as: "n", do: access.Ask, target: "mesh-vault.secret.n"}},
+	{"client listens to writes of plans", act{as: "client-n1", do: access.Answer, target: "$KV." + mesh.PlansBucket + ".>"},
+		act{as: "client-n1", do: access.Read, target: mesh.PlansBucket, key: "n1.>"}},
+
+	{"client of n2 reads n1 plans", act{as: "client-n2", do: access.Read, target: mesh.PlansBucket, key: "n1.>"},
+		act{as: "client-n1", do: access.Read, target: mesh.PlansBucket, key: "n1.>"}},
+	{"client reads every plan", act{as: "client-n1", do: access.Read, target: mesh.PlansBucket, key: ">"},
+		act{as: "operator", do: access.Read, target: mesh.PlansBucket, key: ">"}},
+	{"client of n2 reads n1 entries of a", act{as: "client-n2", do: access.Read, target: "a_bound", key: "n1.>"},
+		act{as: "client-n1", do: access.Read, target: "a_bound", key: "n1.>"}},
+	{"module reads provisions", act{as: "m", do: access.Read, target: mesh.ProvisionsBucket, key: ">"},
+		act{as: "a", do: access.Read, target: mesh.ProvisionsBucket, key: ">"}},
+	{"client reads the asks' records", act{as: "client-n1", do: access.Read, target: mesh.RecordsBucket, key: ">"},
+		act{as: "alice", do: access.Read, target: mesh.RecordsBucket, key: ">"}},
+
+	{"provider makes a bucket", act{as: "a", do: access.Make, target: "c_bound"},
+		act{as: "operator", do: access.Make, target: "c_bound"}},
+	{"client makes a bucket", act{as: "client-n1", do: access.Make, target: "d_bound"},
+		act{as: "alice", do: access.Make, target: "d_bound"}},
+}
+
+// generatedRows makes, from the table itself, one row per party and per
+// key written or verb asked by another party that the table does not let
+// it write or ask; the allowed neighbour is the party the table lets.
+func generatedRows(parties map[string]access.Party) []row {
+	var rows []row
+	seen := map[string]bool{}
+	users := make([]string, 0, len(parties))
+	for u := range parties {
+		users = append(users, u)
+	}
+	slices.Sort(users)
+	for _, owner := range users {
+		for _, r := range parties[owner].Rules() {
+			if r.Act != access.Write && r.Act != access.Ask {
+				continue
+			}
+			key := strings.ReplaceAll(r.Keys, ">", "x")
+			for _, other := range users {
+				if parties[other].Allows(r.Act, r.Target, key) {
+					continue
+				}
+				a := act{as: other, do: r.Act, target: r.Target, key: key}
+				if seen[a.String()] {
+					continue
+				}
+				seen[a.String()] = true
+				rows = append(rows, row{name: "table/" + a.String(), forbidden: a,
+					allowed: act{as: owner, do: r.Act, target: r.Target, key: key}})
+			}
+		}
+	}
+	return rows
+}
+
+// TestSection10 proves against a real server, started from the generated
+// configuration, that each forbidden act of spec section 10 is refused
+// with the server's permissions violation, and that its allowed neighbour
+// is done.
+func TestSection10(t *testing.T) {
+	f := start(t)
+	f.makeBuckets(t)
+	f.serve(t)
+	rows := append(slices.Clone(namedRows), generatedRows(f.parties)...)
+	if len(rows) < 100 {
+		t.Fatalf("%d rows; want the table's", len(rows))
+	}
+	for _, r := range rows {
+		t.Run(r.name, func(t *testing.T) {
+			t.Parallel()
+			fp, ap := f.parties[r.forbidden.as], f.parties[r.allowed.as]
+			key := r.forbidden.key
+			if fp.Allows(r.forbidden.do, r.forbidden.target, key) {
+				t.Fatalf("table allows %s; the row says it is forbidden", r.forbidden)
+			}
+			if !ap.Allows(r.allowed.do, r.allowed.target, r.allowed.key) {
+				t.Fatalf("table forbids %s; the row says it is allowed", r.allowed)
+			}
+			if got := f.try(t, r.forbidden); got.refusal == "" {
+				t.Errorf("%s = done %v, %v; want a permissions violation", r.forbidden, got.done, got.err)
+			}
+			if got := f.try(t, r.allowed); !got.done {
+				t.Errorf("%s = %v, %v; want done", r.allowed, got.refusal, got.err)
+			}
+		})
+	}
+}
+
+// TestUnauthenticated proves that a connection without credentials, or
+// with a user the mesh's account did not sign, is refused before it can do
+// anything, while a party's credentials connect.
+func TestUnauthenticated(t *testing.T) {
+	f := start(t)
+	if nc, err := nats.Connect(f.srv.URL()); err == nil || !errors.Is(err, nats.ErrAuthorization) {
+		if nc != nil {
+			nc.Close()
+		}
+		t.Errorf("connect without credentials = %v; want %v", err, nats.ErrAuthorization)
+	}
+	// A user of a mesh generated elsewhere: another account's key.
+	other := t.TempDir()
+	res, _ := gen(t, other)
+	if nc, err := nats.Connect(f.srv.URL(), nats.UserCredentials(res.Creds["operator"])); err == nil || !errors.Is(err, nats.ErrAuthorization) {
+		if nc != nil {
+			nc.Close()
+		}
+		t.Errorf("connect as another mesh's operator = %v; want %v", err, nats.ErrAuthorization)
+	}
+	nc, err := nats.Connect(f.srv.URL(), nats.UserCredentials(auth.CredsPath(f.dir, "operator")))
+	if err != nil {
+		t.Fatalf("connect as the operator: %v", err)
+	}
+	nc.Close()
+}
+
+// TestGenAgainKeepsKeys runs Gen twice: the second run makes no key, keeps
+// every user's key, and revokes a party that is gone, whose credentials a
+// server from the new configuration refuses while a kept user connects.
+func TestGenAgainKeepsKeys(t *testing.T) {
+	dir := t.TempDir()
+	first, parties := gen(t, dir)
+	before, err := os.ReadFile(filepath.Join(dir, auth.KeysDir, "account.nk"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n2, err := os.ReadFile(first.Creds["client-n2"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fewer []access.Party
+	for _, p := range parties {
+		if p.User != "client-n2" {
+			fewer = append(fewer, p)
+		}
+	}
+	again, err := auth.Gen(dir, fewer, auth.Options{StoreDir: filepath.Join(dir, "js")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(again.Made) != 0 {
+		t.Errorf("Gen again made keys for %v; want none", again.Made)
+	}
+	if !slices.Equal(again.Revoked, []string{"client-n2"}) {
+		t.Errorf("Gen again revoked %v; want [client-n2]", again.Revoked)
+	}
+	after, err := os.ReadFile(filepath.Join(dir, auth.KeysDir, "account.nk"))
+	if err != nil || string(after) != string(before) {
+		t.Errorf("the account's seed changed (%v)", err)
+	}
+	moved := filepath.Join(dir, auth.RevokedDir, "client-n2"+auth.CredsExt)
+	if b, err := os.ReadFile(moved); err != nil || string(b) != string(n2) {
+		t.Errorf("client-n2's credentials not moved to %s (%v)", moved, err)
+	}
+	srv, err := bus.StartServer(bus.ServerConfig{Dir: t.TempDir(), Listen: "127.0.0.1:0", ConfigFile: again.Config})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	if nc, err := nats.Connect(srv.URL(), nats.UserCredentials(moved)); err == nil {
+		nc.Close()
+		t.Errorf("a revoked client connects")
+	}
+	nc, err := nats.Connect(srv.URL(), nats.UserCredentials(again.Creds["client-n1"]))
+	if err != nil {
+		t.Fatalf("a kept client: %v", err)
+	}
+	nc.Close()
+}
