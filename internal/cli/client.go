@@ -31,7 +31,8 @@ func newClientCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "client --node N [--root DIR]",
 		Short: "Run a node's client: apply the node's plans (folders, ports, sweeps, applied, collect)",
-		Long: `client runs the client of one node on its own bus connection ("client-<node>"). It follows the
+		Long: `client runs the client of one node on its own bus connection ("client-<node>") until Ctrl-C or
+SIGTERM; started before the seat, it waits for the plans and registry buckets the seat makes. It follows the
 node's plans and applies each module's: folders at <root>/<module>/<dir>, a port number per port that stays
 the same across restarts, files it did not write in a "sweep" folder moved to <root>.quarantine (never
 deleted), and the records in ` + mesh.AppliedBucket + ` and ` + mesh.CollectBucket + `. When a module's plan
@@ -48,25 +49,18 @@ is gone its records go; its folders and data stay.`,
 			if root == "" {
 				root = defaultRoot(node)
 			}
-			bf.log = log
-			nc, js, err := bf.connect("client-" + node)
+			r, c, err := bf.assembly(log).StartClient(cmd.Context(), client.Config{Node: node, Root: root})
 			if err != nil {
-				return fmt.Errorf("client: %w", err)
+				return fmt.Errorf("client: %w", bf.explain(err))
 			}
-			defer nc.Close()
-			if why := notInMesh(cmd.Context(), js, node); why != "" {
-				fmt.Fprintf(cmd.ErrOrStderr(), "client: %s; it waits for plans of %s\n", why, node)
-			}
-			c, err := client.New(client.Config{Node: node, Root: root, JS: js, NC: nc, Log: log})
-			if err != nil {
-				return err
+			if _, js := r.Conn(); js != nil {
+				if why := notInMesh(cmd.Context(), js, node); why != "" {
+					fmt.Fprintf(cmd.ErrOrStderr(), "client: %s; it waits for plans of %s\n", why, node)
+				}
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "client of %s: root %s, quarantine %s\n", node, c.Root(), c.Quarantine())
-			err = c.Run(cmd.Context())
-			if errors.Is(err, context.Canceled) {
-				return nil
-			}
-			return err
+			<-r.Done()
+			return r.Err()
 		},
 	}
 	cmd.Flags().StringVar(&node, "node", "", "the node whose plans this client applies (required)")

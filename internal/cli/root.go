@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/mesh-provisioner/mesh-provisioner/internal/assemble"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 )
 
@@ -99,17 +100,33 @@ func (f *busFlags) connect(name string) (*nats.Conn, jetstream.JetStream, error)
 		log = slog.Default()
 	}
 	nc, js, err := bus.Connect(bus.Dial{URL: f.url, Creds: f.creds, Name: name, Log: log})
-	if errors.Is(err, nats.ErrNoServers) {
-		return nil, nil, fmt.Errorf("no NATS server answers at %s: is `up` running? pass --nats URL", f.url)
-	}
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, f.explain(err)
 	}
 	if on, _ := nc.ConnectedServerJetStream(); !on {
 		nc.Close()
-		return nil, nil, fmt.Errorf("the NATS server at %s has no JetStream, which holds the mesh's state: run it with JetStream (nats-server -js), or use `up`", f.url)
+		return nil, nil, f.explain(fmt.Errorf("%w at %s", assemble.ErrNoJetStream, f.url))
 	}
 	return nc, js, nil
+}
+
+// explain adds a hint to an error of connecting: a server that cannot be
+// reached (is up running? --nats), a server without JetStream.
+func (f *busFlags) explain(err error) error {
+	switch {
+	case errors.Is(err, nats.ErrNoServers):
+		return fmt.Errorf("no NATS server answers at %s: is `up` running? pass --nats URL", f.url)
+	case errors.Is(err, assemble.ErrNoJetStream):
+		return fmt.Errorf("the NATS server at %s has no JetStream, which holds the mesh's state: run it with JetStream (nats-server -js), or use `up`", f.url)
+	}
+	return err
+}
+
+// assembly returns an assembly whose components all dial the flags' URL
+// with the flags' credentials: a standalone subcommand runs one component.
+func (f *busFlags) assembly(log *slog.Logger) *assemble.Assembly {
+	f.log = log
+	return &assemble.Assembly{Dial: assemble.Shared(f.url, f.creds, log), Log: log}
 }
 
 // Root returns the root command with every subcommand.

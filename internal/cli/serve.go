@@ -1,10 +1,13 @@
 package cli
 
 import (
+	"fmt"
 	"os"
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/assemble"
 )
 
 func init() { commands = append(commands, newServeCmd) }
@@ -16,28 +19,28 @@ func newServeCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the seat against a NATS server or cluster (a real deployment)",
-		Long: `serve runs the provisioner's seat against the NATS server at --nats, connected with --creds. Only one
-instance holds the seat at a time; a second one waits and takes over when the holder's lease lapses. Every
-instance answers the read-only verb mesh-provisioner.provisioning; the holder keeps the registry.`,
+		Long: `serve runs the provisioner's seat against the NATS server at --nats, connected with --creds, until
+Ctrl-C or SIGTERM. Only one instance holds the seat at a time; a second one waits and takes over when the
+holder's lease lapses. Every instance answers the read-only verb mesh-provisioner.provisioning; the holder
+keeps the registry. The seat makes the buckets it keeps; a mesh also needs the ask router ("router"), the
+vault ("vault --node N"), its providers and a client per node ("client --node N") for its credentials to be
+provided and its asks to be recorded.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := logger(logLevel, os.Stderr)
 			if err != nil {
 				return err
 			}
-			bf.log = log
-			nc, js, err := bf.connect("mesh-provisioner-seat")
+			sr, err := bf.assembly(log).StartSeat(cmd.Context(), assemble.SeatConfig{ID: id, LeaseTTL: ttl, Metrics: metricsAddr})
 			if err != nil {
-				return err
+				return bf.explain(err)
 			}
-			defer nc.Close()
-			p := &seatProcess{nc: nc, js: js, id: id, ttl: ttl, log: log}
-			if metricsAddr != "" {
-				if err := p.serveMetrics(cmd.Context(), metricsAddr, cmd.OutOrStdout()); err != nil {
-					return err
-				}
+			if sr.MetricsAt != nil {
+				fmt.Fprintf(cmd.OutOrStdout(), "metrics on http://%s/metrics, health on http://%s/healthz\n", sr.MetricsAt, sr.MetricsAt)
 			}
-			return p.run(cmd.Context())
+			log.Info("serve: the seat runs; waiting for its lease", "nats", bf.url)
+			<-sr.Done()
+			return sr.Err()
 		},
 	}
 	bf.add(cmd)

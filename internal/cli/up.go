@@ -18,7 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mesh-provisioner/mesh-provisioner/examples"
-	"github.com/mesh-provisioner/mesh-provisioner/internal/asks"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/assemble"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/client"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/compose"
@@ -165,11 +165,19 @@ func runUp(ctx context.Context, out io.Writer, f upFlags, args []string) error {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// Every component runs on a connection of its own; on the way out they
+	// all stop (the seat giving its lease back while its connection is
+	// still open) before the server does.
+	asm := &assemble.Assembly{Dial: assemble.Shared(srv.URL(), "", log), Log: log}
+	defer func() {
+		cancel()
+		asm.Wait()
+	}()
 
 	// The operator's connection applies the file first, so that the seat
 	// starts from the whole mesh rather than from half-written buckets; it
 	// then reads what the seat keeps.
-	onc, ojs, err := bus.Connect(bus.Dial{URL: srv.URL(), Name: "operator", Log: log})
+	onc, ojs, err := asm.Connect(assemble.Component{Role: assemble.Operator})
 	if err != nil {
 		return err
 	}
@@ -188,46 +196,27 @@ func runUp(ctx context.Context, out io.Writer, f upFlags, args []string) error {
 		}
 	}
 
-	// The ask router, on its own connection.
-	anc, ajs, err := bus.Connect(bus.Dial{URL: srv.URL(), Name: "mesh-asks", Log: log})
-	if err != nil {
+	if _, err := asm.StartRouter(ctx); err != nil {
 		return err
 	}
-	defer anc.Close()
-	if _, err := asks.Start(ctx, anc, ajs, log); err != nil {
-		return err
-	}
-
-	// The seat, on its own connection.
-	snc, sjs, err := bus.Connect(bus.Dial{URL: srv.URL(), Name: "mesh-provisioner-seat", Log: log})
-	if err != nil {
-		return err
-	}
-	defer snc.Close()
 	results := make(chan *compose.Result, 1024)
-	proc := &seatProcess{nc: snc, js: sjs, log: log, onResult: func(r *compose.Result) {
+	sr, err := asm.StartSeat(ctx, assemble.SeatConfig{OnResult: func(r *compose.Result) {
 		select {
 		case results <- r:
 		default: // progress is best effort; the log has every result
 		}
-	}}
-	if f.metrics != "" {
-		if err := proc.serveMetrics(ctx, f.metrics, progress); err != nil {
-			return err
-		}
+	}, Metrics: f.metrics})
+	if err != nil {
+		return err
 	}
-	st := proc.newSeat()
+	if sr.MetricsAt != nil {
+		fmt.Fprintf(progress, "metrics on http://%s/metrics, health on http://%s/healthz\n", sr.MetricsAt, sr.MetricsAt)
+	}
+	st := sr.Seat()
 	seatDone := make(chan error, 1)
-	seatStopped := make(chan struct{})
 	go func() {
-		defer close(seatStopped)
-		seatDone <- proc.run(ctx)
-	}()
-	// On the way out the seat stops first, so that it gives its lease back
-	// while its connection is still open.
-	defer func() {
-		cancel()
-		<-seatStopped
+		<-sr.Done()
+		seatDone <- sr.Err()
 	}()
 
 	if f.clients && !f.clientsSet && len(file.Nodes) > maxAutoClients {
@@ -237,7 +226,8 @@ func runUp(ctx context.Context, out io.Writer, f upFlags, args []string) error {
 	}
 	if f.clients {
 		for _, node := range file.Nodes {
-			if err := startClient(ctx, srv.URL(), node, filepath.Join(f.data, "nodes", node), log); err != nil {
+			root := filepath.Join(f.data, "nodes", node)
+			if _, _, err := asm.StartClient(ctx, client.Config{Node: node, Root: root, Log: log.With("node", node)}); err != nil {
 				return err
 			}
 		}
@@ -246,7 +236,7 @@ func runUp(ctx context.Context, out io.Writer, f upFlags, args []string) error {
 	if err := waitSettled(ctx, st, ojs, results, progress, seatDone); err != nil {
 		return err
 	}
-	providers, err := startProviders(ctx, srv.URL(), file, f, progress, log)
+	providers, err := startProviders(ctx, asm, file, f, progress)
 	if err != nil {
 		return err
 	}
@@ -291,36 +281,25 @@ func runUp(ctx context.Context, out io.Writer, f upFlags, args []string) error {
 // startProviders runs the vault on the node mesh-vault is placed on, and
 // the postgres provider on postgres' node when a DSN is given, each on its
 // own connection. It returns the modules it runs.
-func startProviders(ctx context.Context, url string, file *meshfile.File, f upFlags, out io.Writer, log *slog.Logger) ([]string, error) {
+func startProviders(ctx context.Context, asm *assemble.Assembly, file *meshfile.File, f upFlags, out io.Writer) ([]string, error) {
 	var running []string
-	for _, node := range file.Nodes {
-		for _, m := range file.Placement[node] {
-			switch {
-			case m == mesh.VaultModule:
-				nc, js, err := bus.Connect(bus.Dial{URL: url, Name: mesh.VaultModule, Log: log})
-				if err != nil {
-					return nil, err
-				}
-				context.AfterFunc(ctx, nc.Close)
-				if _, err := vault.Start(ctx, vault.Config{Dir: filepath.Join(f.data, "vault", node), Node: node}, nc, js, log); err != nil {
-					return nil, err
-				}
-				running = append(running, m)
-				fmt.Fprintf(out, "vault: running on %s (store %s)\n", node, filepath.Join(f.data, "vault", node))
-			case m == pgprovider.Module && f.postgres != "":
-				nc, js, err := bus.Connect(bus.Dial{URL: url, Name: pgprovider.Module, Log: log})
-				if err != nil {
-					return nil, err
-				}
-				context.AfterFunc(ctx, nc.Close)
-				if _, err := pgprovider.Start(ctx, pgprovider.Config{DSN: f.postgres, Node: node}, nc, js, log); err != nil {
-					return nil, err
-				}
-				running = append(running, m)
-				fmt.Fprintf(out, "postgres provider: running on %s\n", node)
-			case m == pgprovider.Module:
-				fmt.Fprintf(out, "postgres provider: not running (give --postgres DSN); postgres keys stay asked\n")
+	for _, c := range assemble.Mesh(file) {
+		switch {
+		case c.Role == assemble.Vault:
+			dir := filepath.Join(f.data, "vault", c.Node)
+			if _, err := asm.StartVault(ctx, vault.Config{Dir: dir, Node: c.Node}); err != nil {
+				return nil, err
 			}
+			running = append(running, c.Module())
+			fmt.Fprintf(out, "vault: running on %s (store %s)\n", c.Node, dir)
+		case c.Role == assemble.Postgres && f.postgres != "":
+			if _, err := asm.StartPostgres(ctx, pgprovider.Config{DSN: f.postgres, Node: c.Node}); err != nil {
+				return nil, err
+			}
+			running = append(running, c.Module())
+			fmt.Fprintf(out, "postgres provider: running on %s\n", c.Node)
+		case c.Role == assemble.Postgres:
+			fmt.Fprintf(out, "postgres provider: not running (give --postgres DSN); postgres keys stay asked\n")
 		}
 	}
 	return running, nil
@@ -385,26 +364,6 @@ func pollUntil(ctx context.Context, cond func() bool) error {
 			return nil
 		}
 	}
-}
-
-// startClient runs a node's client on its own connection until ctx is done.
-func startClient(ctx context.Context, url, node, root string, log *slog.Logger) error {
-	nc, js, err := bus.Connect(bus.Dial{URL: url, Name: "client-" + node, Log: log})
-	if err != nil {
-		return err
-	}
-	c, err := client.New(client.Config{Node: node, Root: root, JS: js, NC: nc, Log: log.With("node", node)})
-	if err != nil {
-		nc.Close()
-		return err
-	}
-	go func() {
-		defer nc.Close()
-		if err := c.Run(ctx); err != nil && ctx.Err() == nil {
-			log.Error("up: node client stopped", "node", node, "err", err)
-		}
-	}()
-	return nil
 }
 
 // waitApplied waits until every plan has been applied by its node's client

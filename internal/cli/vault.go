@@ -3,21 +3,59 @@ package cli
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/mesh-provisioner/mesh-provisioner/internal/vault"
 	"github.com/mesh-provisioner/mesh-provisioner/kit"
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
 
 func init() { commands = append(commands, newVaultCmd) }
 
-// newVaultCmd returns "vault", the operator's commands for mesh-vault.
+// newVaultCmd returns "vault": with --node it runs mesh-vault on its own;
+// its subcommands operate the running vault.
 func newVaultCmd() *cobra.Command {
+	var bf busFlags
+	var node, data, logLevel string
 	cmd := &cobra.Command{
-		Use:   "vault",
-		Short: "Operate the mesh's vault (mesh-vault)",
+		Use:   "vault --node N [--data DIR]",
+		Short: "Run the mesh's vault (mesh-vault) on a node, or operate it (vault rotate)",
+		Long: `vault --node N runs mesh-vault for node N on its own bus connection until Ctrl-C or SIGTERM: it
+gives every credential provision whose provider is mesh-vault on N a strong random value, sealed in its
+store (DATA/vault/<node>, key file mode 0600; the same store up uses with the same --data), writes its
+entries to ` + mesh.BoundBucket(mesh.VaultModule) + ` and answers mesh-vault.secret.<module>,
+mesh-vault.consumers.<module> and mesh-vault.rotate. Started before the seat, it waits for the plans and
+provisions buckets the seat makes.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if node == "" {
+				return usageError{fmt.Errorf("vault: give --node N to run the vault, or a subcommand (vault rotate KEY)")}
+			}
+			if !mesh.ValidName(node) {
+				return usageError{fmt.Errorf("vault: --node %q is not a valid node name", node)}
+			}
+			log, err := logger(logLevel, os.Stderr)
+			if err != nil {
+				return err
+			}
+			dir := filepath.Join(data, "vault", node)
+			r, err := bf.assembly(log).StartVault(cmd.Context(), vault.Config{Dir: dir, Node: node})
+			if err != nil {
+				return bf.explain(err)
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "vault: running on %s (store %s)\n", node, dir)
+			<-r.Done()
+			return r.Err()
+		},
 	}
+	bf.add(cmd)
+	cmd.Flags().StringVar(&node, "node", "", "the node mesh-vault is placed on: run the vault there")
+	cmd.Flags().StringVar(&data, "data", defaultDataDir(), "directory of the mesh's state; the vault's store is DATA/vault/<node>")
+	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level on stderr: debug, info, warn or error")
 	cmd.AddCommand(newVaultRotateCmd())
 	return cmd
 }

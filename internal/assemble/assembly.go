@@ -1,0 +1,275 @@
+package assemble
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
+	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/asks"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/client"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/pgprovider"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/vault"
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
+)
+
+// Assembly starts a mesh's components, each on a bus connection of its
+// own dialled through Dial. The Start methods dial the component's
+// connection, wait for the buckets it awaits ([Component.Awaits]), start
+// it and return once it runs; it runs until the ctx given to Start is
+// done, then its connection is closed. Set the fields before the first
+// Start; the methods are then safe for concurrent use.
+type Assembly struct {
+	// Dial says how each component connects. Required; [Shared] gives
+	// every component the same URL and credentials.
+	Dial Dialer
+	// Log receives what the assembly and its components say. Nil means
+	// slog.Default(). A Dial without its own Log gets this one.
+	Log *slog.Logger
+	// AwaitMax is the longest wait between two looks for a bucket a
+	// component awaits (the first is 100 ms, growing exponentially). Zero
+	// means 2 s.
+	AwaitMax time.Duration
+
+	running sync.WaitGroup
+}
+
+// ErrConfig is wrapped by the error a Start method returns before it dials
+// when the component's configuration is not usable: a node that is not a
+// valid name, a vault with no store directory, a client with no root, a
+// postgres DSN that does not parse.
+var ErrConfig = errors.New("assemble: bad configuration")
+
+// ErrNoJetStream is wrapped by the error of [Assembly.Connect] (and of
+// every Start method) when the server connected to has no JetStream, which
+// holds the mesh's state.
+var ErrNoJetStream = errors.New("assemble: the NATS server has no JetStream")
+
+// Running is a started component. Its methods are safe for concurrent use.
+type Running struct {
+	Component Component
+	nc        *nats.Conn
+	js        jetstream.JetStream
+	done      chan struct{}
+	err       error
+}
+
+// Conn returns the component's own connection and its JetStream context,
+// for reading on the component's behalf (as its bus user). They are closed
+// once [Running.Done] is.
+func (r *Running) Conn() (*nats.Conn, jetstream.JetStream) { return r.nc, r.js }
+
+// Done is closed once the component has stopped and its connection is
+// closed: after the ctx given to Start is done, or when the component
+// ended on its own (a client whose root cannot be made, a seat whose
+// buckets cannot be made).
+func (r *Running) Done() <-chan struct{} { return r.done }
+
+// Err returns why the component stopped: nil while it runs and when it
+// stopped because its ctx was done.
+func (r *Running) Err() error {
+	select {
+	case <-r.done:
+		return r.err
+	default:
+		return nil
+	}
+}
+
+// Wait blocks until every component this assembly started has stopped
+// and closed its connection. Call it after cancelling their ctx, before
+// stopping the server they talk to.
+func (a *Assembly) Wait() { a.running.Wait() }
+
+func (a *Assembly) log() *slog.Logger {
+	if a.Log == nil {
+		return slog.Default()
+	}
+	return a.Log
+}
+
+// Connect dials c's own connection as a.Dial says, filling in c's name and
+// the assembly's logger where the Dial leaves them empty. The caller closes
+// the connection. It returns the error of [bus.Connect] (wrapping
+// nats.ErrNoServers when no server answers), or one wrapping
+// [ErrNoJetStream].
+func (a *Assembly) Connect(c Component) (*nats.Conn, jetstream.JetStream, error) {
+	if a.Dial == nil {
+		return nil, nil, fmt.Errorf("assemble: %s: no Dialer", c)
+	}
+	d := a.Dial(c)
+	if d.Name == "" {
+		d.Name = c.Name()
+	}
+	if d.Log == nil {
+		d.Log = a.log()
+	}
+	nc, js, err := bus.Connect(d)
+	if err != nil {
+		return nil, nil, err
+	}
+	if on, _ := nc.ConnectedServerJetStream(); !on {
+		nc.Close()
+		return nil, nil, fmt.Errorf("%s at %s: %w", c, d.URL, ErrNoJetStream)
+	}
+	return nc, js, nil
+}
+
+// start dials c, waits for the buckets it awaits, and calls begin on the
+// connection. begin starts the component and returns a function that runs
+// until the component stops (nil: it runs until ctx is done). The
+// connection is closed once the component has stopped.
+func (a *Assembly) start(ctx context.Context, c Component, begin func(nc *nats.Conn, js jetstream.JetStream) (func() error, error)) (*Running, error) {
+	switch c.Role {
+	case Vault, Postgres, Client:
+		if !mesh.ValidName(c.Node) {
+			return nil, fmt.Errorf("%w: %s: node %q is not a valid name", ErrConfig, c.Role, c.Node)
+		}
+	}
+	nc, js, err := a.Connect(c)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.await(ctx, c, js); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	run, err := begin(nc, js)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	r := &Running{Component: c, nc: nc, js: js, done: make(chan struct{})}
+	a.running.Add(1)
+	go func() {
+		defer a.running.Done()
+		defer close(r.done)
+		if run != nil {
+			r.err = run()
+		} else {
+			<-ctx.Done()
+		}
+		nc.Close()
+		if ctx.Err() != nil && (r.err == nil || errors.Is(r.err, context.Canceled)) {
+			r.err = nil
+			return
+		}
+		if r.err == nil {
+			r.err = fmt.Errorf("assemble: %s stopped", c)
+		}
+		a.log().Error("assemble: a component stopped", "component", c.String(), "err", r.err)
+	}()
+	return r, nil
+}
+
+// await waits until every bucket c awaits exists, looking again with
+// exponential backoff (100 ms up to AwaitMax) and saying each wait in the
+// log. It returns ctx's error when ctx ends first.
+func (a *Assembly) await(ctx context.Context, c Component, js jetstream.JetStream) error {
+	bo := backoff.NewExponentialBackOff()
+	bo.InitialInterval = 100 * time.Millisecond
+	bo.MaxInterval = a.AwaitMax
+	if bo.MaxInterval <= 0 {
+		bo.MaxInterval = 2 * time.Second
+	}
+	log := a.log()
+	for _, b := range c.Awaits() {
+		waited := false
+		for {
+			_, err := js.KeyValue(ctx, b)
+			if err == nil {
+				break
+			}
+			if ctx.Err() != nil {
+				return fmt.Errorf("assemble: %s: waiting for bucket %s: %w", c, b, ctx.Err())
+			}
+			wait := bo.NextBackOff()
+			if errors.Is(err, jetstream.ErrBucketNotFound) {
+				log.Info("assemble: waiting for a bucket the seat makes", "component", c.String(), "bucket", b, "retry_in", wait)
+			} else {
+				log.Warn("assemble: cannot look up a bucket; looking again", "component", c.String(), "bucket", b, "err", err, "retry_in", wait)
+			}
+			waited = true
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("assemble: %s: waiting for bucket %s: %w", c, b, ctx.Err())
+			case <-time.After(wait):
+			}
+		}
+		if waited {
+			log.Info("assemble: bucket found", "component", c.String(), "bucket", b)
+		}
+	}
+	return nil
+}
+
+// StartRouter starts the ask router ([asks.Start]) on its own connection.
+func (a *Assembly) StartRouter(ctx context.Context) (*Running, error) {
+	return a.start(ctx, Component{Role: Router}, func(nc *nats.Conn, js jetstream.JetStream) (func() error, error) {
+		_, err := asks.Start(ctx, nc, js, a.log())
+		return nil, err
+	})
+}
+
+// StartVault starts mesh-vault on cfg.Node ([vault.Start]) with its store
+// in cfg.Dir, on its own connection, once the plans and provisions buckets
+// exist.
+func (a *Assembly) StartVault(ctx context.Context, cfg vault.Config) (*Running, error) {
+	if cfg.Dir == "" {
+		return nil, fmt.Errorf("%w: vault on %s: no store directory", ErrConfig, cfg.Node)
+	}
+	return a.start(ctx, Component{Role: Vault, Node: cfg.Node}, func(nc *nats.Conn, js jetstream.JetStream) (func() error, error) {
+		_, err := vault.Start(ctx, cfg, nc, js, a.log())
+		return nil, err
+	})
+}
+
+// StartPostgres starts the postgres provider on cfg.Node
+// ([pgprovider.Start]) on its own connection, once the provisions bucket
+// exists. It returns an error for a DSN that does not parse; an
+// unreachable PostgreSQL server is not an error (its keys wait).
+func (a *Assembly) StartPostgres(ctx context.Context, cfg pgprovider.Config) (*Running, error) {
+	if _, err := pgx.ParseConfig(cfg.DSN); err != nil {
+		return nil, fmt.Errorf("%w: postgres on %s: DSN: %v", ErrConfig, cfg.Node, err)
+	}
+	return a.start(ctx, Component{Role: Postgres, Node: cfg.Node}, func(nc *nats.Conn, js jetstream.JetStream) (func() error, error) {
+		_, err := pgprovider.Start(ctx, cfg, nc, js, a.log())
+		return nil, err
+	})
+}
+
+// StartClient starts cfg.Node's client ([client.New], [client.Client.Run])
+// on its own connection, once the plans and registry buckets exist. The
+// assembly sets cfg's connection (JS, NC) and, when unset, its Log. It
+// returns the client, to read its root and readiness, or an error wrapping
+// [client.ErrConfig] for a bad cfg.
+func (a *Assembly) StartClient(ctx context.Context, cfg client.Config) (*Running, *client.Client, error) {
+	if cfg.Root == "" {
+		return nil, nil, fmt.Errorf("%w: client of %s: no root folder", ErrConfig, cfg.Node)
+	}
+	if cfg.Log == nil {
+		cfg.Log = a.log()
+	}
+	var c *client.Client
+	r, err := a.start(ctx, Component{Role: Client, Node: cfg.Node}, func(nc *nats.Conn, js jetstream.JetStream) (func() error, error) {
+		cfg.NC, cfg.JS = nc, js
+		var err error
+		c, err = client.New(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return func() error { return c.Run(ctx) }, nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return r, c, nil
+}

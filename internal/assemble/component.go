@@ -1,0 +1,149 @@
+// Package assemble says what runs in a mesh, as which bus user and on which
+// connection, and starts it. Every component (the seat, the ask router, the
+// vault, the postgres provider, each node's client, and the operator's own
+// connection in up) is a [Component]; a [Dialer] says how each one dials
+// the bus (URL, connection name, credentials), so that each can connect as
+// its own bus user; an [Assembly] dials one connection per component,
+// waits for the buckets the component follows but another component makes
+// (with backoff, said in the log), and starts it. up and the standalone
+// subcommands (serve, router, vault, postgres, client) all start their
+// components here, so that a subcommand only parses flags and prints.
+package assemble
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/asks"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/meshfile"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/pgprovider"
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
+)
+
+// Role is what a component does in the mesh.
+type Role string
+
+// The roles of a mesh's components.
+const (
+	// Operator is the operator's own connection (up applies the mesh file
+	// and reads what the seat keeps through it).
+	Operator Role = "operator"
+	// Seat is the provisioner's seat and its verb
+	// mesh-provisioner.provisioning (module mesh-provisioner).
+	Seat Role = "seat"
+	// Router is the ask router (module mesh-asks).
+	Router Role = "router"
+	// Vault is mesh-vault on one node.
+	Vault Role = "vault"
+	// Postgres is the PostgreSQL provider (module postgres) on one node.
+	Postgres Role = "postgres"
+	// Client is one node's client.
+	Client Role = "client"
+)
+
+// Component is one part of a mesh that runs on a bus connection of its
+// own. Node is the node it runs for: required for [Vault], [Postgres] and
+// [Client], empty for the others.
+type Component struct {
+	Role Role
+	Node string
+}
+
+// Name returns the component's connection name, as the server shows it:
+// "mesh-provisioner-seat", "mesh-asks", "mesh-vault", "postgres",
+// "client-<node>" or "operator".
+func (c Component) Name() string {
+	switch c.Role {
+	case Seat:
+		return mesh.Module + "-seat"
+	case Client:
+		return "client-" + c.Node
+	}
+	if m := c.Module(); m != "" {
+		return m
+	}
+	return string(c.Role)
+}
+
+// Module returns the module the component acts as on the bus
+// ("mesh-provisioner", "mesh-asks", "mesh-vault", "postgres"), or "" for a
+// node's client and the operator, which are no module.
+func (c Component) Module() string {
+	switch c.Role {
+	case Seat:
+		return mesh.Module
+	case Router:
+		return asks.Module
+	case Vault:
+		return mesh.VaultModule
+	case Postgres:
+		return pgprovider.Module
+	}
+	return ""
+}
+
+// String returns the component for the log: "seat", "vault on control",
+// "client of ace".
+func (c Component) String() string {
+	switch {
+	case c.Node == "":
+		return string(c.Role)
+	case c.Role == Client:
+		return "client of " + c.Node
+	}
+	return fmt.Sprintf("%s on %s", c.Role, c.Node)
+}
+
+// Awaits returns the buckets the component follows but does not make: the
+// seat makes them. The assembly waits for each to exist before it starts
+// the component, so that a component started before the seat waits
+// instead of following a missing bucket.
+func (c Component) Awaits() []string {
+	switch c.Role {
+	case Vault:
+		return []string{mesh.PlansBucket, mesh.ProvisionsBucket}
+	case Postgres:
+		return []string{mesh.ProvisionsBucket}
+	case Client:
+		return []string{mesh.PlansBucket, mesh.RegistryBucket}
+	}
+	return nil
+}
+
+// Dialer says how component c dials the bus: URL, connection name,
+// credentials (Creds, or User and Password) and logger. It is called once
+// for each component an [Assembly] starts. A Dialer that gives each
+// component its own credentials makes each its own bus user.
+type Dialer func(c Component) bus.Dial
+
+// Shared returns a [Dialer] that dials url for every component, with the
+// component's [Component.Name], the credentials file creds (none when
+// empty), and log. It suits a standalone subcommand, which runs one
+// component, and up without users.
+func Shared(url, creds string, log *slog.Logger) Dialer {
+	return func(c Component) bus.Dial {
+		return bus.Dial{URL: url, Name: c.Name(), Creds: creds, Log: log}
+	}
+}
+
+// Mesh returns what runs for a mesh file: the seat, the ask router, then,
+// node by node in file order, mesh-vault and postgres where they are placed
+// (in placement order), then a client per node in file order.
+func Mesh(f *meshfile.File) []Component {
+	out := []Component{{Role: Seat}, {Role: Router}}
+	for _, node := range f.Nodes {
+		for _, m := range f.Placement[node] {
+			switch m {
+			case mesh.VaultModule:
+				out = append(out, Component{Role: Vault, Node: node})
+			case pgprovider.Module:
+				out = append(out, Component{Role: Postgres, Node: node})
+			}
+		}
+	}
+	for _, node := range f.Nodes {
+		out = append(out, Component{Role: Client, Node: node})
+	}
+	return out
+}

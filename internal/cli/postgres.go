@@ -1,0 +1,55 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/pgprovider"
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
+)
+
+func init() { commands = append(commands, newPostgresCmd) }
+
+// newPostgresCmd returns "postgres": the PostgreSQL provider on its own.
+func newPostgresCmd() *cobra.Command {
+	var bf busFlags
+	var dsn, node, owner, logLevel string
+	cmd := &cobra.Command{
+		Use:   "postgres --dsn DSN --node N",
+		Short: "Run the postgres provider against a NATS server and a PostgreSQL server",
+		Long: `postgres runs the PostgreSQL provider (module postgres) of node N on its own bus connection until
+Ctrl-C or SIGTERM. Each database provision whose provider is postgres on N gets a role of its own (its
+password is the consumer's credential, asked from mesh-vault) and a database owned by it; entries go to
+` + mesh.BoundBucket(pgprovider.Module) + `. On the operator's yes the role goes; its database and data stay,
+handed to --owner. DSN connects as a role that may create roles and databases. Started before the seat, it
+waits for the provisions bucket the seat makes; an unreachable PostgreSQL server makes its keys wait.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !mesh.ValidName(node) {
+				return usageError{fmt.Errorf("postgres: --node %q is not a valid node name", node)}
+			}
+			if dsn == "" {
+				return usageError{fmt.Errorf("postgres: --dsn is required")}
+			}
+			log, err := logger(logLevel, os.Stderr)
+			if err != nil {
+				return err
+			}
+			r, err := bf.assembly(log).StartPostgres(cmd.Context(), pgprovider.Config{DSN: dsn, Node: node, Owner: owner})
+			if err != nil {
+				return bf.explain(err)
+			}
+			log.Info("postgres: provider running", "node", node, "nats", bf.url)
+			<-r.Done()
+			return r.Err()
+		},
+	}
+	bf.add(cmd)
+	cmd.Flags().StringVar(&dsn, "dsn", "", "PostgreSQL DSN (keyword/value or URL) of a role that may create roles and databases (required)")
+	cmd.Flags().StringVar(&node, "node", "", "the node postgres is placed on (required)")
+	cmd.Flags().StringVar(&owner, "owner", "", "the role that receives what a retired role owned (default: the DSN's user)")
+	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level on stderr: debug, info, warn or error")
+	return cmd
+}
