@@ -14,7 +14,12 @@
 //   - a database of the same name, owned by that role, that PUBLIC may not
 //     connect to.
 //
-// Both are made only when missing (a restart creates nothing twice); the
+// Both are made only when missing (a restart creates nothing twice). A
+// database that another role owns (the owner role, after the consumer's
+// role retired on the operator's yes) is handed back to the role whole:
+// inside it, every schema, table, view, sequence, routine, type and large
+// object that role owns outside the system schemas is given to the
+// consumer's role (one transaction), then the database itself. The
 // password is set on every provide, so a rotated credential (a new
 // generation in the credential's reference) changes it. The entry is
 // provided with the credential's vault name and generation; a statement

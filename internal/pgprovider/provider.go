@@ -184,6 +184,11 @@ func (p *Provider) provide(ctx context.Context, conn *pgx.Conn, key mesh.Provisi
 	case err != nil:
 		return statementError("look up database "+role, err)
 	case owner == nil || *owner != name:
+		if owner != nil {
+			if err := p.handBack(ctx, name, role, *owner); err != nil {
+				return err
+			}
+		}
 		if _, err := conn.Exec(ctx, "ALTER DATABASE "+role+" OWNER TO "+role); err != nil {
 			return statementError("hand database "+role+" to its role", err)
 		}
@@ -192,6 +197,90 @@ func (p *Provider) provide(ctx context.Context, conn *pgx.Conn, key mesh.Provisi
 			was = *owner
 		}
 		p.log.Info("postgres: database handed back to its role", "key", key.String(), "database", name, "owner_was", was)
+	}
+	return nil
+}
+
+// handBackObjects lists, inside a database, what from owns there that a
+// consumer may have made: schemas, relations (a sequence owned by a column
+// follows its table), routines, types and large objects, outside the
+// system schemas and not part of an extension. Each row is the ALTER
+// statement's object kind and its name, fully qualified and quoted (the
+// session's search_path is empty). $1 is from's name.
+const handBackObjects = `
+WITH o AS (SELECT oid FROM pg_roles WHERE rolname = $1),
+ns AS (SELECT oid, nspname FROM pg_namespace WHERE nspname NOT IN ('pg_catalog', 'information_schema') AND nspname !~ '^pg_(toast|temp_|toast_temp_)'),
+ext AS (SELECT objid, classid FROM pg_depend WHERE deptype = 'e')
+SELECT 'SCHEMA', quote_ident(n.nspname) FROM pg_namespace n JOIN ns ON ns.oid = n.oid, o
+	WHERE n.nspowner = o.oid AND (n.oid, 'pg_namespace'::regclass) NOT IN (SELECT objid, classid FROM ext)
+UNION ALL
+SELECT CASE c.relkind WHEN 'v' THEN 'VIEW' WHEN 'm' THEN 'MATERIALIZED VIEW' WHEN 'S' THEN 'SEQUENCE'
+		WHEN 'f' THEN 'FOREIGN TABLE' ELSE 'TABLE' END, c.oid::regclass::text
+	FROM pg_class c JOIN ns ON ns.oid = c.relnamespace, o
+	WHERE c.relowner = o.oid AND c.relkind IN ('r', 'p', 'v', 'm', 'S', 'f')
+	AND (c.oid, 'pg_class'::regclass) NOT IN (SELECT objid, classid FROM ext)
+	AND NOT (c.relkind = 'S' AND EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_class'::regclass
+		AND d.objid = c.oid AND d.refclassid = 'pg_class'::regclass AND d.deptype IN ('a', 'i')))
+UNION ALL
+SELECT 'ROUTINE', f.oid::regprocedure::text FROM pg_proc f JOIN ns ON ns.oid = f.pronamespace, o
+	WHERE f.proowner = o.oid AND (f.oid, 'pg_proc'::regclass) NOT IN (SELECT objid, classid FROM ext)
+UNION ALL
+SELECT CASE y.typtype WHEN 'd' THEN 'DOMAIN' ELSE 'TYPE' END, y.oid::regtype::text
+	FROM pg_type y JOIN ns ON ns.oid = y.typnamespace, o
+	WHERE y.typowner = o.oid AND y.typtype IN ('d', 'e', 'r', 'c')
+	AND (y.typtype <> 'c' OR (SELECT relkind FROM pg_class WHERE oid = y.typrelid) = 'c')
+	AND (y.oid, 'pg_type'::regclass) NOT IN (SELECT objid, classid FROM ext)
+UNION ALL
+SELECT 'LARGE OBJECT', l.oid::text FROM pg_largeobject_metadata l, o WHERE l.lomowner = o.oid`
+
+// handBack gives role, inside its database name, everything that from
+// (the role the database was handed to when the consumer's role retired)
+// owns there (see handBackObjects), in one transaction. It runs before the
+// database itself is handed back, so that a provide cut short between the
+// two is taken up again at the next try.
+func (p *Provider) handBack(ctx context.Context, name, role, from string) error {
+	db, err := p.connect(ctx, name)
+	if err != nil {
+		return statementError("connect to database "+role+" to hand back what "+from+" owns there", err)
+	}
+	defer db.Close(context.Background())
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return statementError("hand back database "+role, err)
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(ctx, `SELECT set_config('search_path', '', true)`); err != nil {
+		return statementError("hand back database "+role, err)
+	}
+	rows, err := tx.Query(ctx, handBackObjects, from)
+	if err != nil {
+		return statementError("list what "+from+" owns in database "+role, err)
+	}
+	type object struct{ kind, name string }
+	var objects []object
+	for rows.Next() {
+		var o object
+		if err := rows.Scan(&o.kind, &o.name); err != nil {
+			rows.Close()
+			return statementError("list what "+from+" owns in database "+role, err)
+		}
+		objects = append(objects, o)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return statementError("list what "+from+" owns in database "+role, err)
+	}
+	for _, o := range objects {
+		stmt := "ALTER " + o.kind + " " + o.name + " OWNER TO " + role
+		if _, err := tx.Exec(ctx, stmt); err != nil {
+			return statementError("hand "+strings.ToLower(o.kind)+" "+o.name+" in database "+role+" back to its role", err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return statementError("hand back database "+role, err)
+	}
+	if len(objects) > 0 {
+		p.log.Info("postgres: what the database holds handed back to its role", "database", name, "objects", len(objects), "owner_was", from)
 	}
 	return nil
 }

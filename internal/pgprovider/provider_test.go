@@ -391,3 +391,67 @@ func mustJS(t *testing.T, url string) jetstream.JetStream {
 	_, js := kittest.Connect(t, url, "reader")
 	return js
 }
+
+// A database retired with yes and needed again is handed back whole: the
+// database and everything in it belong to the new role, so that the
+// consumer reads and writes its old tables with its credential.
+func TestNeededAgainHandsTheDatabaseBack(t *testing.T) {
+	f := start(t, pgtest.DSN(t))
+	db, cred := f.need("gitea", "")
+	f.waitProvided(db, mesh.Reference{ID: cred.String(), Generation: 1})
+	role := pgprovider.RoleName(db)
+	ctx := context.Background()
+	c := f.mustLogin(role, f.password("gitea", cred).Value, role)
+	for _, stmt := range []string{
+		`CREATE SCHEMA forge`,
+		`CREATE TABLE t (id serial PRIMARY KEY, name text)`,
+		`CREATE TABLE forge.repos (name text)`,
+		`CREATE VIEW names AS SELECT name FROM t`,
+		`CREATE FUNCTION forge.count_repos() RETURNS bigint LANGUAGE sql AS 'SELECT count(*) FROM forge.repos'`,
+		`CREATE TYPE forge.visibility AS ENUM ('public', 'private')`,
+		`INSERT INTO t (name) VALUES ('before')`,
+	} {
+		if _, err := c.Exec(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	c.Close(ctx)
+
+	f.seat.Retire(db)
+	f.seat.Answer(db, "yes")
+	bustest.WaitFor(t, 20*time.Second, "the retired key to be deleted by the seat", func() bool { _, ok := f.seat.Get(db); return !ok })
+	if n := f.count(`SELECT count(*) FROM pg_roles WHERE rolname = $1`, role); n != 0 {
+		t.Fatalf("role %s still exists after yes", role)
+	}
+
+	f.need("gitea", "")
+	f.waitProvided(db, mesh.Reference{ID: cred.String(), Generation: 1})
+	if o := f.owner(role); o != role {
+		t.Errorf("database %s is owned by %s when needed again; want %s", role, o, role)
+	}
+	c = f.mustLogin(role, f.password("gitea", cred).Value, role)
+	for _, stmt := range []string{
+		`INSERT INTO t (name) VALUES ('after')`,
+		`INSERT INTO forge.repos VALUES ('mesh-provisioner')`,
+		`ALTER TABLE t ADD COLUMN at timestamptz`,
+		`CREATE TABLE forge.more (v forge.visibility)`,
+	} {
+		if _, err := c.Exec(ctx, stmt); err != nil {
+			t.Errorf("%s as %s when needed again: %v", stmt, role, err)
+		}
+	}
+	var names string
+	if err := c.QueryRow(ctx, `SELECT string_agg(name, ',' ORDER BY name) FROM names`).Scan(&names); err != nil || names != "after,before" {
+		t.Errorf("SELECT from the view names = %q, %v; want after,before", names, err)
+	}
+	var n int64
+	if err := c.QueryRow(ctx, `SELECT forge.count_repos()`).Scan(&n); err != nil || n != 1 {
+		t.Errorf("forge.count_repos() = %d, %v; want 1", n, err)
+	}
+	var left string
+	c.QueryRow(ctx, `SELECT coalesce(string_agg(c.relname, ','), '') FROM pg_class c JOIN pg_namespace s ON s.oid = c.relnamespace
+		WHERE s.nspname IN ('public', 'forge') AND pg_get_userbyid(c.relowner) <> current_user`).Scan(&left)
+	if left != "" {
+		t.Errorf("relations not owned by %s when needed again: %s", role, left)
+	}
+}
