@@ -101,7 +101,9 @@ type seatProcess struct {
 }
 
 func (p *seatProcess) newSeat() *seat.Seat {
-	cfg := seat.Config{ID: p.cfg.ID, LeaseTTL: p.cfg.LeaseTTL, Log: p.log, OnResult: p.cfg.OnResult, OnLease: p.onLease}
+	var s *seat.Seat
+	cfg := seat.Config{ID: p.cfg.ID, LeaseTTL: p.cfg.LeaseTTL, Log: p.log, OnResult: p.cfg.OnResult,
+		OnLease: func(ctx context.Context) { p.onLease(ctx, s.Fence) }}
 	if m := p.metrics; m != nil {
 		cfg.OnResult = func(r *compose.Result) {
 			m.Result(r)
@@ -111,7 +113,8 @@ func (p *seatProcess) newSeat() *seat.Seat {
 		}
 		cfg.OnWriteError = m.WriteError
 	}
-	return seat.New(p.js, cfg)
+	s = seat.New(p.js, cfg)
+	return s
 }
 
 // health reports the process healthy while its connection is up and its
@@ -124,15 +127,19 @@ func (p *seatProcess) health() (bool, string) {
 	return st == seat.LeaseHeld || st == seat.LeaseWaiting, "seat lease " + string(st) + ": " + why
 }
 
-// onLease does the work only the holder does.
-func (p *seatProcess) onLease(ctx context.Context) {
+// onLease does the work only the holder does; each of its writes passes
+// fence (the seat's [seat.Seat.Fence]) first.
+func (p *seatProcess) onLease(ctx context.Context, fence func() error) {
+	if err := fence(); err != nil {
+		return
+	}
 	n, err := provisioning.DropNeeds(ctx, p.js)
 	if err != nil {
 		p.log.Error("seat: deleting the leftovers of the retired needs state", "err", err)
 	} else {
 		p.log.Info("seat: deleted the leftover keys of the retired needs state", "keys", n)
 	}
-	if err := registry.Keep(ctx, p.js, registry.KeepOptions{Log: p.log}); err != nil && ctx.Err() == nil {
+	if err := registry.Keep(ctx, p.js, registry.KeepOptions{Log: p.log, Fence: fence}); err != nil && ctx.Err() == nil {
 		p.log.Error("seat: keeping the registry", "err", err)
 	}
 }

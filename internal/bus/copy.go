@@ -22,7 +22,9 @@ type Item struct {
 
 // Change is one change of a followed bucket, handed to a [Copy]'s OnChange
 // callback. Deleted is set for a delete, a purge, or a key found gone when
-// the watch was started again; Value is then nil.
+// the watch was started again; Value is then nil. Revision is the stream
+// sequence of the change (for a key found gone, which has no message left,
+// 0).
 type Change struct {
 	Bucket   string
 	Key      string
@@ -343,7 +345,9 @@ func (c *Copy) dropUnseen(seen map[string]bool, lastSeq uint64) {
 		if !seen[k] && it.Revision <= lastSeq {
 			delete(c.items, k)
 			c.gone[k] = lastSeq
-			gone = append(gone, Change{Bucket: c.bucket, Key: k, Revision: lastSeq, Deleted: true})
+			// Not delivered at all: the key has no message left, so a
+			// conditional write of it expects revision 0.
+			gone = append(gone, Change{Bucket: c.bucket, Key: k, Revision: 0, Deleted: true})
 		}
 	}
 	c.mu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -80,5 +81,87 @@ func DeleteIfPresent(ctx context.Context, c *Copy, key string) (bool, error) {
 		return false, fmt.Errorf("bus: delete %s %s: %w", c.bucket, key, err)
 	}
 	c.Took(key, nil, 0)
+	return true, nil
+}
+
+// IsConflict reports whether err is the bus's refusal of a conditional
+// write: the key's last revision was not the one the write expected,
+// because another writer changed it first (a standalone server and a
+// replicated bucket report this under two codes).
+func IsConflict(err error) bool {
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	return apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
+}
+
+// DeleteAt deletes key of bucket through js only when the key's last
+// revision (stream sequence) is rev, 0 meaning the key has no message at
+// all, and returns the revision of the delete marker it wrote. When the key
+// changed meanwhile it returns an error for which [IsConflict] reports
+// true, and deletes nothing.
+func DeleteAt(ctx context.Context, js jetstream.JetStream, bucket, key string, rev uint64) (uint64, error) {
+	m := nats.NewMsg("$KV." + bucket + "." + key)
+	m.Header.Set(kvOperation, kvDelete)
+	ack, err := js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(rev))
+	if err != nil {
+		return 0, fmt.Errorf("bus: delete %s %s at revision %d: %w", bucket, key, rev, err)
+	}
+	return ack.Sequence, nil
+}
+
+// The header that marks a key-value delete, as jetstream's KeyValue.Delete
+// writes it.
+const (
+	kvOperation = "KV-Operation"
+	kvDelete    = "DEL"
+)
+
+// PutAt writes value at key of the bucket followed by c only when the key's
+// revision is still the one the copy holds (created when the copy holds
+// none), unless the copy already holds exactly these bytes; the write is
+// taken into the copy at once. It reports whether it wrote. When another
+// writer changed the key first it writes nothing and returns an error for
+// which [IsConflict] reports true.
+func PutAt(ctx context.Context, c *Copy, key string, value []byte) (bool, error) {
+	old, ok := c.Get(key)
+	if ok && bytes.Equal(old.Value, value) {
+		return false, nil
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	var rev uint64
+	var err error
+	if ok {
+		rev, err = c.kv.Update(ctx, key, value, old.Revision)
+	} else {
+		rev, err = c.kv.Create(ctx, key, value)
+	}
+	if err != nil {
+		return false, fmt.Errorf("bus: put %s %s: %w", c.bucket, key, err)
+	}
+	c.Took(key, value, rev)
+	return true, nil
+}
+
+// DeleteAtCopy deletes key of the bucket followed by c only when the key's
+// revision is still the one the copy holds, unless the copy does not hold
+// it; the delete is taken into the copy at once. It reports whether it
+// deleted. When another writer changed the key first it deletes nothing and
+// returns an error for which [IsConflict] reports true.
+func DeleteAtCopy(ctx context.Context, c *Copy, key string) (bool, error) {
+	old, ok := c.Get(key)
+	if !ok {
+		return false, nil
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	rev, err := DeleteAt(ctx, c.js, c.bucket, key, old.Revision)
+	if err != nil {
+		return false, err
+	}
+	c.Took(key, nil, rev)
 	return true, nil
 }

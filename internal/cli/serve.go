@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/assemble"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/seat"
 )
 
 func init() { commands = append(commands, newServeCmd) }
@@ -27,6 +28,9 @@ vault ("vault --node N"), its providers and a client per node ("client --node N"
 provided and its asks to be recorded.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := seat.CheckLease(ttl); err != nil {
+				return fmt.Errorf("serve --lease %v: %w", ttl, err)
+			}
 			log, err := logger(logLevel, os.Stderr)
 			if err != nil {
 				return err
@@ -45,7 +49,7 @@ provided and its asks to be recorded.`,
 	}
 	bf.add(cmd)
 	cmd.Flags().StringVar(&id, "id", "", "this instance's name in the seat's lease (default: host, pid and start time)")
-	cmd.Flags().DurationVar(&ttl, "lease", 10*time.Second, "how long the seat's lease outlives a holder that stopped")
+	cmd.Flags().DurationVar(&ttl, "lease", 10*time.Second, "how long the seat's lease outlives a holder that stopped (at least 100ms)")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	cmd.Flags().StringVar(&metricsAddr, "metrics", "", "serve Prometheus metrics (/metrics) and a health check (/healthz) on this address, e.g. 127.0.0.1:9464")
 	return cmd

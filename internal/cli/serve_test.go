@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus/bustest"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/seat"
 )
 
 // freeAddr returns a loopback address nobody listens on now.
@@ -76,5 +78,16 @@ func TestServeMetricsAndHealth(t *testing.T) {
 		!strings.Contains(body, "\nmesh_provisioner_write_errors_total 0\n") ||
 		!strings.Contains(body, "\nmesh_provisioner_open_asks 0\n") {
 		t.Errorf("first's /metrics = %d, without write_errors_total 0 or open_asks 0:\n%s", code, body)
+	}
+}
+
+// serve refuses a lease under NATS's floor at once, before it dials the
+// bus (no server listens at --nats here).
+func TestServeRefusesALeaseUnderTheFloor(t *testing.T) {
+	for _, lease := range []string{"-3s", "0s", "50ms"} {
+		_, _, err := run(t, "serve", "--nats", "nats://127.0.0.1:1", "--lease", lease)
+		if !errors.Is(err, seat.ErrBadLease) || !strings.Contains(err.Error(), "--lease") {
+			t.Errorf("serve --lease %s = %v; want ErrBadLease naming --lease", lease, err)
+		}
 	}
 }

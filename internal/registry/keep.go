@@ -26,11 +26,22 @@ type Changes struct {
 
 // Sync makes the registry bucket followed by c hold exactly table: it
 // writes each answer whose bytes differ from the copy's, and deletes every
-// key that is not a kind of the table. It returns an error, and writes
-// nothing, when an answer of the table breaks [mesh.RegistryAnswer.Check]
-// or two answers share a kind; a write that fails stops it with the error.
-// Wait for c's Ready before calling it.
+// key that is not a kind of the table, each write conditional on the
+// revision the copy holds (another writer's change meanwhile fails it:
+// [bus.IsConflict]). It returns an error, and writes nothing, when an
+// answer of the table breaks [mesh.RegistryAnswer.Check] or two answers
+// share a kind; a write that fails stops it with the error. Wait for c's
+// Ready before calling it.
 func Sync(ctx context.Context, c *bus.Copy, table []mesh.RegistryAnswer) (Changes, error) {
+	return syncTable(ctx, c, table, nil)
+}
+
+// syncTable is [Sync] that calls fence, when set, before each write and stops
+// with its error.
+func syncTable(ctx context.Context, c *bus.Copy, table []mesh.RegistryAnswer, fence func() error) (Changes, error) {
+	if fence == nil {
+		fence = func() error { return nil }
+	}
 	values, err := encode(table)
 	if err != nil {
 		return Changes{}, err
@@ -42,7 +53,13 @@ func Sync(ctx context.Context, c *bus.Copy, table []mesh.RegistryAnswer) (Change
 	}
 	sort.Strings(kinds)
 	for _, k := range kinds {
-		wrote, err := bus.PutIfChanged(ctx, c, k, values[k])
+		if old, ok := c.Get(k); ok && string(old.Value) == string(values[k]) {
+			continue
+		}
+		if err := fence(); err != nil {
+			return ch, fmt.Errorf("registry: kind %s not written: %w", k, err)
+		}
+		wrote, err := bus.PutAt(ctx, c, k, values[k])
 		if err != nil {
 			return ch, fmt.Errorf("registry: %w", err)
 		}
@@ -59,7 +76,10 @@ func Sync(ctx context.Context, c *bus.Copy, table []mesh.RegistryAnswer) (Change
 	})
 	sort.Strings(gone)
 	for _, k := range gone {
-		deleted, err := bus.DeleteIfPresent(ctx, c, k)
+		if err := fence(); err != nil {
+			return ch, fmt.Errorf("registry: kind %s not deleted: %w", k, err)
+		}
+		deleted, err := bus.DeleteAtCopy(ctx, c, k)
 		if err != nil {
 			return ch, fmt.Errorf("registry: %w", err)
 		}
@@ -99,6 +119,10 @@ type KeepOptions struct {
 	// Synced, if set, is called after each sync with what it changed (also
 	// when nothing changed), on Keep's goroutine.
 	Synced func(Changes)
+	// Fence, if set, is called before each write; when it returns an error
+	// (the seat may have lost its lease: seat.Seat.Fence) the sync stops
+	// with that error, writing nothing more.
+	Fence func() error
 }
 
 // Keep keeps the registry in [mesh.RegistryBucket] (created when missing)
@@ -130,7 +154,7 @@ func Keep(ctx context.Context, js jetstream.JetStream, opts KeepOptions) error {
 	tick := time.NewTicker(Every)
 	defer tick.Stop()
 	for {
-		ch, err := Sync(ctx, c, table)
+		ch, err := syncTable(ctx, c, table, opts.Fence)
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return ctx.Err()

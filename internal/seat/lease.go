@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
@@ -16,7 +17,9 @@ import (
 )
 
 // ErrLeaseLost is returned by [Seat.Run] when another instance took the
-// seat's lease (or the bus refused its renewal) while this one held it.
+// seat's lease (or the bus refused its renewal) while this one held it, or
+// when the seat found its lease may have lapsed before a write (its last
+// renewal is older than the fence, see [Seat.Fence]).
 var ErrLeaseLost = errors.New("seat: lease lost")
 
 // LeaseState is where a [Seat] stands with its lease, for a health check:
@@ -38,6 +41,24 @@ const (
 	LeaseStopped LeaseState = "stopped"
 )
 
+// ErrBadLease is returned by [Seat.Run] and [CheckLease] for a lease time to
+// live under [MinLease].
+var ErrBadLease = errors.New("seat: lease too short")
+
+// MinLease is the shortest lease a seat takes: NATS refuses a key-value
+// bucket whose keys live less than 100 ms.
+const MinLease = 100 * time.Millisecond
+
+// CheckLease returns an error wrapping [ErrBadLease] when ttl, the time the
+// seat's lease outlives a holder that stopped, is under [MinLease]
+// (negative and zero included).
+func CheckLease(ttl time.Duration) error {
+	if ttl < MinLease {
+		return fmt.Errorf("%w: %v is under %v, the shortest time to live NATS gives a key", ErrBadLease, ttl, MinLease)
+	}
+	return nil
+}
+
 // lease is the seat's hold on mesh-provisioner_seat "holder": a key that
 // lapses TTL after its last write, renewed every TTL/3.
 type lease struct {
@@ -45,6 +66,31 @@ type lease struct {
 	id  string
 	ttl time.Duration
 	rev uint64
+	// wait, if set (by tests), is called before each renewal and may block:
+	// it holds the renewal still as a stopped process is held.
+	wait func()
+
+	mu sync.Mutex
+	// renewed is when the request of the last successful take or renewal
+	// was sent (the key lapses TTL after the bus wrote it, which is later),
+	// read on the monotonic clock, which runs on while the process is
+	// stopped. Zero once a renewal failed.
+	renewed time.Time
+}
+
+// fence is how long after its last renewal's request a seat still writes:
+// three quarters of the TTL, so that one renewal may be late.
+func (l *lease) fence() time.Duration { return l.ttl - l.ttl/4 }
+
+// age returns how long ago the request of the last successful renewal was
+// sent, and false when a renewal failed.
+func (l *lease) age() (time.Duration, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.renewed.IsZero() {
+		return 0, false
+	}
+	return time.Since(l.renewed), true
 }
 
 // acquire waits until it holds the lease, trying again every TTL/3 while
@@ -93,10 +139,16 @@ func try(ctx context.Context, js jetstream.JetStream, id string, ttl time.Durati
 	if err != nil {
 		return nil, "", err
 	}
-	b, _ := json.Marshal(mesh.Lease{Holder: id, Since: time.Now().UTC()})
+	// A bucket made earlier with a shorter TTL lets the key lapse sooner:
+	// renew and fence by the shorter one.
+	if st, err := kv.Status(ctx); err == nil && st.TTL() > 0 && st.TTL() < ttl {
+		ttl = st.TTL()
+	}
+	sent := time.Now()
+	b, _ := json.Marshal(mesh.Lease{Holder: id, Since: sent.UTC()})
 	rev, err := kv.Create(ctx, mesh.HolderKey, b)
 	if err == nil {
-		return &lease{kv: kv, id: id, ttl: ttl, rev: rev}, "", nil
+		return &lease{kv: kv, id: id, ttl: ttl, rev: rev, renewed: sent}, "", nil
 	}
 	if !errors.Is(err, jetstream.ErrKeyExists) {
 		return nil, "", fmt.Errorf("seat: take lease: %w", err)
@@ -121,14 +173,24 @@ func (l *lease) hold(ctx context.Context) error {
 			return nil
 		case <-time.After(l.ttl / 3):
 		}
+		if l.wait != nil {
+			l.wait()
+		}
+		sent := time.Now()
 		rev, err := l.kv.Update(ctx, mesh.HolderKey, b, l.rev)
+		l.mu.Lock()
+		if err != nil {
+			l.renewed = time.Time{}
+		} else {
+			l.renewed, l.rev = sent, rev
+		}
+		l.mu.Unlock()
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			return fmt.Errorf("%w: %v", ErrLeaseLost, err)
 		}
-		l.rev = rev
 	}
 }
 

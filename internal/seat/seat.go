@@ -11,12 +11,14 @@ package seat
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -34,7 +36,8 @@ type Config struct {
 	// ID names this instance in the lease. Empty means host name, process
 	// id and start time.
 	ID string
-	// LeaseTTL is how long the lease outlives its holder. Zero means 10 s.
+	// LeaseTTL is how long the lease outlives its holder. Zero means 10 s;
+	// under [MinLease], [Seat.Run] refuses to start ([ErrBadLease]).
 	LeaseTTL time.Duration
 	// Log receives the results and every odd key. Nil means slog.Default().
 	Log *slog.Logger
@@ -52,7 +55,7 @@ type Config struct {
 	// OnLease, if set, is called on its own goroutine once the lease is
 	// held, with a context that ends when the seat stops holding it: the
 	// place for the work only the holder does (the registry, the leftover
-	// needs).
+	// needs). Each write it makes must first pass [Seat.Fence].
 	OnLease func(ctx context.Context)
 	// AskTimeout is how long the seat waits for the ask router to record an
 	// ask it raised. Zero means 5 s.
@@ -93,6 +96,12 @@ type Seat struct {
 	lease   LeaseState           // see Lease
 	leaseIs string               // why of lease
 	asking  int                  // asks raised and not yet answered by the router
+	holding *lease               // set once held
+	end     context.CancelCauseFunc
+
+	fenceSaid atomic.Bool  // the lapsed lease was said
+	wrote     atomic.Int64 // writes and deletes the bus acknowledged
+	paused    pause        // tests hold the seat still with it (export_test.go)
 }
 
 // lostAsk is an ask that no router recorded in time.
@@ -150,10 +159,16 @@ func (s *Seat) noteLease(st LeaseState, why string) {
 
 // Run takes the seat's lease (waiting while another instance holds it),
 // follows the mesh, composes every node once, then composes on each change
-// until ctx is done. It returns nil when ctx is done, [ErrLeaseLost] when
-// the lease is lost, or an error when the seat's buckets cannot be made.
+// until ctx is done. It returns nil when ctx is done, an error wrapping
+// [ErrLeaseLost] when the lease is lost or may have lapsed (see
+// [Seat.Fence]), an error wrapping [ErrBadLease] at once when
+// Config.LeaseTTL is under [MinLease], or an error when the seat's buckets
+// cannot be made. A seat runs once: after Run returns, make a new one.
 func (s *Seat) Run(ctx context.Context) error {
 	defer s.noteLease(LeaseStopped, "the seat stopped")
+	if err := CheckLease(s.cfg.LeaseTTL); err != nil {
+		return err
+	}
 	l, err := acquire(ctx, s.js, s.cfg.ID, s.cfg.LeaseTTL, s.log, s.noteLease)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -161,18 +176,24 @@ func (s *Seat) Run(ctx context.Context) error {
 		}
 		return err
 	}
-	s.log.Info("seat: holding the lease", "id", s.cfg.ID)
+	l.wait = s.paused.waitRenew
+	s.log.Info("seat: holding the lease", "id", s.cfg.ID, "ttl", l.ttl)
 	s.noteLease(LeaseHeld, "holding the lease as "+s.cfg.ID)
-	ctx, cancel := context.WithCancel(ctx)
-	lost := make(chan error, 1)
+	ctx, cancel := context.WithCancelCause(ctx)
+	s.mu.Lock()
+	s.holding, s.end = l, cancel
+	s.mu.Unlock()
 	held := make(chan struct{})
 	go func() {
 		defer close(held)
-		lost <- l.hold(ctx)
+		if err := l.hold(ctx); err != nil {
+			s.log.Error("seat: the lease was lost; the seat writes nothing more", "err", err)
+			cancel(err)
+		}
 	}()
 	// On the way out: stop renewing, then give the lease back.
 	defer func() {
-		cancel()
+		cancel(nil)
 		<-held
 		l.release()
 	}()
@@ -189,16 +210,46 @@ func (s *Seat) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
-		case err := <-lost:
-			if err != nil {
+			if err := context.Cause(ctx); errors.Is(err, ErrLeaseLost) {
 				return err
 			}
 			return nil
 		case <-s.wake:
+			s.paused.wait()
 			s.round(ctx)
 		}
 	}
+}
+
+// Fence returns nil while the seat may write: it holds its lease, and the
+// request of its last successful renewal was sent less than three quarters
+// of the lease's TTL ago, read on the monotonic clock (which runs on while
+// the process is stopped, as by SIGSTOP). Otherwise it returns an error
+// wrapping [ErrLeaseLost], says so once, and ends [Seat.Run] with that
+// error. Every write of the seat (its batches and deletes, its asks and
+// withdrawals, and what Config.OnLease writes) is made only after Fence
+// returned nil; each is also conditional on the revision it read, so that a
+// seat stopped between its Fence and its write overwrites nothing.
+func (s *Seat) Fence() error {
+	s.mu.Lock()
+	l, end := s.holding, s.end
+	s.mu.Unlock()
+	if l == nil {
+		return fmt.Errorf("%w: the seat holds no lease", ErrLeaseLost)
+	}
+	age, renewed := l.age()
+	if renewed && age < l.fence() {
+		return nil
+	}
+	err := fmt.Errorf("%w: its last renewal was sent %v ago, and its TTL is %v", ErrLeaseLost, age.Round(time.Millisecond), l.ttl)
+	if !renewed {
+		err = fmt.Errorf("%w: its last renewal failed", ErrLeaseLost)
+	}
+	if s.fenceSaid.CompareAndSwap(false, true) {
+		s.log.Error("seat: the lease may have lapsed; the seat writes nothing more", "id", s.cfg.ID, "err", err)
+	}
+	end(err)
+	return err
 }
 
 // follow starts a watched copy of bucket whose changes go to the queue.
@@ -215,6 +266,9 @@ func (s *Seat) follow(ctx context.Context, bucket string) {
 
 // enqueue hands a change to the loop; it never blocks the watch.
 func (s *Seat) enqueue(ch bus.Change) {
+	if s.paused.keep(ch) {
+		return
+	}
 	s.mu.Lock()
 	s.queue = append(s.queue, ch)
 	s.mu.Unlock()
@@ -261,6 +315,7 @@ type dirty struct {
 	nodes map[string]bool
 	keys  map[string]bool
 	bound []string
+	junk  map[string]map[string]bool // bucket -> keys holding values not of their kind
 }
 
 // drain takes every queued change into the mesh and returns what they
@@ -291,6 +346,15 @@ func (s *Seat) drainInto(d *dirty) {
 			d.keys[k] = true
 		}
 		d.bound = append(d.bound, t.Bound...)
+		if t.Junk {
+			if d.junk == nil {
+				d.junk = map[string]map[string]bool{}
+			}
+			if d.junk[ch.Bucket] == nil {
+				d.junk[ch.Bucket] = map[string]bool{}
+			}
+			d.junk[ch.Bucket][ch.Key] = true
+		}
 	}
 }
 
@@ -316,6 +380,11 @@ func (s *Seat) work(ctx context.Context, d *dirty) {
 			s.drainInto(d)
 			continue
 		}
+		if len(d.junk) > 0 {
+			s.dropJunk(ctx, d.junk)
+			d.junk = nil
+			continue
+		}
 		if lost := s.takeLost(); len(lost) > 0 {
 			s.clearLost(ctx, lost, d)
 			continue
@@ -335,7 +404,7 @@ func (s *Seat) work(ctx context.Context, d *dirty) {
 		s.mu.Lock()
 		lost := len(s.lost)
 		s.mu.Unlock()
-		if len(d.nodes) == 0 && len(d.keys) == 0 && len(d.bound) == 0 && lost == 0 {
+		if len(d.nodes) == 0 && len(d.keys) == 0 && len(d.bound) == 0 && len(d.junk) == 0 && lost == 0 {
 			return
 		}
 	}
@@ -374,9 +443,9 @@ func (s *Seat) composeNode(ctx context.Context, node string, d *dirty) {
 	}
 	s.mesh.Composed(res)
 	start := time.Now()
-	changed := s.write(ctx, res.Plans, res.PlansRemoved, res.Refusals, res.RefusalsRemoved, res.Provisions, d)
+	changed, wrote := s.write(ctx, res.Plans, res.PlansRemoved, res.Refusals, res.RefusalsRemoved, res.Provisions, d)
 	changed += s.retireAll(ctx, res.Retired, d)
-	s.raise(res.Asks)
+	s.raise(written(res.Asks, wrote))
 	s.withdraw(res.Withdrawn)
 	// A key that retires no longer depends on another node's key: that node
 	// may now find its own key unneeded.
@@ -404,12 +473,14 @@ func (s *Seat) judgeKeys(ctx context.Context, keys []string, d *dirty) {
 	for _, p := range res.Problems {
 		s.log.Warn("seat: warrant refused", "why", p)
 	}
-	s.write(ctx, nil, nil, nil, nil, res.Provisions, d)
+	_, wrote := s.write(ctx, nil, nil, nil, nil, res.Provisions, d)
 	for k, p := range res.Provisions {
-		s.log.Info("seat: judged", "key", k, "state", p.State, "why", p.Why, "ask", p.Ask)
+		if wrote[k] {
+			s.log.Info("seat: judged", "key", k, "state", p.State, "why", p.Why, "ask", p.Ask)
+		}
 	}
 	s.retireAll(ctx, res.Retired, d)
-	s.raise(res.Asks)
+	s.raise(written(res.Asks, wrote))
 	s.withdraw(res.Withdrawn)
 	if s.cfg.OnResult != nil && (len(res.Provisions) > 0 || len(res.Retired) > 0 || len(res.Problems) > 0) {
 		s.cfg.OnResult(res)
@@ -440,12 +511,26 @@ func (s *Seat) retireAll(ctx context.Context, keys []string, d *dirty) int {
 	return n
 }
 
+// written returns the asks whose key's write (naming the ask's id) the bus
+// took: an ask is raised only by the seat whose conditional write of its
+// key succeeded, so that a seat that lost its lease never raises a second
+// ask for a key.
+func written(asks []mesh.Ask, wrote map[string]bool) []mesh.Ask {
+	var out []mesh.Ask
+	for _, a := range asks {
+		if wrote[strings.TrimPrefix(a.About, "provision.")] {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
 // raise publishes asks on asks.mesh-provisioner as requests, so that the
 // router's record of each is confirmed. An ask no router records in time is
 // said, and its key's ask is cleared so that it is asked again at its next
 // change.
 func (s *Seat) raise(asks []mesh.Ask) {
-	if len(asks) == 0 {
+	if len(asks) == 0 || s.Fence() != nil {
 		return
 	}
 	nc := s.js.Conn()
@@ -480,7 +565,7 @@ func (s *Seat) raise(asks []mesh.Ask) {
 // longer asked, so that they leave the operator's list. A failure is said
 // and changes nothing else: the key no longer names the ask.
 func (s *Seat) withdraw(asked map[string]string) {
-	if len(asked) == 0 {
+	if len(asked) == 0 || s.Fence() != nil {
 		return
 	}
 	nc := s.js.Conn()
@@ -526,6 +611,10 @@ func (s *Seat) clearLost(ctx context.Context, lost []lostAsk, d *dirty) {
 	s.write(ctx, nil, nil, nil, nil, out, d)
 }
 
+// Wrote returns how many writes and deletes of this seat the bus
+// acknowledged.
+func (s *Seat) Wrote() int64 { return s.wrote.Load() }
+
 // report logs a node's result.
 func (s *Seat) report(res *compose.Result, changed int, write time.Duration) {
 	attrs := []any{
@@ -552,15 +641,20 @@ func (s *Seat) report(res *compose.Result, changed int, write time.Duration) {
 }
 
 // write applies writes: puts are published together and their acks
-// awaited as one batch, deletes follow. Each write is taken into the seat's
-// copy and mesh once acknowledged. Keys whose state or why changed have
-// their dependents marked for re-judging (a dependent quotes the why of a
-// key it waits for). It returns how many keys it wrote or
-// deleted; a failed write is logged and left for the next change.
+// awaited as one batch, deletes follow. Nothing is written unless
+// [Seat.Fence] passes, and each write is conditional on the revision of the
+// key the seat's mesh holds, so that a write based on a value another
+// writer has changed meanwhile is refused by the bus (said; the change
+// composes the key's node again when it arrives). Each write is taken into
+// the seat's copy and mesh once acknowledged. Keys whose state or why
+// changed have their dependents marked for re-judging (a dependent quotes
+// the why of a key it waits for). It returns how many keys it wrote or
+// deleted, and the provision keys it wrote; a failed write is logged and
+// left for the next change.
 func (s *Seat) write(ctx context.Context, plans map[string][]byte, plansGone []string,
-	refusals map[string]mesh.Refusal, refusalsGone []string, provs map[string]mesh.Provision, d *dirty) int {
-	if len(plans)+len(plansGone)+len(refusals)+len(refusalsGone)+len(provs) == 0 {
-		return 0
+	refusals map[string]mesh.Refusal, refusalsGone []string, provs map[string]mesh.Provision, d *dirty) (int, map[string]bool) {
+	if len(plans)+len(plansGone)+len(refusals)+len(refusalsGone)+len(provs) == 0 || s.Fence() != nil {
+		return 0, nil
 	}
 	// The copies written to are held until every write is taken in: the
 	// echo of a write taken before it would reach the loop as a change,
@@ -587,14 +681,15 @@ func (s *Seat) write(ctx context.Context, plans map[string][]byte, plansGone []s
 		b, _ := json.Marshal(p)
 		batch = append(batch, pending{bucket: mesh.ProvisionsBucket, key: k, value: b})
 	}
-	n := s.putAll(ctx, batch)
+	wrote := map[string]bool{}
+	n := s.putAll(ctx, batch, wrote)
 	for _, k := range plansGone {
 		n += s.del(ctx, mesh.PlansBucket, k)
 	}
 	for _, k := range refusalsGone {
 		n += s.del(ctx, mesh.RefusedBucket, k)
 	}
-	return n
+	return n, wrote
 }
 
 // pending is one put of a batch.
@@ -604,13 +699,15 @@ type pending struct {
 	ack         jetstream.PubAckFuture
 }
 
-// putAll publishes every put without waiting, then waits for each ack and
-// takes the write in. It returns how many were written. The caller holds
-// the copies.
-func (s *Seat) putAll(ctx context.Context, batch []pending) int {
+// putAll publishes every put without waiting, each conditional on the
+// revision of its key that the seat's mesh holds, then waits for each ack
+// and takes the write in. It returns how many were written, and marks the
+// provision keys written in wrote. The caller holds the copies.
+func (s *Seat) putAll(ctx context.Context, batch []pending, wrote map[string]bool) int {
 	for i := range batch {
 		p := &batch[i]
-		ack, err := s.js.PublishAsync("$KV."+p.bucket+"."+p.key, p.value)
+		ack, err := s.js.PublishAsync("$KV."+p.bucket+"."+p.key, p.value,
+			jetstream.WithExpectLastSequencePerSubject(s.mesh.Revision(p.bucket, p.key)))
 		if err != nil {
 			s.writeFailed(p.bucket, p.key, err)
 			continue
@@ -626,6 +723,10 @@ func (s *Seat) putAll(ctx context.Context, batch []pending) int {
 		case ack := <-p.ack.Ok():
 			s.copies[p.bucket].Took(p.key, p.value, ack.Sequence)
 			s.mesh.Take(bus.Change{Bucket: p.bucket, Key: p.key, Value: p.value, Revision: ack.Sequence})
+			s.wrote.Add(1)
+			if p.bucket == mesh.ProvisionsBucket {
+				wrote[p.key] = true
+			}
 			n++
 		case err := <-p.ack.Err():
 			s.writeFailed(p.bucket, p.key, err)
@@ -636,28 +737,54 @@ func (s *Seat) putAll(ctx context.Context, batch []pending) int {
 	return n
 }
 
-// writeFailed says a write the bus refused or did not acknowledge.
+// writeFailed says a write the bus refused or did not take.
 func (s *Seat) writeFailed(bucket, key string, err error) {
-	s.log.Error("seat: write failed", "bucket", bucket, "key", key, "err", err)
+	if bus.IsConflict(err) {
+		s.log.Warn("seat: the key changed since the seat read it; not written, its node is composed again when that change arrives",
+			"bucket", bucket, "key", key, "err", err)
+	} else {
+		s.log.Error("seat: write failed", "bucket", bucket, "key", key, "err", err)
+	}
 	if s.cfg.OnWriteError != nil {
 		s.cfg.OnWriteError(bucket, key, err)
 	}
 }
 
-// del deletes key; the caller holds the copy.
+// del deletes key once [Seat.Fence] passes, conditional on the revision of
+// the key the seat's mesh holds; the caller holds the copy.
 func (s *Seat) del(ctx context.Context, bucket, key string) int {
-	c := s.copies[bucket]
-	kv, err := c.KV(ctx)
+	if s.Fence() != nil {
+		return 0
+	}
+	rev, err := bus.DeleteAt(ctx, s.js, bucket, key, s.mesh.Revision(bucket, key))
 	if err != nil {
+		s.writeFailed(bucket, key, err)
 		return 0
 	}
-	if err := kv.Delete(ctx, key); err != nil {
-		s.writeFailed(bucket, key, fmt.Errorf("delete: %w", err))
-		return 0
-	}
-	c.Took(key, nil, 0)
-	s.mesh.Take(bus.Change{Bucket: bucket, Key: key, Deleted: true})
+	s.copies[bucket].Took(key, nil, rev)
+	s.mesh.Take(bus.Change{Bucket: bucket, Key: key, Deleted: true, Revision: rev})
+	s.wrote.Add(1)
 	return 1
+}
+
+// dropJunk deletes the values of the seat's own buckets that are not of
+// their kind (forged, or written by an older or foreign writer) and that no
+// composition wrote anew: the seat alone writes those buckets.
+func (s *Seat) dropJunk(ctx context.Context, junk map[string]map[string]bool) {
+	for _, bucket := range sortedKeys(junk) {
+		func() {
+			defer s.copies[bucket].Hold()()
+			for _, key := range sortedKeys(junk[bucket]) {
+				if _, ok := s.mesh.Junk(bucket, key); !ok {
+					continue // written anew or deleted meanwhile
+				}
+				if s.del(ctx, bucket, key) == 1 {
+					s.log.Warn("seat: deleted a value that is not of its kind from a bucket the seat alone writes",
+						"bucket", bucket, "key", key)
+				}
+			}
+		}()
+	}
 }
 
 func sortedKeys[V any](m map[string]V) []string {

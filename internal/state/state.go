@@ -108,6 +108,14 @@ type Mesh struct {
 	requires   map[string][]string                 // node -> modules its modules require
 	consumers  map[string]set                      // module -> nodes that require it
 
+	// revs holds, per bucket the seat alone writes (plans, provisions,
+	// refused), the revision of the last change taken at each key (a
+	// delete's too): what a conditional write of the key expects.
+	revs map[string]map[string]uint64
+	// junk holds, per such bucket, the keys whose value is not of its kind
+	// (or whose key is out of shape), with that value's revision.
+	junk map[string]map[string]uint64
+
 	records map[string]mesh.Record // ask id -> the router's record
 	askedBy map[string]string      // ask id -> the provision key that names it
 
@@ -140,6 +148,8 @@ func New() *Mesh {
 		byProvider: map[mesh.Ref]set{},
 		requires:   map[string][]string{},
 		consumers:  map[string]set{},
+		revs:       map[string]map[string]uint64{},
+		junk:       map[string]map[string]uint64{},
 		records:    map[string]mesh.Record{},
 		askedBy:    map[string]string{},
 		bound:      set{},
@@ -159,6 +169,12 @@ type Touch struct {
 	// change was taken as far as it could be (a value that does not decode
 	// is kept as such, so that compositions can say why).
 	Odd error
+	// Junk is set when the change put a value that is not of its kind (or
+	// a key out of shape) into a bucket the seat alone writes (plans,
+	// provisions, refused): the value is taken as absent, and the seat
+	// deletes it unless a composition writes the key anew (see
+	// [Mesh.Junk]).
+	Junk bool
 }
 
 func (t *Touch) nodes(ns ...string) { t.Nodes = append(t.Nodes, ns...) }
@@ -188,11 +204,17 @@ func (m *Mesh) Take(ch bus.Change) Touch {
 	case ch.Bucket == mesh.ManifestsBucket:
 		m.takeManifest(ch, &t)
 	case ch.Bucket == mesh.ProvisionsBucket:
+		m.noteRevision(ch)
 		m.takeProvision(ch, &t)
+		m.noteJunk(ch, &t)
 	case ch.Bucket == mesh.PlansBucket:
+		m.noteRevision(ch)
 		m.takePlan(ch, &t)
+		m.noteJunk(ch, &t)
 	case ch.Bucket == mesh.RefusedBucket:
+		m.noteRevision(ch)
 		m.takeRefusal(ch, &t)
+		m.noteJunk(ch, &t)
 	case ch.Bucket == mesh.RecordsBucket:
 		m.takeRecord(ch, &t)
 	case strings.HasSuffix(ch.Bucket, "_bound"):
@@ -201,6 +223,48 @@ func (m *Mesh) Take(ch bus.Change) Touch {
 		t.Odd = odd(ch, "not a bucket the seat follows")
 	}
 	return t
+}
+
+// noteRevision keeps the revision of a change of a bucket the seat alone
+// writes.
+func (m *Mesh) noteRevision(ch bus.Change) {
+	r := m.revs[ch.Bucket]
+	if r == nil {
+		r = map[string]uint64{}
+		m.revs[ch.Bucket] = r
+	}
+	r[ch.Key] = ch.Revision
+}
+
+// noteJunk keeps (or forgets) the change's key as junk: a put the take
+// found odd is junk, anything else is not.
+func (m *Mesh) noteJunk(ch bus.Change, t *Touch) {
+	j := m.junk[ch.Bucket]
+	if t.Odd != nil && !ch.Deleted {
+		if j == nil {
+			j = map[string]uint64{}
+			m.junk[ch.Bucket] = j
+		}
+		j[ch.Key] = ch.Revision
+		t.Junk = true
+		return
+	}
+	delete(j, ch.Key)
+}
+
+// Revision returns the revision (stream sequence) of the last change taken
+// at key of bucket, one of the buckets the seat alone writes (plans,
+// provisions, refused), a delete's included; 0 when none was taken. It is
+// what a conditional write of the key expects to find.
+func (m *Mesh) Revision(bucket, key string) uint64 { return m.revs[bucket][key] }
+
+// Junk returns the revision of the value at key of bucket (plans,
+// provisions or refused) that is not of its kind, or whose key is out of
+// the bucket's shape, and whether there is one. Such a value is taken as
+// absent: no composition reads it.
+func (m *Mesh) Junk(bucket, key string) (uint64, bool) {
+	r, ok := m.junk[bucket][key]
+	return r, ok
 }
 
 func decode(ch bus.Change, v any) error {
@@ -502,8 +566,13 @@ func (m *Mesh) takeProvision(ch bus.Change, t *Touch) {
 		return
 	}
 	var p mesh.Provision
-	if err := decode(ch, &p); err != nil {
-		// Taken as absent: a composition that needs the key writes it anew.
+	err = decode(ch, &p)
+	if err == nil {
+		err = checkProvision(ch, k, p)
+	}
+	if err != nil {
+		// Taken as absent: a composition that needs the key writes it anew,
+		// and the seat deletes it otherwise.
 		t.Odd = err
 		delete(m.provisions, ch.Key)
 		removeFrom(m.provByNode, k.Node, ch.Key)
@@ -519,6 +588,31 @@ func (m *Mesh) takeProvision(ch bus.Change, t *Touch) {
 	}
 }
 
+// checkProvision says why a decoded provision is not one the seat writes at
+// key k: its provision, local and consumer must be the key's, its provider
+// named, its state one of the five, every key it depends on in shape.
+func checkProvision(ch bus.Change, k mesh.ProvisionKey, p mesh.Provision) error {
+	switch {
+	case p.Provision != k.Provision || p.Local != k.Local:
+		return odd(ch, "value names provision %q local %q, not the key's", p.Provision, p.Local)
+	case p.Consumer != (mesh.Ref{Module: k.Consumer, Node: k.Node}):
+		return odd(ch, "value names consumer %q on %q, not the key's", p.Consumer.Module, p.Consumer.Node)
+	case !mesh.ValidName(p.Provider.Module) || !mesh.ValidName(p.Provider.Node):
+		return odd(ch, "value names no valid provider (module %q on node %q)", p.Provider.Module, p.Provider.Node)
+	}
+	switch p.State {
+	case mesh.Asked, mesh.Provided, mesh.Failed, mesh.Waits, mesh.Retiring:
+	default:
+		return odd(ch, "value has the state %q, which is none of asked, provided, failed, waits, retiring", p.State)
+	}
+	for _, d := range p.DependsOn {
+		if _, err := mesh.ParseProvisionKey(d); err != nil {
+			return odd(ch, "value depends on %q: %v", d, err)
+		}
+	}
+	return nil
+}
+
 func (m *Mesh) takePlan(ch bus.Change, t *Touch) {
 	k, err := mesh.ParseNodeModule(ch.Key)
 	if err != nil {
@@ -527,6 +621,19 @@ func (m *Mesh) takePlan(ch bus.Change, t *Touch) {
 	}
 	t.nodes(k.Node) // another writer's change: composed again
 	if ch.Deleted {
+		delete(m.plans, ch.Key)
+		removeFrom(m.plansOf, k.Node, ch.Key)
+		return
+	}
+	var p mesh.Plan
+	err = decode(ch, &p)
+	if err == nil && (p.Node != k.Node || p.Module != k.Module) {
+		err = odd(ch, "value is the plan of %q on %q, not the key's", p.Module, p.Node)
+	}
+	if err != nil {
+		// Taken as absent: a composition writes the plan anew where the
+		// module is composed, and the seat deletes it otherwise.
+		t.Odd = err
 		delete(m.plans, ch.Key)
 		removeFrom(m.plansOf, k.Node, ch.Key)
 		return
@@ -548,8 +655,16 @@ func (m *Mesh) takeRefusal(ch bus.Change, t *Touch) {
 		return
 	}
 	var r mesh.Refusal
-	if err := decode(ch, &r); err != nil {
+	err = decode(ch, &r)
+	if err == nil && (r.Node != k.Node || r.Module != k.Module || r.Why == "") {
+		err = odd(ch, "value is not the refusal of %q on %q with a why", k.Module, k.Node)
+	}
+	if err != nil {
+		// Taken as absent: a composition that holds the module writes it
+		// anew, and the seat deletes it otherwise.
 		t.Odd = err
+		delete(m.refusals, ch.Key)
+		removeFrom(m.refusalsOf, k.Node, ch.Key)
 		return
 	}
 	m.refusals[ch.Key] = r

@@ -1,0 +1,64 @@
+package seat
+
+import "github.com/mesh-provisioner/mesh-provisioner/internal/bus"
+
+// Pause holds s still, as SIGSTOP holds a process: its loop and its lease's
+// renewal wait, and the changes its watches take are kept back.
+func (s *Seat) Pause() {
+	s.paused.mu.Lock()
+	defer s.paused.mu.Unlock()
+	if s.paused.gate == nil {
+		s.paused.gate = make(chan struct{})
+		s.paused.renew = make(chan struct{})
+	}
+}
+
+// Resume lets the loop of s go on. The kept changes for which first reports
+// true are handed to it at once, in order; the others, and the lease's
+// renewal (which is late, as a renewal may be), go on when release is
+// called.
+func (s *Seat) Resume(first func(bus.Change) bool) (release func()) {
+	s.paused.mu.Lock()
+	kept := s.paused.kept
+	s.paused.kept = nil
+	g, renew := s.paused.gate, s.paused.renew
+	s.paused.gate, s.paused.renew = nil, nil
+	s.paused.mu.Unlock()
+	var later []bus.Change
+	for _, ch := range kept {
+		if first(ch) {
+			s.enqueue(ch)
+		} else {
+			later = append(later, ch)
+		}
+	}
+	if g != nil {
+		close(g)
+	}
+	return func() {
+		for _, ch := range later {
+			s.enqueue(ch)
+		}
+		if renew != nil {
+			close(renew)
+		}
+	}
+}
+
+// Asking returns how many asks and withdrawals s sent that the router has
+// not answered yet.
+func (s *Seat) Asking() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.asking
+}
+
+// Idle reports whether the loop of s has nothing queued and is not working.
+func (s *Seat) Idle() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.busy && len(s.queue) == 0
+}
+
+// Fenced reports whether s found its lease may have lapsed before a write.
+func (s *Seat) Fenced() bool { return s.fenceSaid.Load() }

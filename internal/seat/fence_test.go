@@ -1,0 +1,109 @@
+package seat_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/asks"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus/bustest"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/seat"
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
+)
+
+// A seat held still past its lease (as by SIGSTOP) while another took the
+// seat over writes nothing when it goes on, and raises no second ask for a
+// key the other asked about: it goes on with the mesh's new placement but
+// with its old provisions, as a stopped process whose sockets hand it the
+// placement first.
+func TestStaleSeatWritesNothing(t *testing.T) {
+	s := bustest.Server(t)
+	h := &harness{t: t, ctx: bustest.Context(t), srv: s}
+	h.nc, h.js = bustest.Connect(t, s, "operator")
+	rnc, rjs := bustest.Connect(t, s, "mesh-asks")
+	if _, err := asks.Start(h.ctx, rnc, rjs, nil); err != nil {
+		t.Fatal(err)
+	}
+	h.apply(homelab(t))
+	run := func(id string) (*seat.Seat, chan error) {
+		_, js := bustest.Connect(t, s, "seat-"+id)
+		st := seat.New(js, seat.Config{ID: id, LeaseTTL: time.Second})
+		done := make(chan error, 1)
+		go func() { done <- st.Run(h.ctx) }()
+		return st, done
+	}
+	a, aDone := run("a")
+	h.seat = a
+	h.settle()
+	before := a.Wrote()
+	if before == 0 {
+		t.Fatal("seat a wrote nothing at its first composition")
+	}
+	a.Pause()
+
+	b, _ := run("b")
+	h.seat = b
+	h.settle() // b holds the lease: a's lapsed
+	got := h.retired()
+
+	// Its renewal is late: the fence must not wait for it to fail.
+	release := a.Resume(func(ch bus.Change) bool {
+		return ch.Bucket != mesh.ProvisionsBucket && ch.Bucket != mesh.RecordsBucket
+	})
+	bustest.WaitFor(t, 0, "seat a to find its lease lapsed, or to be done with what it took", func() bool {
+		return a.Fenced() || a.Idle() && a.Asking() == 0 && a.Wrote() != before
+	})
+	if !a.Fenced() {
+		t.Error("seat a went on writing after its lease lapsed")
+	}
+	release()
+	var err error
+	bustest.WaitFor(t, 0, "seat a to stop", func() bool {
+		select {
+		case err = <-aDone:
+			return true
+		default:
+			return false
+		}
+	})
+	if !errors.Is(err, seat.ErrLeaseLost) {
+		t.Errorf("seat a Run = %v; want ErrLeaseLost", err)
+	}
+	bustest.WaitFor(t, 0, "seat a's asks answered", func() bool { return a.Asking() == 0 })
+	if n := a.Wrote(); n != before {
+		t.Errorf("seat a wrote %d times after seat b took the seat over; want none", n-before)
+	}
+	h.settle()
+	records := h.keys(mesh.RecordsBucket, "")
+	for _, key := range vaultwardenKeys {
+		var about []string
+		for _, id := range records {
+			if r, ok := h.record(id); ok && r.Ask.About == "provision."+key {
+				about = append(about, id)
+			}
+		}
+		if len(about) != 1 {
+			t.Errorf("asks recorded for %s = %v; want exactly one, %s", key, about, got[key].ID)
+		}
+		if p, _ := h.provision(key); p.State != mesh.Retiring || p.Ask != got[key].ID {
+			t.Errorf("%s = %s with ask %q; want retiring with seat b's ask %s", key, p.State, p.Ask, got[key].ID)
+		}
+	}
+}
+
+// A lease under NATS's floor (or negative) is refused at once, before the
+// seat touches the bus.
+func TestLeaseUnderTheFloorIsRefused(t *testing.T) {
+	s := bustest.Server(t)
+	_, js := bustest.Connect(t, s, "seat")
+	for _, ttl := range []time.Duration{-time.Second, time.Nanosecond, 99 * time.Millisecond} {
+		err := seat.New(js, seat.Config{LeaseTTL: ttl}).Run(bustest.Context(t))
+		if !errors.Is(err, seat.ErrBadLease) {
+			t.Errorf("Run with lease %v = %v; want ErrBadLease", ttl, err)
+		}
+	}
+	if err := seat.CheckLease(seat.MinLease); err != nil {
+		t.Errorf("CheckLease(%v) = %v; want nil", seat.MinLease, err)
+	}
+}
