@@ -42,7 +42,7 @@ func TestForgedWritesAreDeletedNotAdopted(t *testing.T) {
 	// A forged value at a key the seat keeps is written anew, not deleted.
 	key := "control.keycloak.database"
 	h.put(mesh.ProvisionsBucket, key, `{"state":"nonsense"}`)
-	p := h.waitState(key, mesh.Asked, noEntry+"postgres_bound")
+	p := h.waitState(key, mesh.Waits, waitsFor+"control.keycloak.credential.postgres_database, which is asked")
 	if p.Provider != pgControl {
 		t.Errorf("%s rewritten as %+v; want keycloak's key of postgres", key, p)
 	}
