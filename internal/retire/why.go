@@ -1,5 +1,12 @@
 package retire
 
+import (
+	"fmt"
+	"strings"
+
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
+)
+
 // WhyRetired is the why the seat says when it deletes a key approved with
 // "yes" whose provider's entry is gone.
 const WhyRetired = "retired: its provider removed its credential on the operator's warrant"
@@ -27,3 +34,16 @@ const (
 	whyNobody        = "the warrant of ask %s for key %s chose %q but names no one who answered; the key is left as it was"
 	whyRecordState   = "the record of ask %s for key %s is in the unknown state %q; the key is left as it was"
 )
+
+// whyVanished is added to the why of a retiring key whose ask's record
+// vanished: see [Vanished].
+const whyVanished = "its ask %s vanished from " + mesh.RecordsBucket + " before anyone answered it, so it was asked again"
+
+// Vanished returns the why of a retiring key whose ask id vanished from
+// mesh-asks_records before anyone answered it: why (without what an earlier
+// vanished ask added) followed by "; its ask <id> vanished from
+// mesh-asks_records before anyone answered it, so it was asked again".
+func Vanished(why, id string) string {
+	base, _, _ := strings.Cut(why, "; its ask ")
+	return base + "; " + fmt.Sprintf(whyVanished, id)
+}

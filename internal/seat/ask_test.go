@@ -266,3 +266,45 @@ func TestNeededAgainBeforeAnAnswer(t *testing.T) {
 		}
 	}
 }
+
+// An open ask whose record vanishes from mesh-asks_records (while the seat
+// runs, or while no seat runs) ended with no choice: said in the key's why,
+// cleared, and asked again at once (in the same second, under the same id:
+// its record is made anew).
+func TestVanishedAskIsAskedAgain(t *testing.T) {
+	h := startWith(t, homelab(t), options{router: true})
+	got := h.retired()
+	key := "ace.vaultwarden.route"
+	askedAgain := func(old string) mesh.Provision {
+		t.Helper()
+		var p mesh.Provision
+		bustest.WaitFor(t, 0, key+" asked again, its ask recorded open", func() bool {
+			p, _ = h.provision(key)
+			if p.State != mesh.Retiring || p.Ask == "" || !strings.Contains(p.Why, "vanished") {
+				return false
+			}
+			r, ok := h.record(p.Ask)
+			return ok && r.State == mesh.RecordOpen
+		})
+		want := "no build wanted or placed on ace requires route of route-proxy on control any more; its ask " + old +
+			" vanished from " + mesh.RecordsBucket + " before anyone answered it, so it was asked again"
+		if p.Why != want || p.Warrant != nil {
+			t.Errorf("%s why = %q (warrant %+v)\nwant %q, no warrant", key, p.Why, p.Warrant, want)
+		}
+		return p
+	}
+	h.del(mesh.RecordsBucket, got[key].ID)
+	p := askedAgain(got[key].ID)
+
+	// While no seat runs.
+	h.stopSeat()
+	h.del(mesh.RecordsBucket, p.Ask)
+	h.startSeat()
+	askedAgain(p.Ask)
+	// The other keys kept their asks.
+	for _, other := range vaultwardenKeys {
+		if q, _ := h.provision(other); other != key && q.Ask != got[other].ID {
+			t.Errorf("%s ask = %q; want still %q", other, q.Ask, got[other].ID)
+		}
+	}
+}

@@ -104,8 +104,12 @@ type Seat struct {
 	paused    pause        // tests hold the seat still with it (export_test.go)
 }
 
-// lostAsk is an ask that no router recorded in time.
-type lostAsk struct{ key, id string }
+// lostAsk is an ask that no router recorded in time, or whose record
+// vanished from mesh-asks_records before anyone answered it.
+type lostAsk struct {
+	key, id  string
+	vanished bool
+}
 
 // New returns a seat that will work through js, the seat's own connection.
 func New(js jetstream.JetStream, cfg Config) *Seat {
@@ -306,6 +310,8 @@ func (s *Seat) start(ctx context.Context) error {
 	for _, n := range nodes {
 		d.nodes[n] = true
 	}
+	// Records that vanished while no seat followed them.
+	s.mesh.Provisions(func(key string, _ mesh.Provision) { s.vanished(key) })
 	s.work(ctx, d)
 	return nil
 }
@@ -336,6 +342,11 @@ func (s *Seat) drainInto(d *dirty) {
 	s.mu.Unlock()
 	for _, ch := range q {
 		t := s.mesh.Take(ch)
+		if ch.Bucket == mesh.RecordsBucket && ch.Deleted {
+			if key, ok := s.mesh.AskedBy(ch.Key); ok {
+				s.vanished(key)
+			}
+		}
 		if t.Odd != nil {
 			s.log.Warn("seat: odd change", "bucket", ch.Bucket, "key", ch.Key, "why", t.Odd)
 		}
@@ -588,6 +599,22 @@ func (s *Seat) withdraw(asked map[string]string) {
 	}
 }
 
+// vanished notes the ask of key as lost when the key is retiring, waits for
+// its ask's answer, and the ask router holds no record of that ask: it
+// ended with no choice, and is cleared and asked again (clearLost).
+func (s *Seat) vanished(key string) {
+	p, ok := s.mesh.Provision(key)
+	if !ok || p.State != mesh.Retiring || p.Ask == "" || p.Warrant != nil {
+		return
+	}
+	if _, recorded := s.mesh.Record(p.Ask); recorded {
+		return
+	}
+	s.mu.Lock()
+	s.lost = append(s.lost, lostAsk{key: key, id: p.Ask, vanished: true})
+	s.mu.Unlock()
+}
+
 func (s *Seat) takeLost() []lostAsk {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -596,19 +623,36 @@ func (s *Seat) takeLost() []lostAsk {
 	return l
 }
 
-// clearLost clears the ask of keys whose ask no router recorded.
+// clearLost clears the ask of keys whose ask no router recorded, or whose
+// record vanished: those say so in their why, and their node is composed
+// again at once, which asks them again.
 func (s *Seat) clearLost(ctx context.Context, lost []lostAsk, d *dirty) {
 	out := map[string]mesh.Provision{}
+	vanished := map[string]string{}
 	for _, l := range lost {
 		p, ok := s.mesh.Provision(l.key)
-		if _, recorded := s.mesh.Record(l.id); !ok || p.Ask != l.id || recorded {
+		if _, recorded := s.mesh.Record(l.id); !ok || p.Ask != l.id || recorded || p.Warrant != nil {
 			continue
 		}
 		p.Ask = ""
 		p.At = s.cfg.Now().UTC()
+		if l.vanished {
+			p.Why = retire.Vanished(p.Why, l.id)
+			vanished[l.key] = l.id
+		}
 		out[l.key] = p
 	}
-	s.write(ctx, nil, nil, nil, nil, out, d)
+	_, wrote := s.write(ctx, nil, nil, nil, nil, out, d)
+	for _, key := range sortedKeys(vanished) {
+		if !wrote[key] {
+			continue
+		}
+		s.log.Warn("seat: the record of the key's ask vanished from "+mesh.RecordsBucket+
+			" before anyone answered it; the ask is cleared and asked again", "key", key, "ask", vanished[key])
+		if k, err := mesh.ParseProvisionKey(key); err == nil {
+			d.nodes[k.Node] = true
+		}
+	}
 }
 
 // Wrote returns how many writes and deletes of this seat the bus

@@ -851,6 +851,13 @@ func (m *Mesh) Refusal(key string) (mesh.Refusal, bool) {
 
 func (m *Mesh) RefusalsOf(node string) []string { return m.refusalsOf[node].sorted() }
 
+// AskedBy returns the provision key whose value names the ask id, and
+// whether one does.
+func (m *Mesh) AskedBy(id string) (string, bool) {
+	k, ok := m.askedBy[id]
+	return k, ok
+}
+
 func (m *Mesh) Record(id string) (mesh.Record, bool) {
 	r, ok := m.records[id]
 	return r, ok
