@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,10 +22,10 @@ type Item struct {
 }
 
 // Change is one change of a followed bucket, handed to a [Copy]'s OnChange
-// callback. Deleted is set for a delete, a purge, or a key found gone when
-// the watch was started again; Value is then nil. Revision is the stream
-// sequence of the change (for a key found gone, which has no message left,
-// 0).
+// callback. Deleted is set for a delete, a purge, a key found gone when the
+// watch was started again, or a key of a bucket found deleted or made anew
+// without it; Value is then nil. Revision is the stream sequence of the
+// change (0 for a key found gone, which has no message left).
 type Change struct {
 	Bucket   string
 	Key      string
@@ -58,6 +59,18 @@ type Options struct {
 // missing), saying each give-up in the log. Every change is taken only when
 // its revision is newer than the copy's, so replays are harmless.
 //
+// A bucket is one stream, known by the time it was created. When the
+// bucket is found deleted (its stream gone), every key the copy holds is
+// taken as deleted and reported to OnChange, and said in the log; a copy
+// with Options.Create makes the bucket again. When the bucket is found made
+// anew (another creation time, or a last sequence below what the copy has
+// seen: a server back on a wiped store), the new stream's keys are taken
+// whatever their revision and the keys it lacks are taken as deleted. The
+// copy hears of a deletion or creation at once through the stream
+// advisories ($JS.EVENT.ADVISORY.STREAM.CREATED|DELETED.KV_<bucket>, which
+// a scoped user must be allowed to subscribe to), and otherwise when its
+// watch breaks or the connection comes back.
+//
 // A Copy is safe for concurrent use. Values handed out are the copy's own:
 // read them, never change them.
 type Copy struct {
@@ -77,6 +90,15 @@ type Copy struct {
 	mu    sync.RWMutex
 	items map[string]Item
 	gone  map[string]uint64 // revision of the delete that removed a key
+	// created is when the stream the copy holds was created (zero before
+	// the first watch, after the bucket was found gone, or when the
+	// server does not say).
+	created time.Time
+	// stale holds, while a watch of a stream made anew delivers its
+	// initial values, the keys the copy held from the old stream and
+	// their revisions: each is replaced by the new stream's value whatever
+	// the revisions, or dropped when the new stream lacks it.
+	stale map[string]uint64
 }
 
 // Follow starts following bucket into a new [Copy] and returns it at once.
@@ -192,6 +214,19 @@ func (c *Copy) take(key string, value []byte, rev uint64, deleted bool) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	it, had := c.items[key]
+	if old, ok := c.stale[key]; ok && had && it.Revision == old {
+		// The old stream's value: the new stream's is taken whatever
+		// the revisions, and reported even when its bytes are the same,
+		// so that a conditional write expects the new revision.
+		delete(c.stale, key)
+		if deleted {
+			delete(c.items, key)
+			c.gone[key] = rev
+			return true
+		}
+		c.items[key] = Item{Value: value, Revision: rev}
+		return true
+	}
 	if had && it.Revision >= rev {
 		return false
 	}
@@ -226,7 +261,7 @@ func (c *Copy) run(ctx context.Context) {
 		wait := bo.NextBackOff()
 		if err == nil {
 			err = errors.New("updates channel closed")
-		} else if errors.Is(err, jetstream.ErrBucketNotFound) {
+		} else if gone(err) {
 			c.readyOne.Do(func() { close(c.ready) })
 		}
 		c.log.Warn("bus: watch gave up; starting it again", "bucket", c.bucket, "err", err, "retry_in", wait)
@@ -260,19 +295,142 @@ func (c *Copy) handle(ctx context.Context) (jetstream.KeyValue, error) {
 	return kv, nil
 }
 
+// gone reports whether err says the bucket (its stream) does not exist.
+func gone(err error) bool {
+	return errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound)
+}
+
+// info returns the bucket's stream info, or nil with a nil error when the
+// server does not give it (a user not allowed to ask); an error when the
+// bucket does not exist.
+func (c *Copy) info(ctx context.Context, kv jetstream.KeyValue) (*jetstream.StreamInfo, error) {
+	st, err := kv.Status(ctx)
+	if gone(err) {
+		return nil, err
+	}
+	if err != nil {
+		return nil, nil
+	}
+	bs, ok := st.(*jetstream.KeyValueBucketStatus)
+	if !ok {
+		return nil, nil
+	}
+	return bs.StreamInfo(), nil
+}
+
+// lose takes every key the copy holds as deleted: the bucket is gone. It
+// says so once per stream lost, and reports each key to OnChange.
+func (c *Copy) lose() {
+	c.wmu.Lock()
+	c.mu.Lock()
+	var out []Change
+	for k := range c.items {
+		// No message left: a conditional write expects revision 0.
+		out = append(out, Change{Bucket: c.bucket, Key: k, Revision: 0, Deleted: true})
+	}
+	lost := !c.created.IsZero() || len(out) > 0
+	c.items = map[string]Item{}
+	c.gone = map[string]uint64{}
+	c.stale = nil
+	c.created = time.Time{}
+	c.seen.Store(0)
+	c.mu.Unlock()
+	c.wmu.Unlock()
+	if lost {
+		c.log.Warn("bus: the bucket is gone; every key it held is taken as deleted", "bucket", c.bucket, "keys", len(out))
+	}
+	c.report(out)
+}
+
+// renew compares the stream the watch is about to follow with the one the
+// copy holds: a stream made anew (another creation time, or a last
+// sequence below what the copy has seen) has its keys taken whatever their
+// revision. It reports whether the stream is new.
+func (c *Copy) renew(info *jetstream.StreamInfo) bool {
+	if info == nil {
+		return false
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	prev := c.created
+	c.created = info.Created
+	anew := (!prev.IsZero() && !info.Created.IsZero() && !prev.Equal(info.Created)) ||
+		info.State.LastSeq < c.seen.Load()
+	c.stale = nil
+	if !anew {
+		return false
+	}
+	c.stale = make(map[string]uint64, len(c.items))
+	for k, it := range c.items {
+		c.stale[k] = it.Revision
+	}
+	c.gone = map[string]uint64{}
+	c.seen.Store(0)
+	c.log.Warn("bus: the bucket was made anew; its keys are taken whatever their revision",
+		"bucket", c.bucket, "keys_held", len(c.items), "created", info.Created, "last_seq", info.State.LastSeq)
+	return true
+}
+
+func (c *Copy) report(changes []Change) {
+	if c.opts.OnChange == nil {
+		return
+	}
+	for _, ch := range changes {
+		c.opts.OnChange(ch)
+	}
+}
+
+// errStreamChanged ends a watch when its bucket's stream was deleted or
+// created.
+var errStreamChanged = errors.New("the bucket was deleted or made anew; the watch starts again")
+
 // watch runs one watch until its channel closes. When the initial values are
 // done, keys the copy holds that the bucket no longer has (deleted while no
-// watch ran) are taken as deleted.
+// watch ran) are taken as deleted. A bucket found gone has every key taken
+// as deleted (and is made again with Options.Create); a bucket made anew
+// has its keys taken whatever their revision.
 func (c *Copy) watch(ctx context.Context) error {
 	kv, err := c.handle(ctx)
+	if gone(err) {
+		c.lose()
+	}
 	if err != nil {
 		return err
 	}
-	var lastSeq uint64
-	if st, err := kv.Status(ctx); err == nil {
-		if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok {
-			lastSeq = bs.StreamInfo().State.LastSeq
+	info, err := c.info(ctx, kv)
+	if gone(err) {
+		c.lose()
+		if !c.opts.Create {
+			return err
 		}
+		if _, err := Bucket(ctx, c.js, c.bucket, 0); err != nil {
+			return err
+		}
+		c.log.Warn("bus: made the bucket again", "bucket", c.bucket)
+		if info, err = c.info(ctx, kv); err != nil {
+			return err
+		}
+	}
+	anew := c.renew(info)
+	var lastSeq uint64
+	if info != nil {
+		lastSeq = info.State.LastSeq
+	}
+	nc := c.js.Conn()
+	changed := make(chan struct{}, 1)
+	adv, err := nc.Subscribe("$JS.EVENT.ADVISORY.STREAM.*.KV_"+c.bucket, func(m *nats.Msg) {
+		if strings.HasPrefix(m.Subject, "$JS.EVENT.ADVISORY.STREAM.CREATED.") ||
+			strings.HasPrefix(m.Subject, "$JS.EVENT.ADVISORY.STREAM.DELETED.") {
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+		}
+	})
+	if err == nil {
+		defer adv.Unsubscribe()
 	}
 	var w jetstream.KeyWatcher
 	if c.opts.Filter != "" {
@@ -287,7 +445,6 @@ func (c *Copy) watch(ctx context.Context) error {
 	// A watch may sit silent for many seconds after the connection comes
 	// back (its consumer is re-made only after missed heartbeats): start it
 	// again at once on a reconnect instead.
-	nc := c.js.Conn()
 	reconnected := nc.StatusChanged(nats.CONNECTED)
 	defer nc.RemoveStatusListener(reconnected)
 	seen := map[string]bool{}
@@ -297,6 +454,8 @@ func (c *Copy) watch(ctx context.Context) error {
 		select {
 		case <-reconnected:
 			return errReconnected
+		case <-changed:
+			return errStreamChanged
 		case got, ok := <-w.Updates():
 			if !ok {
 				return nil
@@ -305,7 +464,7 @@ func (c *Copy) watch(ctx context.Context) error {
 		}
 		if e == nil {
 			if initial {
-				c.dropUnseen(seen, lastSeq)
+				c.dropUnseen(seen, lastSeq, anew)
 				seen = nil
 				initial = false
 				if c.broke {
@@ -338,22 +497,28 @@ func (c *Copy) watch(ctx context.Context) error {
 // errReconnected ends a watch when its connection came back.
 var errReconnected = errors.New("the connection came back; the watch starts again")
 
-func (c *Copy) dropUnseen(seen map[string]bool, lastSeq uint64) {
-	var gone []Change
+// dropUnseen takes as deleted the keys the copy holds that the watch's
+// initial values lacked: those written before lastSeq, and after a stream
+// made anew (anew) every key still holding the old stream's value.
+func (c *Copy) dropUnseen(seen map[string]bool, lastSeq uint64, anew bool) {
+	var out []Change
+	c.wmu.Lock()
 	c.mu.Lock()
 	for k, it := range c.items {
-		if !seen[k] && it.Revision <= lastSeq {
+		old, stale := c.stale[k]
+		if seen[k] {
+			continue
+		}
+		if (anew && stale && it.Revision == old) || (!anew && it.Revision <= lastSeq) {
 			delete(c.items, k)
 			c.gone[k] = lastSeq
 			// Not delivered at all: the key has no message left, so a
 			// conditional write of it expects revision 0.
-			gone = append(gone, Change{Bucket: c.bucket, Key: k, Revision: 0, Deleted: true})
+			out = append(out, Change{Bucket: c.bucket, Key: k, Revision: 0, Deleted: true})
 		}
 	}
+	c.stale = nil
 	c.mu.Unlock()
-	if c.opts.OnChange != nil {
-		for _, ch := range gone {
-			c.opts.OnChange(ch)
-		}
-	}
+	c.wmu.Unlock()
+	c.report(out)
 }

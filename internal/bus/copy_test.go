@@ -3,9 +3,15 @@ package bus_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus/bustest"
@@ -96,7 +102,8 @@ func TestCopySurvivesServerRestart(t *testing.T) {
 	kv, _ := bus.Bucket(ctx, js, "test_restart", 0)
 	kv.Put(ctx, "before", []byte(`1`))
 	kv.Put(ctx, "doomed", []byte(`1`))
-	c := bus.Follow(ctx, js, "test_restart", bus.Options{})
+	said := &logBuffer{}
+	c := bus.Follow(ctx, js, "test_restart", bus.Options{Log: slog.New(slog.NewTextHandler(said, nil))})
 	<-c.Ready()
 	s.Shutdown()
 	s2, err := bus.StartServer(bus.ServerConfig{Dir: dir, Listen: addr})
@@ -128,6 +135,10 @@ func TestCopySurvivesServerRestart(t *testing.T) {
 	if n, ok := bus.WatchCounts()["never_followed"]; ok {
 		t.Errorf("WatchCounts()[never_followed] = %+v; want no entry", n)
 	}
+	// The same store holds the same bucket: it is neither gone nor new.
+	if said.has("made anew") || said.has("is gone") {
+		t.Errorf("after a restart on the same store the copy said:\n%s", said)
+	}
 }
 
 func TestCopyFilterFollowsOnlyMatchingKeys(t *testing.T) {
@@ -152,5 +163,237 @@ func TestCopyFilterFollowsOnlyMatchingKeys(t *testing.T) {
 	}
 	if _, ok := c.Get("g14.a"); ok {
 		t.Error("copy filtered on ace.> holds g14.a")
+	}
+}
+
+// logBuffer collects what a component logs, safe for concurrent use.
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) has(s string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Contains(l.b.String(), s)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// recorder follows bucket into a copy whose changes it records as
+// "key=value" or "key deleted".
+type recorder struct {
+	c   *bus.Copy
+	log *logBuffer
+	mu  sync.Mutex
+	chs []string
+}
+
+func record(ctx context.Context, t *testing.T, js jetstream.JetStream, bucket string, create bool) *recorder {
+	t.Helper()
+	r := &recorder{log: &logBuffer{}}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the copy of %s said:\n%s", bucket, r.log)
+		}
+	})
+	r.c = bus.Follow(ctx, js, bucket, bus.Options{Create: create, Log: slog.New(slog.NewTextHandler(r.log, nil)),
+		OnChange: func(ch bus.Change) {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			if ch.Deleted {
+				r.chs = append(r.chs, ch.Key+" deleted")
+				return
+			}
+			r.chs = append(r.chs, ch.Key+"="+string(ch.Value))
+		}})
+	<-r.c.Ready()
+	return r
+}
+
+func (r *recorder) changes() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.chs...)
+}
+
+// holds reports whether the copy holds exactly want (key -> value).
+func (r *recorder) holds(want map[string]string) bool {
+	if r.c.Len() != len(want) {
+		return false
+	}
+	for k, v := range want {
+		if it, ok := r.c.Get(k); !ok || string(it.Value) != v {
+			return false
+		}
+	}
+	return true
+}
+
+// fill writes keys so that the bucket's revisions run well past 1.
+func fill(ctx context.Context, t *testing.T, kv jetstream.KeyValue) {
+	t.Helper()
+	for i := range 5 {
+		for _, k := range []string{"route", "other"} {
+			if _, err := kv.Put(ctx, k, fmt.Appendf(nil, `"provided %d"`, i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// TestCopyTakesABucketMadeAnew deletes a followed bucket and makes it again
+// with one key at revision 1, below what the copy held: the copy takes the
+// new value, and takes the key the new bucket lacks as deleted, saying so.
+func TestCopyTakesABucketMadeAnew(t *testing.T) {
+	s := bustest.Server(t)
+	ctx := bustest.Context(t)
+	_, js := bustest.Connect(t, s, "writer")
+	kv, err := bus.Bucket(ctx, js, "route-proxy_bound", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(ctx, t, kv)
+	_, rjs := bustest.Connect(t, s, "reader")
+	r := record(ctx, t, rjs, "route-proxy_bound", false)
+	if !r.holds(map[string]string{"route": `"provided 4"`, "other": `"provided 4"`}) {
+		t.Fatalf("the copy does not hold the bucket's two keys")
+	}
+	if err := js.DeleteKeyValue(ctx, "route-proxy_bound"); err != nil {
+		t.Fatal(err)
+	}
+	kv, err = bus.Bucket(ctx, js, "route-proxy_bound", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev, err := kv.Put(ctx, "route", []byte(`"failed"`))
+	if err != nil || rev != 1 {
+		t.Fatalf("put in the new bucket = revision %d, %v; want 1", rev, err)
+	}
+	bustest.WaitFor(t, 0, "the copy to hold route=failed alone", func() bool {
+		return r.holds(map[string]string{"route": `"failed"`})
+	})
+	ch := r.changes()
+	if !slices.Contains(ch, `route="failed"`) || !slices.Contains(ch, "other deleted") {
+		t.Errorf("changes = %q; want route=\"failed\" and other deleted reported", ch)
+	}
+	if !r.log.has("bus: the bucket was made anew") && !r.log.has("bus: the bucket is gone") {
+		t.Errorf("the copy did not say the bucket was gone or made anew")
+	}
+	// Later writes of the new bucket are taken as usual.
+	kv.Put(ctx, "later", []byte(`1`))
+	bustest.WaitFor(t, 0, "later", func() bool { _, ok := r.c.Get("later"); return ok })
+}
+
+// TestCopyOfABucketGone deletes a followed bucket: a copy that does not
+// create its bucket holds nothing any more (each key reported deleted, the
+// loss said); one that creates its bucket makes it again and takes its new
+// writes from revision 1.
+func TestCopyOfABucketGone(t *testing.T) {
+	s := bustest.Server(t)
+	ctx := bustest.Context(t)
+	_, js := bustest.Connect(t, s, "writer")
+	kv, err := bus.Bucket(ctx, js, "test_gone", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(ctx, t, kv)
+	_, rjs := bustest.Connect(t, s, "reader")
+	reader := record(ctx, t, rjs, "test_gone", false)
+	_, ojs := bustest.Connect(t, s, "owner")
+	owner := record(ctx, t, ojs, "test_gone", true)
+	if err := js.DeleteKeyValue(ctx, "test_gone"); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []*recorder{reader, owner} {
+		bustest.WaitFor(t, 0, "the copies to hold nothing", func() bool { return r.c.Len() == 0 })
+		ch := r.changes()
+		if !slices.Contains(ch, "route deleted") || !slices.Contains(ch, "other deleted") {
+			t.Errorf("changes = %q; want route and other reported deleted", ch)
+		}
+		if !r.log.has("bus: the bucket is gone; every key it held is taken as deleted") {
+			t.Errorf("the copy did not say the bucket is gone")
+		}
+	}
+	bustest.WaitFor(t, 0, "the owner to make the bucket again", func() bool {
+		_, err := js.KeyValue(ctx, "test_gone")
+		return err == nil
+	})
+	kv, _ = js.KeyValue(ctx, "test_gone")
+	if rev, err := kv.Put(ctx, "route", []byte(`"failed"`)); err != nil || rev != 1 {
+		t.Fatalf("put in the bucket made again = revision %d, %v; want 1", rev, err)
+	}
+	for _, r := range []*recorder{reader, owner} {
+		bustest.WaitFor(t, 20*time.Second, "route=failed in both copies", func() bool {
+			return r.holds(map[string]string{"route": `"failed"`})
+		})
+	}
+}
+
+// TestCopyOfAServerBackOnAWipedStore restarts the server on an empty store
+// at the same address: a copy that creates its bucket makes it again and
+// holds only what is written anew; a copy that does not holds nothing until
+// the bucket is made again, then takes its keys from revision 1.
+func TestCopyOfAServerBackOnAWipedStore(t *testing.T) {
+	dir := t.TempDir()
+	s, err := bus.StartServer(bus.ServerConfig{Dir: dir, Listen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := s.Addr().String()
+	ctx := bustest.Context(t)
+	_, js := bustest.Connect(t, s, "writer")
+	for _, b := range []string{"test_owned", "test_read"} {
+		kv, err := bus.Bucket(ctx, js, b, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fill(ctx, t, kv)
+	}
+	_, rjs := bustest.Connect(t, s, "reader")
+	owned := record(ctx, t, rjs, "test_owned", true)
+	read := record(ctx, t, rjs, "test_read", false)
+	s.Shutdown()
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := bus.StartServer(bus.ServerConfig{Dir: dir, Listen: addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s2.Shutdown)
+	bustest.WaitFor(t, 20*time.Second, "both copies to hold nothing", func() bool {
+		return owned.c.Len() == 0 && read.c.Len() == 0
+	})
+	bustest.WaitFor(t, 0, "the owned bucket to be made again", func() bool {
+		_, err := js.KeyValue(ctx, "test_owned")
+		return err == nil
+	})
+	for _, b := range []string{"test_owned", "test_read"} {
+		kv, err := bus.Bucket(ctx, js, b, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rev, err := kv.Put(ctx, "route", []byte(`"failed"`)); err != nil || rev != 1 {
+			t.Fatalf("put in %s on the wiped server = revision %d, %v; want 1", b, rev, err)
+		}
+	}
+	for _, r := range []*recorder{owned, read} {
+		bustest.WaitFor(t, 20*time.Second, "route=failed in both copies", func() bool {
+			return r.holds(map[string]string{"route": `"failed"`})
+		})
+		if ch := r.changes(); !slices.Contains(ch, "other deleted") {
+			t.Errorf("changes = %q; want other reported deleted", ch)
+		}
 	}
 }

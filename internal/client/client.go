@@ -21,7 +21,10 @@
 //     collection are joined, one a line, in one key.
 //
 // When a module's plan is gone, its applied record and its contributions
-// are deleted; its directories and their data stay.
+// are deleted; its directories and their data stay. When another writer
+// changes or deletes the client's keys (or their bucket is deleted, or the
+// server comes back on an empty store), the module is applied again and its
+// keys written anew; a bucket the client writes is made again when gone.
 //
 // [Client.Render] resolves a module's configuration template through the
 // registry (mesh-provisioner_registry) and says every placeholder it cannot
@@ -183,8 +186,21 @@ func (c *Client) Run(ctx context.Context) error {
 		c.mu.Unlock()
 	}
 	filter := c.cfg.Node + ".>"
-	c.applied = bus.Follow(ctx, c.cfg.JS, mesh.AppliedBucket, bus.Options{Create: !c.cfg.ReadOnly, Filter: filter, Log: c.log})
-	c.collect = bus.Follow(ctx, c.cfg.JS, mesh.CollectBucket, bus.Options{Create: !c.cfg.ReadOnly, Filter: filter, Log: c.log})
+	// A change of the client's own keys by anyone else (a delete, its
+	// bucket deleted or made anew, a server back on an empty store) applies
+	// the module again, so that its keys say what the client applied.
+	c.applied = bus.Follow(ctx, c.cfg.JS, mesh.AppliedBucket, bus.Options{Create: !c.cfg.ReadOnly, Filter: filter, Log: c.log,
+		OnChange: func(ch bus.Change) {
+			if k, err := mesh.ParseNodeModule(ch.Key); err == nil && !c.cfg.ReadOnly {
+				c.mark(k.Module)
+			}
+		}})
+	c.collect = bus.Follow(ctx, c.cfg.JS, mesh.CollectBucket, bus.Options{Create: !c.cfg.ReadOnly, Filter: filter, Log: c.log,
+		OnChange: func(ch bus.Change) {
+			if k, err := mesh.ParseCollectKey(ch.Key); err == nil && mesh.ValidName(k.Contributor) && !c.cfg.ReadOnly {
+				c.mark(k.Contributor)
+			}
+		}})
 	c.registry = bus.Follow(ctx, c.cfg.JS, mesh.RegistryBucket, bus.Options{Log: c.log})
 	c.plans = bus.Follow(ctx, c.cfg.JS, mesh.PlansBucket, bus.Options{Filter: filter, Log: c.log,
 		OnChange: func(ch bus.Change) {
