@@ -43,8 +43,10 @@ func (p Party) Permissions() Permissions {
 		switch r.Act {
 		case Write:
 			pub(streamInfo(r.Target), kvSubject(r.Target, r.Keys))
+			sub(streamAdvisories(r.Target))
 		case Read:
 			pub(readSubjects(r.Target, r.Keys)...)
+			sub(streamAdvisories(r.Target))
 		case Make:
 			// Creating a bucket asks the account's JetStream info first.
 			pub(apiPrefix+"INFO", streamInfo(r.Target), apiPrefix+"STREAM.CREATE."+stream(r.Target))
@@ -73,6 +75,14 @@ func stream(bucket string) string {
 func kvSubject(bucket, keys string) string { return "$KV." + bucket + "." + keys }
 
 func streamInfo(bucket string) string { return apiPrefix + "STREAM.INFO." + stream(bucket) }
+
+// streamAdvisories returns the subject of the server's advisories that
+// bucket's stream was created, deleted or updated: a watched copy (package
+// bus) hears through them at once that the bucket it follows was deleted or
+// made anew. They say no key and no value.
+func streamAdvisories(bucket string) string {
+	return "$JS.EVENT.ADVISORY.STREAM.*." + stream(bucket)
+}
 
 // readSubjects returns what a reader of keys in bucket publishes: stream
 // info (a bucket handle, a watch's status), consumers (a watch), their
