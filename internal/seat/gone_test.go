@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus/bustest"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/meshfile"
@@ -32,7 +34,14 @@ func TestSeatTakesABoundBucketMadeAnew(t *testing.T) {
 	if err := h.js.DeleteKeyValue(h.ctx, rp); err != nil {
 		t.Fatal(err)
 	}
-	kv := h.kv(rp)
+	// Right after a delete the server may still be removing the old store:
+	// try again until it is gone.
+	var kv jetstream.KeyValue
+	bustest.WaitFor(t, 0, rp+" made again", func() bool {
+		var err error
+		kv, err = bus.Bucket(h.ctx, h.js, rp, 0)
+		return err == nil
+	})
 	rev, err := kv.Put(h.ctx, key, []byte(`{"state":"failed","why":"no certificate for git.example.org"}`))
 	if err != nil || rev != 1 {
 		t.Fatalf("put in the new %s = revision %d, %v; want 1", rp, rev, err)
