@@ -151,20 +151,51 @@ func (j *judge) retire(key string) bool {
 	p.State = mesh.Retiring
 	p.Why = whyRetiring(k, old)
 	p.Ask, p.Warrant = "", nil
-	j.raise(k, &p)
+	if deps := j.dependents(key); len(deps) > 0 {
+		p.Why += whyAfterDependents(deps) // asked once they are retired
+	} else {
+		j.raise(k, &p)
+	}
 	return j.put(key, old, true, p)
+}
+
+// dependents returns the keys the seat keeps that depend on key and are
+// not retired in this pass, sorted: a key retires only after every key
+// that depends on it is gone (spec 6), so that a credential is never
+// removed under a key that still uses it.
+func (j *judge) dependents(key string) []string {
+	var out []string
+	for _, d := range j.st.DependentsOf(key) {
+		if _, ok := j.st.Provision(d); ok && !slices.Contains(j.res.Retired, d) {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // retiring decides a key that is already retiring (spec 6): with no ask and
 // no warrant, a composition raises one (raise); with an ask, its record is
 // decided; approved with yes, the key is retired once its provider's entry
 // is gone.
+//
+// A key that others still depend on is not asked about: its why says which
+// keys it waits for; an open ask of such a key is withdrawn, and a yes is
+// not taken (said). An approved key whose provider is no longer placed or
+// running says so in its why.
 func (j *judge) retiring(key string, p mesh.Provision, raise bool) {
+	deps := j.dependents(key)
 	switch {
 	case p.Warrant != nil:
-		if p.Warrant.Option == retire.Yes && !j.entryKept(key, p) {
-			j.res.Retired = append(j.res.Retired, key)
+		if p.Warrant.Option != retire.Yes {
+			return
 		}
+		if !j.entryKept(key, p) {
+			j.res.Retired = append(j.res.Retired, key)
+			return
+		}
+		np := p
+		np.Why = withoutNotes(p.Why) + j.providerGone(p)
+		j.put(key, p, true, np)
 	case p.Ask == "":
 		if raise {
 			k, err := mesh.ParseProvisionKey(key)
@@ -172,13 +203,39 @@ func (j *judge) retiring(key string, p mesh.Provision, raise bool) {
 				return
 			}
 			np := p
-			j.raise(k, &np)
+			np.Why = withoutAfterDependents(p.Why)
+			if len(deps) > 0 {
+				np.Why += whyAfterDependents(deps)
+			} else {
+				j.raise(k, &np)
+			}
 			j.put(key, p, true, np)
 		}
 	default:
 		rec, _ := j.st.Record(p.Ask)
 		d := retire.Decide(key, p, rec, retire.Asker)
 		np := p
+		if len(deps) > 0 {
+			switch {
+			case d.Verdict == retire.Wait && rec.State == mesh.RecordOpen:
+				// Asked before the keys that depend on it were known to stay:
+				// the ask is withdrawn, and asked again once they are gone.
+				if j.res.Withdrawn == nil {
+					j.res.Withdrawn = map[string]string{}
+				}
+				j.res.Withdrawn[key] = p.Ask
+				np.Ask = ""
+				np.Why = withoutAfterDependents(p.Why) + whyAfterDependents(deps)
+				j.put(key, p, true, np)
+				return
+			case d.Verdict == retire.Warrant && d.Warrant.Option == retire.Yes:
+				j.res.Problems = append(j.res.Problems, whyYesBeforeDependents(key, d.Warrant, deps))
+				np.Ask = ""
+				np.Why = withoutAfterDependents(p.Why) + whyAfterDependents(deps)
+				j.put(key, p, true, np)
+				return
+			}
+		}
 		switch d.Verdict {
 		case retire.Warrant:
 			np.Warrant = d.Warrant
@@ -198,8 +255,13 @@ func (j *judge) retiring(key string, p mesh.Provision, raise bool) {
 		default:
 			return
 		}
+		approved := np.Warrant != nil && np.Warrant.Option == retire.Yes
+		kept := approved && j.entryKept(key, np)
+		if kept {
+			np.Why = withoutNotes(np.Why) + j.providerGone(np)
+		}
 		j.put(key, p, true, np)
-		if np.Warrant != nil && np.Warrant.Option == retire.Yes && !j.entryKept(key, np) {
+		if approved && !kept {
 			j.res.Retired = append(j.res.Retired, key)
 		}
 	}
@@ -219,6 +281,25 @@ func (j *judge) raise(k mesh.ProvisionKey, p *mesh.Provision) {
 	a := retire.Ask(k, *p, at, j.opts.askTTL)
 	p.Ask = a.ID
 	j.res.Asks = append(j.res.Asks, a)
+}
+
+// providerGone returns what the why of a key approved with yes adds while
+// its provider keeps its entry but is no longer placed on its node, or not
+// running there: nobody will remove the entry. Empty otherwise.
+func (j *judge) providerGone(p mesh.Provision) string {
+	if !slices.Contains(j.st.NodesOf(p.Provider.Module), p.Provider.Node) {
+		return whyApprovedNotPlaced(p.Provider)
+	}
+	h, ok, err := j.st.Have(p.Provider.Node, p.Provider.Module)
+	switch {
+	case err != nil:
+		return whyApprovedHaveUndecodable(p.Provider, err)
+	case !ok:
+		return whyApprovedNoHave(p.Provider)
+	case h.Phase != mesh.PhaseRunning:
+		return whyApprovedNotRunning(p.Provider, h)
+	}
+	return ""
 }
 
 // entryKept reports whether the provider of a key still keeps an entry for

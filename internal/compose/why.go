@@ -179,3 +179,54 @@ func whyProviderUnknown(provider mesh.Ref, err error) string {
 func whyOfferGone(provider mesh.Ref, provision string) string {
 	return fmt.Sprintf("%s no longer offers %s", provider.Module, provision)
 }
+
+// The notes a retiring key's why may carry after whyRetiring; each starts
+// with "; " and is taken off again when it no longer holds.
+const (
+	noteAfterDependents = "; it is asked about once the keys that depend on it are retired: "
+	noteApproved        = "; approved with yes, but "
+)
+
+// whyAfterDependents is added to the why of a retiring key that deps still
+// depend on: it is not asked about until they are retired.
+func whyAfterDependents(deps []string) string {
+	return noteAfterDependents + strings.Join(deps, ", ")
+}
+
+// withoutAfterDependents takes off what whyAfterDependents added.
+func withoutAfterDependents(why string) string {
+	base, _, _ := strings.Cut(why, noteAfterDependents)
+	return base
+}
+
+// withoutNotes takes off what whyAfterDependents and the whyApproved texts
+// added.
+func withoutNotes(why string) string {
+	base, _, _ := strings.Cut(withoutAfterDependents(why), noteApproved)
+	return base
+}
+
+func whyYesBeforeDependents(key string, w *mesh.Warrant, deps []string) string {
+	return fmt.Sprintf("the warrant %q of ask %s for key %s is not taken: %s still depend on it; "+
+		"it is asked again once they are retired", w.Option, w.Ask, key, strings.Join(deps, ", "))
+}
+
+func whyApprovedNotPlaced(provider mesh.Ref) string {
+	return fmt.Sprintf("%s%s is not placed on %s any more, so nobody removes its entry in %s: "+
+		"place it there again, or delete the entry", noteApproved, provider.Module, provider.Node, mesh.BoundBucket(provider.Module))
+}
+
+func whyApprovedNoHave(provider mesh.Ref) string {
+	return fmt.Sprintf("%s%s on %s is not running (it has no have), so it does not remove its entry in %s yet",
+		noteApproved, provider.Module, provider.Node, mesh.BoundBucket(provider.Module))
+}
+
+func whyApprovedNotRunning(provider mesh.Ref, h mesh.Have) string {
+	return fmt.Sprintf("%s%s on %s is %s, not running, so it does not remove its entry in %s yet",
+		noteApproved, provider.Module, provider.Node, h.Phase, mesh.BoundBucket(provider.Module))
+}
+
+func whyApprovedHaveUndecodable(provider mesh.Ref, err error) string {
+	return fmt.Sprintf("%sthe have of %s on %s cannot be decoded (%v), so it may not remove its entry in %s",
+		noteApproved, provider.Module, provider.Node, err, mesh.BoundBucket(provider.Module))
+}

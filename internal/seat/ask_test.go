@@ -13,10 +13,22 @@ import (
 )
 
 var vaultwardenKeys = []string{
-	"ace.vaultwarden.credential.postgres_database",
+	vaultwardenCred,
 	"ace.vaultwarden.database",
 	"ace.vaultwarden.route",
 }
+
+// vaultwardenCred is the credential that ace.vaultwarden.database depends
+// on: it is asked about only once that key is retired.
+const vaultwardenCred = "ace.vaultwarden.credential.postgres_database"
+
+// askedFirst are the keys of vaultwarden asked about as soon as they retire.
+var askedFirst = []string{"ace.vaultwarden.database", "ace.vaultwarden.route"}
+
+// whyCredWaits is the why of vaultwarden's retiring credential while its
+// database key is kept.
+const whyCredWaits = "no build wanted or placed on ace requires credential of mesh-vault on control any more; " +
+	"it is asked about once the keys that depend on it are retired: ace.vaultwarden.database"
 
 // record returns the router's record of an ask.
 func (h *harness) record(id string) (mesh.Record, bool) {
@@ -26,13 +38,19 @@ func (h *harness) record(id string) (mesh.Record, bool) {
 	return r, ok
 }
 
-// retired removes vaultwarden from ace and waits until each of its keys is
-// retiring with an ask the router recorded; it returns the asks by key.
+// retired removes vaultwarden from ace and waits until each of its keys
+// asked first is retiring with an ask the router recorded, and its
+// credential retiring with no ask, waiting for its database key; it returns
+// the asks by key.
 func (h *harness) retired() map[string]mesh.Ask {
 	h.t.Helper()
 	h.apply(withoutVaultwarden(h.t))
+	p := h.waitState(vaultwardenCred, mesh.Retiring, whyCredWaits)
+	if p.Ask != "" {
+		h.t.Errorf("%s raised ask %s while a key depends on it", vaultwardenCred, p.Ask)
+	}
 	out := map[string]mesh.Ask{}
-	for _, key := range vaultwardenKeys {
+	for _, key := range askedFirst {
 		var p mesh.Provision
 		bustest.WaitFor(h.t, 0, key+" retiring with an ask", func() bool {
 			var ok bool
@@ -89,8 +107,12 @@ func TestRetiringKeysAskTheOperator(t *testing.T) {
 		seen[a.About]++
 	}
 	for _, key := range vaultwardenKeys {
-		if seen["provision."+key] != 1 {
-			t.Errorf("asks published for %s: %d; want 1", key, seen["provision."+key])
+		want := 1
+		if key == vaultwardenCred {
+			want = 0 // not while ace.vaultwarden.database depends on it
+		}
+		if seen["provision."+key] != want {
+			t.Errorf("asks published for %s: %d; want %d", key, seen["provision."+key], want)
 		}
 	}
 	// Applying the same file again, and a seat that restarts, raise none.
@@ -235,6 +257,9 @@ func TestNeededAgainBeforeAnAnswer(t *testing.T) {
 		if p.Ask != "" || p.Warrant != nil {
 			t.Errorf("%s needed again = %+v; want its ask and warrant cleared", key, p)
 		}
+		if key == vaultwardenCred {
+			continue // it raised no ask
+		}
 		// Its ask is withdrawn: no longer open for the operator.
 		var r mesh.Record
 		bustest.WaitFor(t, 0, "the ask of "+key+" withdrawn", func() bool {
@@ -251,7 +276,7 @@ func TestNeededAgainBeforeAnAnswer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range vaultwardenKeys {
+	for _, key := range askedFirst {
 		n := 0
 		for _, r := range open.Records {
 			if r.Ask.About == "provision."+key {

@@ -76,7 +76,7 @@ func TestStaleSeatWritesNothing(t *testing.T) {
 	}
 	h.settle()
 	records := h.keys(mesh.RecordsBucket, "")
-	for _, key := range vaultwardenKeys {
+	for _, key := range askedFirst {
 		var about []string
 		for _, id := range records {
 			if r, ok := h.record(id); ok && r.Ask.About == "provision."+key {

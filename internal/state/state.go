@@ -94,7 +94,8 @@ type Mesh struct {
 
 	provisions map[string]mesh.Provision
 	provByNode map[string]set
-	dependents map[string]set // key -> keys whose depends-on names it
+	dependents map[string]set   // key -> keys whose depends-on names it
+	approved   map[mesh.Ref]set // provider -> retiring keys approved with a warrant, waiting for it
 
 	plans      map[string][]byte
 	plansOf    map[string]set
@@ -139,6 +140,7 @@ func New() *Mesh {
 		provisions: map[string]mesh.Provision{},
 		provByNode: map[string]set{},
 		dependents: map[string]set{},
+		approved:   map[mesh.Ref]set{},
 		plans:      map[string][]byte{},
 		plansOf:    map[string]set{},
 		refusals:   map[string]mesh.Refusal{},
@@ -316,6 +318,7 @@ func (m *Mesh) takePlacement(ch bus.Change, t *Touch) {
 		for n := range m.consumers[mod] {
 			t.nodes(n)
 		}
+		t.Keys = append(t.Keys, m.approved[mesh.Ref{Module: mod, Node: node}].sorted()...)
 	}
 }
 
@@ -392,6 +395,7 @@ func (m *Mesh) takeHave(ch bus.Change, t *Touch) {
 		m.haves[k.Node][k.Module] = v
 	}
 	t.Keys = append(t.Keys, m.byProvider[mesh.Ref{Module: k.Module, Node: k.Node}].sorted()...)
+	t.Keys = append(t.Keys, m.approved[mesh.Ref{Module: k.Module, Node: k.Node}].sorted()...)
 	// A module with no want is composed at the build its have runs.
 	if _, wanted := m.wants[k.Node][k.Module]; !wanted {
 		now := m.haves[k.Node][k.Module]
@@ -556,6 +560,12 @@ func (m *Mesh) takeProvision(ch bus.Change, t *Touch) {
 		if old.Ask != "" && m.askedBy[old.Ask] == ch.Key {
 			delete(m.askedBy, old.Ask)
 		}
+		if s := m.approved[old.Provider]; s != nil {
+			delete(s, ch.Key)
+			if len(s) == 0 {
+				delete(m.approved, old.Provider)
+			}
+		}
 	}
 	// Taken from the bus, this is another writer's change to what the seat
 	// keeps: its node is composed again, so that the seat's word stands.
@@ -585,6 +595,14 @@ func (m *Mesh) takeProvision(ch bus.Change, t *Touch) {
 	}
 	for _, d := range p.DependsOn {
 		addTo(m.dependents, d, ch.Key)
+	}
+	if p.State == mesh.Retiring && p.Warrant != nil {
+		s := m.approved[p.Provider]
+		if s == nil {
+			s = set{}
+			m.approved[p.Provider] = s
+		}
+		s.add(ch.Key)
 	}
 }
 
