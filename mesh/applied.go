@@ -16,6 +16,11 @@ type Applied struct {
 	Ports       map[string]int    `json:"ports"`
 	Swept       []string          `json:"swept"`
 	At          time.Time         `json:"at"`
+	// Problems says, for a plan applied in part, what was not applied and
+	// why (a folder under the node's root that is a symlink or not a
+	// directory is never followed nor used), one item each; absent when the
+	// whole plan was applied. Not in spec 8's record: an addition.
+	Problems []string `json:"problems,omitempty"`
 }
 
 // CollectItem is the value at a [CollectKey] in [CollectBucket], written by

@@ -67,14 +67,15 @@ func (c *Client) apply(ctx context.Context, module string) error {
 	if err := c.ports(key, plan, old, &rec); err != nil {
 		problems = append(problems, err.Error())
 	}
+	if len(problems) > 0 {
+		rec.Problems = problems
+		c.log.Warn("client: plan applied in part", "bucket", mesh.AppliedBucket, "key", key, "problems", problems)
+	}
 	if err := c.putRecord(ctx, key, old, rec); err != nil {
 		return err
 	}
 	if err := c.contribute(ctx, module, plan.Contributes); err != nil {
 		return err
-	}
-	if len(problems) > 0 {
-		return fmt.Errorf("plan %s applied in part: %s", key, strings.Join(problems, "; "))
 	}
 	return nil
 }
@@ -131,14 +132,14 @@ func (c *Client) dir(module string, d mesh.Dir) (string, []string, error) {
 		return "", nil, err
 	}
 	path := filepath.Join(c.root, module, d.Name)
-	if err := os.MkdirAll(path, 0o755); err != nil {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.folder(module + "/" + d.Name); err != nil {
 		return "", nil, fmt.Errorf("directory %s: %w", d.Name, err)
 	}
 	if d.Unknown != mesh.UnknownSweep {
 		return path, nil, nil
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	var swept []string
 	err := c.sweep(module+"/"+d.Name, &swept)
 	return path, swept, err
@@ -149,10 +150,16 @@ func (c *Client) dir(module string, d mesh.Dir) (string, []string, error) {
 // that holds a written file is swept inside instead of moved whole. c.mu
 // is held.
 func (c *Client) sweep(rel string, swept *[]string) error {
-	entries, err := os.ReadDir(filepath.Join(c.root, filepath.FromSlash(rel)))
+	f, err := c.fs.Open(c.inRoot(rel))
 	if err != nil {
 		return fmt.Errorf("sweep %s: %w", rel, err)
 	}
+	entries, err := f.ReadDir(-1)
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("sweep %s: %w", rel, err)
+	}
+	sort.Slice(entries, func(i, j int) bool { return entries[i].Name() < entries[j].Name() })
 	var problems []error
 	for _, e := range entries {
 		r := rel + "/" + e.Name()
@@ -178,24 +185,25 @@ func (c *Client) sweep(rel string, swept *[]string) error {
 }
 
 // moveAside renames rel into the quarantine folder, never over an
-// existing file: a name taken gets ".1", ".2", ... appended.
+// existing file: a name taken gets ".1", ".2", ... appended. Both ends are
+// reached through c.fs (a symlink is moved, never followed); the folders
+// of rel were checked by the sweep that found it. c.mu is held.
 func (c *Client) moveAside(rel string) (string, error) {
-	from := filepath.Join(c.root, filepath.FromSlash(rel))
-	base := filepath.Join(c.quarantine, filepath.FromSlash(rel))
-	if err := os.MkdirAll(filepath.Dir(base), 0o755); err != nil {
+	base := filepath.FromSlash(rel)
+	if err := c.fs.MkdirAll(c.inQuarantine(filepath.Dir(base)), 0o755); err != nil {
 		return "", fmt.Errorf("quarantine %s: %w", rel, err)
 	}
 	to := base
 	for n := 1; ; n++ {
-		if _, err := os.Lstat(to); errors.Is(err, fs.ErrNotExist) {
+		if _, err := c.fs.Lstat(c.inQuarantine(to)); errors.Is(err, fs.ErrNotExist) {
 			break
 		}
 		to = base + "." + strconv.Itoa(n)
 	}
-	if err := os.Rename(from, to); err != nil {
+	if err := c.fs.Rename(c.inRoot(rel), c.inQuarantine(to)); err != nil {
 		return "", fmt.Errorf("quarantine %s (left in place): %w", rel, err)
 	}
-	return to, nil
+	return filepath.Join(c.quarantine, to), nil
 }
 
 // ports assigns the plan's ports into rec: a port the old record holds

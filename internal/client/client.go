@@ -40,6 +40,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -113,6 +114,10 @@ type Client struct {
 	dirty   map[string]bool // modules to apply
 	wake    chan struct{}
 	written *written
+	// fs is the folder holding the root and the quarantine folder, opened
+	// as an [os.Root]: every folder and file the client makes, reads or
+	// moves is reached through it, so that no symlink leads it outside.
+	fs *os.Root
 }
 
 // ErrConfig is wrapped by the error [New] returns for a bad [Config].

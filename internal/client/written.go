@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 )
@@ -95,12 +96,14 @@ func (c *Client) Write(module, dir, name string, data []byte) error {
 		return fmt.Errorf("client: write %s/%s: %q is not a path inside the directory", module, dir, name)
 	}
 	rel := module + "/" + dir + "/" + clean
-	full := filepath.Join(c.root, filepath.FromSlash(rel))
-	if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-		return fmt.Errorf("client: write %s: %w", rel, err)
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if err := c.folder(path.Dir(rel)); err != nil {
+		return fmt.Errorf("client: write %s: %w", rel, err)
+	}
+	if fi, err := c.fs.Lstat(c.inRoot(rel)); err == nil && !fi.Mode().IsRegular() {
+		return fmt.Errorf("client: write %s: %w: %s is %s, not a file", rel, ErrNotAFolder, filepath.Join(c.root, rel), fi.Mode().Type())
+	}
 	if c.written == nil {
 		w, err := loadWritten(c.root)
 		if err != nil {
@@ -111,7 +114,7 @@ func (c *Client) Write(module, dir, name string, data []byte) error {
 	if err := c.written.add(rel); err != nil {
 		return err
 	}
-	if err := os.WriteFile(full, data, 0o644); err != nil {
+	if err := c.fs.WriteFile(c.inRoot(rel), data, 0o644); err != nil {
 		return fmt.Errorf("client: write %s: %w", rel, err)
 	}
 	return nil
