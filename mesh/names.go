@@ -28,6 +28,7 @@ const (
 	CollectBucket    = "mesh-provisioner_collect"    // key <node>.<collection>.<contributor>
 	NeedsBucket      = "mesh-provisioner_needs"      // retired; leftovers deleted at start
 	SeatBucket       = "mesh-provisioner_seat"       // key holder: [Lease]
+	ClientsBucket    = "mesh-provisioner_clients"    // key <node>: [Lease] of the node's client (an addition to spec 2.2)
 	RecordsBucket    = "mesh-asks_records"           // key <ask id>: [Record], written by the ask router
 )
 

@@ -202,7 +202,8 @@ func (e Entry) Outcome() (State, string) {
 	return "", e.Why
 }
 
-// Lease is the value at [HolderKey] in [SeatBucket]: who holds the seat.
+// Lease is the value at [HolderKey] in [SeatBucket]: who holds the seat;
+// and at <node> in [ClientsBucket]: which client applies the node's plans.
 type Lease struct {
 	Holder string    `json:"holder"`
 	Since  time.Time `json:"since"`

@@ -183,7 +183,8 @@ var Table = join(
 	[]Rule{
 		{Module, Ask, SecretOfSelf, ""},
 	},
-	// A node's client writes only its node's applied and collect keys; it
+	// A node's client writes only its node's applied and collect keys, and
+	// its node's lease in mesh-provisioner_clients (key <node>); it
 	// reads its node's plans, provisions, applied and collect keys, the
 	// registry, its node's keys of every provider's entries and of
 	// mesh-config (to render), and asks the vault for the modules placed on
@@ -193,6 +194,8 @@ var Table = join(
 		{Client, Write, mesh.CollectBucket, Node + ".>"},
 		{Client, Read, mesh.AppliedBucket, Node + ".>"},
 		{Client, Read, mesh.CollectBucket, Node + ".>"},
+		{Client, Write, mesh.ClientsBucket, Node},
+		{Client, Read, mesh.ClientsBucket, Node},
 		{Client, Read, mesh.PlansBucket, Node + ".>"},
 		{Client, Read, mesh.ProvisionsBucket, Node + ".>"},
 		{Client, Read, mesh.RegistryBucket, AllKeys},

@@ -43,6 +43,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -114,6 +115,10 @@ type Client struct {
 	dirty   map[string]bool // modules to apply
 	wake    chan struct{}
 	written *written
+	// id names this client in its node's lease; held says whether it
+	// holds the lease (it applies nothing otherwise).
+	id   string
+	held atomic.Bool
 	// fs is the folder holding the root and the quarantine folder, opened
 	// as an [os.Root]: every folder and file the client makes, reads or
 	// moves is reached through it, so that no symlink leads it outside.
@@ -160,6 +165,7 @@ func New(cfg Config) (*Client, error) {
 		ready:      make(chan struct{}),
 		dirty:      map[string]bool{},
 		wake:       make(chan struct{}, 1),
+		id:         leaseID(cfg.Node),
 	}, nil
 }
 
@@ -175,11 +181,16 @@ func (c *Client) Quarantine() string { return c.quarantine }
 // plan is gone.
 func (c *Client) Ready() <-chan struct{} { return c.ready }
 
-// Run follows the node's plans, applied records and contributions (keys
+// Run takes the node's lease (key <node> in mesh-provisioner_clients, see
+// [LeaseTTL]), waiting while another client of the node holds it (said in
+// the log), so that two clients never both write the node's keys. It then
+// follows the node's plans, applied records and contributions (keys
 // <node>.>) and the registry, applies every plan, then applies each change
-// until ctx is done. It returns ctx's error, or an error when the root
-// folder or the record of written files cannot be made or read. Failures
-// of one plan are logged and do not stop it.
+// until ctx is done, and gives the lease back. A lease it cannot renew
+// stops its applying (said) until it holds the lease again. It returns
+// ctx's error, or an error when the root folder or the record of written
+// files cannot be made or read. Failures of one plan are logged and do not
+// stop it. A ReadOnly client takes no lease.
 func (c *Client) Run(ctx context.Context) error {
 	if !c.cfg.ReadOnly {
 		w, err := loadWritten(c.root)
@@ -189,6 +200,21 @@ func (c *Client) Run(ctx context.Context) error {
 		c.mu.Lock()
 		c.written = w
 		c.mu.Unlock()
+		l, err := c.acquire(ctx)
+		if err != nil {
+			return err
+		}
+		c.held.Store(true)
+		kctx, stop := context.WithCancel(ctx)
+		kept := make(chan struct{})
+		go func() {
+			defer close(kept)
+			c.keep(kctx, l)
+		}()
+		defer func() { // gives the lease back before Run returns
+			stop()
+			<-kept
+		}()
 	}
 	filter := c.cfg.Node + ".>"
 	// A change of the client's own keys by anyone else (a delete, its
@@ -288,9 +314,10 @@ func (c *Client) mark(module string) {
 	}
 }
 
-// work applies every marked module until none is left.
+// work applies every marked module until none is left, or until the
+// client no longer holds its node's lease.
 func (c *Client) work(ctx context.Context) {
-	for ctx.Err() == nil {
+	for ctx.Err() == nil && c.held.Load() {
 		c.mu.Lock()
 		var next string
 		for m := range c.dirty {
