@@ -363,7 +363,7 @@ func (f *fixture) makeBuckets(t *testing.T) {
 	op := f.conns[access.DefaultOperator]
 	for _, b := range []string{mesh.PlacementBucket, mesh.WantsBucket, mesh.ModulesBucket, mesh.ManifestsBucket,
 		mesh.BuildsBucket, mesh.HaveBucket, mesh.PlansBucket, mesh.ProvisionsBucket, mesh.RefusedBucket,
-		mesh.RegistryBucket, mesh.AppliedBucket, mesh.CollectBucket, mesh.NeedsBucket, mesh.SeatBucket,
+		mesh.RegistryBucket, mesh.AppliedBucket, mesh.CollectBucket, mesh.NeedsBucket, mesh.SeatBucket, mesh.ClientsBucket,
 		mesh.RecordsBucket, "a_bound", "b_bound", "mesh-vault_bound", access.ConfigBucket} {
 		if _, err := bus.Bucket(ctx, op.js, b, 0); err != nil {
 			t.Fatalf("operator makes %s: %v (async %v)", b, err, op.errors())
