@@ -24,6 +24,13 @@ import (
 type File struct {
 	// Name is the file's name as given to Parse, used in messages.
 	Name string
+	// Mesh is the mesh's own name (the optional top-level "mesh:"), a
+	// valid name of at most MaxName bytes; empty when the file names none.
+	// It is written to no bucket: up hands it to the providers it starts,
+	// and the postgres provider puts it in the name of every role and
+	// database it makes (pgprovider.Config.Mesh), so that two meshes
+	// sharing a PostgreSQL server never meet.
+	Mesh string
 	// Nodes lists the mesh's nodes in file order.
 	Nodes []string
 	// Modules lists the modules in file order.

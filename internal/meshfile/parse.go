@@ -364,16 +364,20 @@ type ref struct {
 func (p *parser) file(f *File, root *yaml.Node) {
 	root = deref(root)
 	if root.Kind != yaml.MappingNode {
-		p.errf(root, "the file is %s; a mesh file is a mapping with nodes, modules, placement, wants and haves", kindName(root))
+		p.errf(root, "the file is %s; a mesh file is a mapping with mesh, nodes, modules, placement, wants and haves", kindName(root))
 		return
 	}
 	sections := map[string]*yaml.Node{}
 	for _, kv := range p.mapping(root, "the file") {
 		switch kv.key {
+		case "mesh":
+			if name, ok := p.name(kv.v, "mesh name"); ok {
+				f.Mesh = name
+			}
 		case "nodes", "modules", "placement", "wants", "haves":
 			sections[kv.key] = kv.v
 		default:
-			p.errf(kv.k, "unknown key %q (known: nodes, modules, placement, wants, haves)", kv.key)
+			p.errf(kv.k, "unknown key %q (known: mesh, nodes, modules, placement, wants, haves)", kv.key)
 		}
 	}
 	if sections["nodes"] == nil {

@@ -138,6 +138,12 @@ placement:
 		{"have is text", ok + "haves:\n  control: {redis: running}\n", 10, `haves of control: redis is text; want a mapping`},
 		{"module is a list", "nodes: [a]\nmodules:\n  redis: [a]\n", 3, `module redis is a list; want a mapping with builds`},
 		{"module without builds key", "nodes: [a]\nmodules:\n  redis: {}\n", 3, `module redis has no builds`},
+		{"mesh name not a name", "mesh: Home_Lab\n" + ok, 1, `mesh name "Home_Lab" is not a valid name`},
+		{"mesh name a list", ok + "mesh: [a]\n", 9, `mesh name is a list; want text`},
+		{"mesh name empty", ok + "mesh:\n", 9, `mesh name is empty`},
+		{"mesh name twice", "mesh: a\n" + ok + "mesh: b\n", 10, `duplicate key "mesh"`},
+		{"mesh name too long", "mesh: " + strings.Repeat("m", MaxName+1) + "\n" + ok, 1, `longer than a name may be`},
+		{"unknown top-level key", "meshes: a\n" + ok, 1, `unknown key "meshes" (known: mesh, nodes, modules, placement, wants, haves)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse("m.yaml", []byte(tc.text))
@@ -153,8 +159,11 @@ placement:
 			t.Errorf("Parse errors =\n%v\nwant one at line %d with %q", errs, tc.line, tc.gist)
 		})
 	}
-	if _, err := Parse("ok.yaml", []byte(ok)); err != nil {
-		t.Fatalf("Parse(ok) = %v; want no error", err)
+	if f, err := Parse("ok.yaml", []byte(ok)); err != nil || f.Mesh != "" {
+		t.Fatalf("Parse(ok) = %v, %v; want no mesh name, no error", f, err)
+	}
+	if f, err := Parse("named.yaml", []byte("mesh: home-lab\n"+ok)); err != nil || f.Mesh != "home-lab" {
+		t.Fatalf("Parse(named) = %v, %v; want mesh home-lab", f, err)
 	}
 }
 

@@ -5,14 +5,23 @@
 // node (keys <node>.<consumer>.database[.<local>]) it makes, on the server
 // its DSN names:
 //
-//   - a role for the consumer, named by [RoleName] from the key's node,
-//     consumer and local (deterministic, within PostgreSQL's 63 bytes), that
+//   - a role for the consumer, named by [RoleName] from the mesh's name
+//     ([Config].Mesh) and the key's node, consumer and local
+//     ("<mesh>_<node>_<consumer>[_<local>]"; deterministic, within
+//     PostgreSQL's 63 bytes), that
 //     logs in with the consumer's own credential: the value the vault
 //     answers the provider on "mesh-vault.consumers.postgres" for the
 //     credential key the provision depends on. The password is sent as a
 //     SCRAM-SHA-256 verifier, never in the clear;
 //   - a database of the same name, owned by that role, that PUBLIC may not
 //     connect to.
+//
+// Both carry the mesh's mark ([Mark]: COMMENT ON ROLE and ON DATABASE,
+// naming the mesh and the key), checked before any change: a role or
+// database of the name that does not carry it (made by hand, or by another
+// mesh) is never taken; the key fails with a [*NotOursError] naming it and
+// why. So meshes sharing one server never meet, as long as their names
+// differ.
 //
 // Both are made only when missing (a restart creates nothing twice). A
 // database that another role owns (the owner role, after the consumer's

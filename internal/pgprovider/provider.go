@@ -34,6 +34,14 @@ type Config struct {
 	// Node is the node postgres runs on: the provider answers the
 	// provisions whose provider is postgres on Node.
 	Node string
+	// Mesh is the name of the mesh the provider serves (a valid name: the
+	// mesh file's "mesh:", or --mesh-name on up and postgres). It begins
+	// the name of every role and database the provider makes ([RoleName])
+	// and is in the mark each of them carries ([Mark]), so that meshes
+	// sharing a PostgreSQL server never take over each other's roles. It
+	// travels as configuration, never through the bus: no bus user can
+	// turn a provider to another mesh's roles.
+	Mesh string
 	// Owner is the role that receives what a retired role owned. Empty
 	// means the DSN's user.
 	Owner string
@@ -56,14 +64,21 @@ type Provider struct {
 
 // Start checks cfg's DSN, starts the provider's kit on its own bus
 // connection (nc, js) and returns at once; it runs until ctx is done. It
-// returns an error when the DSN does not parse or Node is empty; an
-// unreachable server is not an error (its keys wait).
+// returns an error when the DSN does not parse, Node is empty, or Mesh is
+// not a valid name ([ErrNoMesh] when it is empty); an unreachable server is
+// not an error (its keys wait).
 func Start(ctx context.Context, cfg Config, nc *nats.Conn, js jetstream.JetStream, log *slog.Logger) (*Provider, error) {
 	if log == nil {
 		log = slog.Default()
 	}
 	if cfg.Node == "" {
 		return nil, errors.New("postgres: the node is not set")
+	}
+	if cfg.Mesh == "" {
+		return nil, ErrNoMesh
+	}
+	if !mesh.ValidName(cfg.Mesh) {
+		return nil, fmt.Errorf("postgres: mesh name %q is not a valid name (lower-case [a-z0-9][a-z0-9-]*)", cfg.Mesh)
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 5 * time.Second
@@ -132,7 +147,7 @@ func (h handler) Provide(ctx context.Context, key mesh.ProvisionKey, prov mesh.P
 	if err != nil {
 		return kit.Result{}, err
 	}
-	name := RoleName(key)
+	name := RoleName(p.cfg.Mesh, key)
 	role := pgx.Identifier{name}.Sanitize()
 	conn, err := p.connect(ctx, "")
 	if err != nil {
@@ -143,6 +158,9 @@ func (h handler) Provide(ctx context.Context, key mesh.ProvisionKey, prov mesh.P
 	}
 	defer conn.Close(context.Background())
 	if err := p.provide(ctx, conn, key, name, role, verifier); err != nil {
+		if _, notOurs := errors.AsType[*NotOursError](err); notOurs {
+			return kit.Result{}, err // failed, its why this error's text; tried again with backoff
+		}
 		if unreachable(err) && ctx.Err() == nil {
 			return kit.Waiting(whyUnreachable(err)), nil
 		}
@@ -153,37 +171,74 @@ func (h handler) Provide(ctx context.Context, key mesh.ProvisionKey, prov mesh.P
 }
 
 // provide makes the role and the database of the provision when missing,
-// and sets the role's password.
+// each marked as this mesh's ([Mark]), and sets the role's password. A role
+// or database of that name that is not marked so is refused with a
+// [*NotOursError] before anything is changed. A database with no mark that
+// our own role owns was cut short between CREATE DATABASE and its mark
+// (the two cannot share a transaction): it is marked.
 func (p *Provider) provide(ctx context.Context, conn *pgx.Conn, key mesh.ProvisionKey, name, role, verifier string) error {
-	var exists bool
-	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)`, name).Scan(&exists); err != nil {
-		return statementError("look up role "+role, err)
+	mark := Mark(p.cfg.Mesh, key)
+	var roleMark, dbMark, owner *string
+	var hasRole, hasDB bool
+	if err := conn.QueryRow(ctx, `SELECT
+		EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1),
+		(SELECT shobj_description(oid, 'pg_authid') FROM pg_roles WHERE rolname = $1),
+		EXISTS (SELECT 1 FROM pg_database WHERE datname = $1),
+		(SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = $1),
+		(SELECT pg_get_userbyid(datdba)::text FROM pg_database WHERE datname = $1)`, name).
+		Scan(&hasRole, &roleMark, &hasDB, &dbMark, &owner); err != nil {
+		return statementError("look up role and database "+role, err)
 	}
-	if !exists {
-		if _, err := conn.Exec(ctx, "CREATE ROLE "+role+" LOGIN PASSWORD "+literal(verifier)); err != nil {
+	if hasRole && deref(roleMark) != mark {
+		return &NotOursError{Object: "role", Name: name, Mesh: p.cfg.Mesh, Key: key.String(), Comment: deref(roleMark)}
+	}
+	cutShort := hasRole && hasDB && dbMark == nil && deref(owner) == name
+	if hasDB && deref(dbMark) != mark && !cutShort {
+		return &NotOursError{Object: "database", Name: name, Mesh: p.cfg.Mesh, Key: key.String(), Comment: deref(dbMark)}
+	}
+
+	if !hasRole {
+		// The role and its mark are made together: a role of this name
+		// with no mark was never made by this mesh.
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			return statementError("create role "+role, err)
+		}
+		defer tx.Rollback(context.Background())
+		if _, err := tx.Exec(ctx, "CREATE ROLE "+role+" LOGIN PASSWORD "+literal(verifier)); err != nil {
+			return statementError("create role "+role, err)
+		}
+		if _, err := tx.Exec(ctx, "COMMENT ON ROLE "+role+" IS "+literal(mark)); err != nil {
+			return statementError("comment on role "+role, err)
+		}
+		if err := tx.Commit(ctx); err != nil {
 			return statementError("create role "+role, err)
 		}
 		p.log.Info("postgres: role created", "key", key.String(), "role", name)
 	} else if _, err := conn.Exec(ctx, "ALTER ROLE "+role+" LOGIN PASSWORD "+literal(verifier)); err != nil {
 		return statementError("set the password of role "+role, err)
 	}
-	if _, err := conn.Exec(ctx, "COMMENT ON ROLE "+role+" IS "+literal("mesh: consumer of the provision "+key.String())); err != nil {
-		return statementError("comment on role "+role, err)
-	}
-	var owner *string
-	err := conn.QueryRow(ctx, `SELECT pg_get_userbyid(datdba)::text FROM pg_database WHERE datname = $1`, name).Scan(&owner)
+
 	switch {
-	case errors.Is(err, pgx.ErrNoRows):
+	case !hasDB:
 		if _, err := conn.Exec(ctx, "CREATE DATABASE "+role+" OWNER "+role); err != nil {
 			return statementError("create database "+role, err)
+		}
+		if _, err := conn.Exec(ctx, "COMMENT ON DATABASE "+role+" IS "+literal(mark)); err != nil {
+			return statementError("comment on database "+role, err)
 		}
 		if _, err := conn.Exec(ctx, "REVOKE ALL ON DATABASE "+role+" FROM PUBLIC"); err != nil {
 			return statementError("revoke public access to database "+role, err)
 		}
 		p.log.Info("postgres: database created", "key", key.String(), "database", name)
-	case err != nil:
-		return statementError("look up database "+role, err)
-	case owner == nil || *owner != name:
+	case cutShort:
+		if _, err := conn.Exec(ctx, "COMMENT ON DATABASE "+role+" IS "+literal(mark)); err != nil {
+			return statementError("comment on database "+role, err)
+		}
+		if _, err := conn.Exec(ctx, "REVOKE ALL ON DATABASE "+role+" FROM PUBLIC"); err != nil {
+			return statementError("revoke public access to database "+role, err)
+		}
+	case deref(owner) != name:
 		if owner != nil {
 			if err := p.handBack(ctx, name, role, *owner); err != nil {
 				return err
@@ -192,11 +247,7 @@ func (p *Provider) provide(ctx context.Context, conn *pgx.Conn, key mesh.Provisi
 		if _, err := conn.Exec(ctx, "ALTER DATABASE "+role+" OWNER TO "+role); err != nil {
 			return statementError("hand database "+role+" to its role", err)
 		}
-		was := ""
-		if owner != nil {
-			was = *owner
-		}
-		p.log.Info("postgres: database handed back to its role", "key", key.String(), "database", name, "owner_was", was)
+		p.log.Info("postgres: database handed back to its role", "key", key.String(), "database", name, "owner_was", deref(owner))
 	}
 	return nil
 }
@@ -313,18 +364,25 @@ func (p *Provider) credential(ctx context.Context, key mesh.ProvisionKey, prov m
 
 func (h handler) Retire(ctx context.Context, key mesh.ProvisionKey, _ mesh.Provision) error {
 	p := h.p
-	name := RoleName(key)
+	name := RoleName(p.cfg.Mesh, key)
 	role := pgx.Identifier{name}.Sanitize()
 	conn, err := p.connect(ctx, "")
 	if err != nil {
 		return fmt.Errorf("postgres: retire %s: connect: %w", key, err)
 	}
 	defer conn.Close(context.Background())
+	mark := Mark(p.cfg.Mesh, key)
 	var exists, hasDB bool
-	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1), EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists, &hasDB); err != nil {
+	if err := conn.QueryRow(ctx, `SELECT
+		EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1 AND shobj_description(oid, 'pg_authid') = $2),
+		EXISTS (SELECT 1 FROM pg_database WHERE datname = $1 AND (shobj_description(oid, 'pg_database') = $2
+			OR shobj_description(oid, 'pg_database') IS NULL AND pg_get_userbyid(datdba) = $1))`,
+		name, mark).Scan(&exists, &hasDB); err != nil {
 		return statementError("look up role "+role, err)
 	}
 	if !exists {
+		// None, or not made by this mesh: nothing of ours to remove.
+		p.log.Info("postgres: retired; no role of this mesh to remove", "key", key.String(), "role", name)
 		return nil
 	}
 	owner := p.cfg.Owner
@@ -358,6 +416,14 @@ func (h handler) Retire(ctx context.Context, key mesh.ProvisionKey, _ mesh.Provi
 	}
 	p.log.Info("postgres: role retired; its database stays, owned by the owner role", "key", key.String(), "role", name, "owner", owner)
 	return nil
+}
+
+// deref is *s, or empty for nil.
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 // literal quotes s as an SQL string literal (standard_conforming_strings).

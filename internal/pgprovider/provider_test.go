@@ -29,6 +29,7 @@ import (
 // kittest, and an admin connection to PostgreSQL.
 type fixture struct {
 	t     *testing.T
+	mesh  string // the mesh's name, random unless given
 	node  string
 	url   string
 	dsn   string
@@ -42,9 +43,21 @@ type fixture struct {
 
 func start(t *testing.T, dsn string) *fixture {
 	t.Helper()
+	return startMesh(t, dsn, randomName("m"), randomName("n"))
+}
+
+// randomName is prefix and 8 random hex digits.
+func randomName(prefix string) string {
 	b := make([]byte, 4)
 	rand.Read(b)
-	f := &fixture{t: t, node: "n" + hex.EncodeToString(b), url: kittest.Server(t), dsn: dsn, conns: map[string]*nats.Conn{}}
+	return prefix + hex.EncodeToString(b)
+}
+
+// startMesh starts a mesh named meshName (its own NATS server, vault and
+// provider) whose node is node, against the PostgreSQL server at dsn.
+func startMesh(t *testing.T, dsn, meshName, node string) *fixture {
+	t.Helper()
+	f := &fixture{t: t, mesh: meshName, node: node, url: kittest.Server(t), dsn: dsn, conns: map[string]*nats.Conn{}}
 	f.seat = kittest.NewSeat(t, f.url)
 	f.seat.Judge(mesh.VaultModule, pgprovider.Module)
 	nc, js := kittest.Connect(t, f.url, mesh.VaultModule)
@@ -85,7 +98,7 @@ func (f *fixture) startProvider(dsn string) {
 	nc, js := kittest.Connect(f.t, f.url, pgprovider.Module)
 	log, said := kittest.Log()
 	f.saids = append(f.saids, said)
-	p, err := pgprovider.Start(ctx, pgprovider.Config{DSN: dsn, Node: f.node, Timeout: 2 * time.Second, RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond}, nc, js, log)
+	p, err := pgprovider.Start(ctx, pgprovider.Config{DSN: dsn, Node: f.node, Mesh: f.mesh, Timeout: 2 * time.Second, RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond}, nc, js, log)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -193,8 +206,8 @@ func TestDatabaseLogsInWithTheConsumersCredentialOnly(t *testing.T) {
 	if e != (mesh.Entry{State: mesh.Provided, VaultName: cred.String(), Generation: 1}) {
 		t.Errorf("entry at %s = %+v; want provided with %s generation 1", db, e, cred)
 	}
-	role := f.node + "_gitea_main"
-	if got := pgprovider.RoleName(db); got != role {
+	role := f.mesh + "_" + f.node + "_gitea_main"
+	if got := pgprovider.RoleName(f.mesh, db); got != role {
 		t.Fatalf("RoleName(%s) = %s; want %s", db, got, role)
 	}
 	pw := f.password("gitea", cred)
@@ -212,7 +225,7 @@ func TestDatabaseLogsInWithTheConsumersCredentialOnly(t *testing.T) {
 	theirs := f.password("vaultwarden", other)
 	f.refuseLogin(role, theirs.Value, role, "vaultwarden's password")
 	// vaultwarden's own role may not enter gitea's database either.
-	f.refuseLogin(f.node+"_vaultwarden", theirs.Value, role, "vaultwarden's role")
+	f.refuseLogin(f.mesh+"_"+f.node+"_vaultwarden", theirs.Value, role, "vaultwarden's role")
 
 	// Another module cannot read gitea's password through the vault.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -237,7 +250,7 @@ func TestRotationChangesThePassword(t *testing.T) {
 	db, cred := f.need("gitea", "")
 	f.waitProvided(db, mesh.Reference{ID: cred.String(), Generation: 1})
 	old := f.password("gitea", cred)
-	role := pgprovider.RoleName(db)
+	role := pgprovider.RoleName(f.mesh, db)
 	f.mustLogin(role, old.Value, role)
 	if _, err := f.vault.Rotate(cred.String()); err != nil {
 		t.Fatal(err)
@@ -257,7 +270,7 @@ func TestRetireHandsTheDatabaseToTheOwner(t *testing.T) {
 	drop, dropCred := f.need("gitea", "drop")
 	f.waitProvided(keep, mesh.Reference{ID: keepCred.String(), Generation: 1})
 	f.waitProvided(drop, mesh.Reference{ID: dropCred.String(), Generation: 1})
-	role := pgprovider.RoleName(drop)
+	role := pgprovider.RoleName(f.mesh, drop)
 	c := f.mustLogin(role, f.password("gitea", dropCred).Value, role)
 	ctx := context.Background()
 	if _, err := c.Exec(ctx, `CREATE TABLE repos (name text); INSERT INTO repos VALUES ('mesh-provisioner')`); err != nil {
@@ -294,7 +307,7 @@ func TestRetireHandsTheDatabaseToTheOwner(t *testing.T) {
 	}
 
 	// With no, nothing changed.
-	kept := pgprovider.RoleName(keep)
+	kept := pgprovider.RoleName(f.mesh, keep)
 	if p, _ := f.seat.Get(keep); p.State != mesh.Retiring || p.Warrant == nil || p.Warrant.Option != "no" {
 		t.Errorf("%s = %+v; want retiring with the warrant no", keep, p)
 	}
@@ -323,7 +336,7 @@ func TestStoppedServerWaitsAndNothingIsCreatedTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.waitProvided(db, mesh.Reference{ID: cred.String(), Generation: 1})
-	role := pgprovider.RoleName(db)
+	role := pgprovider.RoleName(f.mesh, db)
 	oids := func() string {
 		var r, d uint32
 		f.admin.QueryRow(context.Background(), `SELECT (SELECT oid FROM pg_roles WHERE rolname = $1), (SELECT oid FROM pg_database WHERE datname = $1)`, role).Scan(&r, &d)
@@ -366,7 +379,7 @@ func TestInvalidProvisionsFail(t *testing.T) {
 	}
 	wantFailed(key, `postgres provides only "database" provisions, not "cache"`)
 	wantFailed(bad, fmt.Sprintf(`the provision key %s.Gitea.database is out of shape: mesh: key "%s.Gitea.database": consumer "Gitea" is not a valid name`, f.node, f.node))
-	if n := f.count(`SELECT count(*) FROM pg_roles WHERE rolname LIKE $1`, f.node+"%"); n != 0 {
+	if n := f.count(`SELECT count(*) FROM pg_roles WHERE rolname LIKE $1`, f.mesh+"%"); n != 0 {
 		t.Errorf("%d roles were made for invalid provisions; want 0", n)
 	}
 
@@ -380,7 +393,7 @@ func TestInvalidProvisionsFail(t *testing.T) {
 	cc, _ := pgx.ParseConfig(dsn)
 	g := start(t, fmt.Sprintf("host=%s port=%d user=%s password=limited-pw dbname=%s sslmode=disable", cc.Host, cc.Port, limited, cc.Database))
 	db, _ := g.need("gitea", "")
-	role := pgx.Identifier{pgprovider.RoleName(db)}.Sanitize()
+	role := pgx.Identifier{pgprovider.RoleName(g.mesh, db)}.Sanitize()
 	bustest.WaitFor(t, 20*time.Second, "the key failed with PostgreSQL's message", func() bool {
 		p, ok := g.seat.Get(db)
 		return ok && p.State == mesh.Failed && p.Why == "postgres: create role "+role+": ERROR: permission denied to create role (SQLSTATE 42501)"
@@ -399,7 +412,7 @@ func TestNeededAgainHandsTheDatabaseBack(t *testing.T) {
 	f := start(t, pgtest.DSN(t))
 	db, cred := f.need("gitea", "")
 	f.waitProvided(db, mesh.Reference{ID: cred.String(), Generation: 1})
-	role := pgprovider.RoleName(db)
+	role := pgprovider.RoleName(f.mesh, db)
 	ctx := context.Background()
 	c := f.mustLogin(role, f.password("gitea", cred).Value, role)
 	for _, stmt := range []string{
@@ -453,5 +466,124 @@ func TestNeededAgainHandsTheDatabaseBack(t *testing.T) {
 		WHERE s.nspname IN ('public', 'forge') AND pg_get_userbyid(c.relowner) <> current_user`).Scan(&left)
 	if left != "" {
 		t.Errorf("relations not owned by %s when needed again: %s", role, left)
+	}
+}
+
+// Two meshes of different names on one PostgreSQL server, with the same
+// node and module names, each get roles and databases of their own: the
+// second never resets the first's password. A role of the same name made
+// by hand is refused with why and left as it is.
+func TestTwoMeshesOnOneServerNeverMeet(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	node, base := randomName("n"), randomName("m")
+	a := startMesh(t, dsn, base+"-a", node)
+	dbA, credA := a.need("gitea", "")
+	a.waitProvided(dbA, mesh.Reference{ID: credA.String(), Generation: 1})
+	pwA := a.password("gitea", credA)
+	roleA := pgprovider.RoleName(a.mesh, dbA)
+	a.mustLogin(roleA, pwA.Value, roleA)
+
+	b := startMesh(t, dsn, base+"-b", node)
+	dbB, credB := b.need("gitea", "")
+	b.waitProvided(dbB, mesh.Reference{ID: credB.String(), Generation: 1})
+	roleB := pgprovider.RoleName(b.mesh, dbB)
+	if dbA != dbB || roleA == roleB {
+		t.Fatalf("keys %s and %s, roles %s and %s; want one key, two roles", dbA, dbB, roleA, roleB)
+	}
+	pwB := b.password("gitea", credB)
+	if pwA.Value == pwB.Value {
+		t.Fatal("the two meshes' vaults gave the same password")
+	}
+	// The first mesh's password still works, and only on its own role.
+	a.mustLogin(roleA, pwA.Value, roleA)
+	b.mustLogin(roleB, pwB.Value, roleB)
+	a.refuseLogin(roleA, pwB.Value, roleA, "the other mesh's password")
+	a.refuseLogin(roleB, pwA.Value, roleB, "the first mesh's password on the other mesh's role")
+	if p, _ := a.seat.Get(dbA); p.State != mesh.Provided {
+		t.Errorf("%s of the first mesh = %s %q; want still provided", dbA, p.State, p.Why)
+	}
+	for _, c := range []struct {
+		role, mesh string
+		key        mesh.ProvisionKey
+	}{{roleA, a.mesh, dbA}, {roleB, b.mesh, dbB}} {
+		var roleMark, dbMark string
+		a.admin.QueryRow(context.Background(), `SELECT shobj_description((SELECT oid FROM pg_roles WHERE rolname = $1), 'pg_authid'),
+			shobj_description((SELECT oid FROM pg_database WHERE datname = $1), 'pg_database')`, c.role).Scan(&roleMark, &dbMark)
+		if want := pgprovider.Mark(c.mesh, c.key); roleMark != want || dbMark != want {
+			t.Errorf("role %s marked %q, its database %q; want both %q", c.role, roleMark, dbMark, want)
+		}
+	}
+
+	// A role made by hand with the name a third mesh's key takes.
+	cMesh := base + "-c"
+	hand := pgprovider.RoleName(cMesh, dbA)
+	ctx := context.Background()
+	if _, err := a.admin.Exec(ctx, "CREATE ROLE "+pgx.Identifier{hand}.Sanitize()+" LOGIN PASSWORD 'made-by-hand'"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.admin.Exec(context.Background(), "DROP ROLE IF EXISTS "+pgx.Identifier{hand}.Sanitize()) })
+	c := startMesh(t, dsn, cMesh, node)
+	dbC, _ := c.need("gitea", "")
+	var p mesh.Provision
+	bustest.WaitFor(t, 20*time.Second, "the third mesh's key failed, naming the role made by hand", func() bool {
+		var ok bool
+		p, ok = c.seat.Get(dbC)
+		return ok && p.State == mesh.Failed
+	})
+	want := fmt.Sprintf(`postgres: role %q exists but was not made by this mesh (mesh %s, provision %s): it has no comment; it is left as it is`, hand, cMesh, dbC)
+	if !strings.HasPrefix(p.Why, want) {
+		t.Errorf("why = %q; want it to begin %q", p.Why, want)
+	}
+	c.mustLogin(hand, "made-by-hand", "postgres") // its password untouched
+	if n := c.count(`SELECT count(*) FROM pg_database WHERE datname = $1`, hand); n != 0 {
+		t.Errorf("a database %s was made for a role not made by this mesh", hand)
+	}
+	// A database of the name, made by hand, is refused too (made before
+	// the role goes, so that no try meets neither).
+	if _, err := a.admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{hand}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+pgx.Identifier{hand}.Sanitize()) })
+	if _, err := a.admin.Exec(ctx, "DROP ROLE "+pgx.Identifier{hand}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	bustest.WaitFor(t, 20*time.Second, "the third mesh's key failed, naming the database made by hand", func() bool {
+		p, _ = c.seat.Get(dbC)
+		return p.State == mesh.Failed && strings.HasPrefix(p.Why, fmt.Sprintf("postgres: database %q exists but was not made by this mesh", hand))
+	})
+	if n := c.count(`SELECT count(*) FROM pg_roles WHERE rolname = $1`, hand); n != 0 {
+		t.Errorf("role %s was made beside a database not made by this mesh; want nothing changed", hand)
+	}
+}
+
+func TestRoleNames(t *testing.T) {
+	long := strings.Repeat("x", 40)
+	for _, c := range []struct {
+		mesh string
+		key  mesh.ProvisionKey
+		want string
+	}{
+		{"homelab", mesh.ProvisionKey{Node: "ace", Consumer: "gitea", Provision: "database"}, "homelab_ace_gitea"},
+		{"homelab", mesh.ProvisionKey{Node: "ace", Consumer: "gitea", Provision: "database", Local: "main"}, "homelab_ace_gitea_main"},
+		{"lab", mesh.ProvisionKey{Node: "ace", Consumer: "gitea", Provision: "database"}, "lab_ace_gitea"},
+	} {
+		if got := pgprovider.RoleName(c.mesh, c.key); got != c.want {
+			t.Errorf("RoleName(%s, %s) = %s; want %s", c.mesh, c.key, got, c.want)
+		}
+	}
+	// Long names stay within 63 bytes, and differ where the whole name does.
+	seen := map[string]string{}
+	for _, m := range []string{long + "-a", long + "-b"} {
+		for _, local := range []string{"", "main", "main2"} {
+			key := mesh.ProvisionKey{Node: long, Consumer: long, Provision: "database", Local: local}
+			got := pgprovider.RoleName(m, key)
+			if len(got) > 63 {
+				t.Errorf("RoleName(%s, %s) is %d bytes; want at most 63", m, key, len(got))
+			}
+			if other, dup := seen[got]; dup {
+				t.Errorf("RoleName(%s, %s) = %s, as for %s", m, key, got, other)
+			}
+			seen[got] = m + " " + key.String()
+		}
 	}
 }
