@@ -15,13 +15,15 @@ func init() { commands = append(commands, newPostgresCmd) }
 // newPostgresCmd returns "postgres": the PostgreSQL provider on its own.
 func newPostgresCmd() *cobra.Command {
 	var bf busFlags
-	var dsn, node, owner, logLevel string
+	var dsn, node, owner, meshName, logLevel string
 	cmd := &cobra.Command{
-		Use:   "postgres --dsn DSN --node N",
+		Use:   "postgres --dsn DSN --node N --mesh-name M",
 		Short: "Run the postgres provider against a NATS server and a PostgreSQL server",
 		Long: `postgres runs the PostgreSQL provider (module postgres) of node N on its own bus connection until
 Ctrl-C or SIGTERM. Each database provision whose provider is postgres on N gets a role of its own (its
-password is the consumer's credential, asked from mesh-vault) and a database owned by it; entries go to
+password is the consumer's credential, asked from mesh-vault) and a database owned by it, both named
+after mesh M and the key (M_<node>_<consumer>[_<local>]) and marked as M's: a role or database of that name
+that M did not make is refused with why, never taken, so that meshes sharing a server never meet. Entries go to
 ` + mesh.BoundBucket(pgprovider.Module) + `. On the operator's yes the role goes; its database and data stay,
 handed to --owner. DSN connects as a role that may create roles and databases. Started before the seat, it
 waits for the provisions bucket the seat makes; an unreachable PostgreSQL server makes its keys wait.`,
@@ -33,11 +35,14 @@ waits for the provisions bucket the seat makes; an unreachable PostgreSQL server
 			if dsn == "" {
 				return usageError{fmt.Errorf("postgres: --dsn is required")}
 			}
+			if !mesh.ValidName(meshName) {
+				return usageError{fmt.Errorf("postgres: --mesh-name %q is not a valid name: give the mesh's name (its mesh file's mesh:)", meshName)}
+			}
 			log, err := logger(logLevel, os.Stderr)
 			if err != nil {
 				return err
 			}
-			r, err := bf.assembly(log).StartPostgres(cmd.Context(), pgprovider.Config{DSN: dsn, Node: node, Owner: owner})
+			r, err := bf.assembly(log).StartPostgres(cmd.Context(), pgprovider.Config{DSN: dsn, Node: node, Owner: owner, Mesh: meshName})
 			if err != nil {
 				return bf.explain(err)
 			}
@@ -49,6 +54,7 @@ waits for the provisions bucket the seat makes; an unreachable PostgreSQL server
 	bf.add(cmd)
 	cmd.Flags().StringVar(&dsn, "dsn", "", "PostgreSQL DSN (keyword/value or URL) of a role that may create roles and databases (required)")
 	cmd.Flags().StringVar(&node, "node", "", "the node postgres is placed on (required)")
+	cmd.Flags().StringVar(&meshName, "mesh-name", "", "the mesh's name, as its mesh file's mesh: says (required): roles and databases are named after it")
 	cmd.Flags().StringVar(&owner, "owner", "", "the role that receives what a retired role owned (default: the DSN's user)")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level on stderr: debug, info, warn or error")
 	return cmd

@@ -41,6 +41,7 @@ type upFlags struct {
 	logLevel string
 	clients  bool
 	postgres string
+	meshName string
 	metrics  string
 	// clientsSet says --clients was given; without it a mesh of more than
 	// maxAutoClients nodes gets no clients.
@@ -78,6 +79,7 @@ and a second up on the same directory fails at once.`,
 	fl.StringVarP(&f.output, "output", "o", "table", "with --once: table or json")
 	fl.StringVar(&f.logLevel, "log-level", "warn", "log level on stderr: debug, info, warn or error")
 	fl.StringVar(&f.postgres, "postgres", "", "DSN of a PostgreSQL server (a role that may create roles and databases) for the postgres provider; without it postgres keys stay asked")
+	fl.StringVar(&f.meshName, "mesh-name", "", "the mesh's name (default: the mesh file's mesh:); the postgres provider names its roles and databases after it, so that meshes sharing a PostgreSQL server never meet")
 	fl.StringVar(&f.metrics, "metrics", "", "serve Prometheus metrics (/metrics) and a health check (/healthz) on this address, e.g. 127.0.0.1:9464")
 	fl.BoolVar(&f.clients, "clients", true, "run a node client per node of the mesh file, each under DATA/nodes/<node> (by default only for meshes of up to 100 nodes)")
 	return cmd
@@ -144,6 +146,9 @@ func runUp(ctx context.Context, out io.Writer, f upFlags, args []string) error {
 		file, err = meshfile.Parse("homelab.yaml", examples.Homelab)
 	}
 	if err != nil {
+		return err
+	}
+	if f.meshName, err = meshName(file, f.meshName, f.postgres != ""); err != nil {
 		return err
 	}
 	lock, err := lockData(f.data)
@@ -278,6 +283,24 @@ func runUp(ctx context.Context, out io.Writer, f upFlags, args []string) error {
 	}
 }
 
+// meshName is the mesh's name: flag (--mesh-name) when given, else the
+// mesh file's "mesh:". It is a usage error when flag is not a valid name,
+// or when needed (a postgres provider runs) and there is none.
+func meshName(file *meshfile.File, flag string, needed bool) (string, error) {
+	name := file.Mesh
+	if flag != "" {
+		if !mesh.ValidName(flag) {
+			return "", usageError{fmt.Errorf("--mesh-name %q is not a valid name (lower-case [a-z0-9][a-z0-9-]*)", flag)}
+		}
+		name = flag
+	}
+	if name == "" && needed {
+		return "", usageError{fmt.Errorf("--postgres: %s names no mesh: add \"mesh: NAME\" to it or pass --mesh-name NAME "+
+			"(the postgres provider names its roles and databases after the mesh, so that meshes sharing a server never meet)", file.Name)}
+	}
+	return name, nil
+}
+
 // startProviders runs the vault on the node mesh-vault is placed on, and
 // the postgres provider on postgres' node when a DSN is given, each on its
 // own connection. It returns the modules it runs.
@@ -293,7 +316,7 @@ func startProviders(ctx context.Context, asm *assemble.Assembly, file *meshfile.
 			running = append(running, c.Module())
 			fmt.Fprintf(out, "vault: running on %s (store %s)\n", c.Node, dir)
 		case c.Role == assemble.Postgres && f.postgres != "":
-			if _, err := asm.StartPostgres(ctx, pgprovider.Config{DSN: f.postgres, Node: c.Node}); err != nil {
+			if _, err := asm.StartPostgres(ctx, pgprovider.Config{DSN: f.postgres, Node: c.Node, Mesh: f.meshName}); err != nil {
 				return nil, err
 			}
 			running = append(running, c.Module())

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/mesh-provisioner/mesh-provisioner/examples"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus/bustest"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/cli"
@@ -162,11 +163,44 @@ func TestUpOnceHomelabWithPostgres(t *testing.T) {
 	defer conn.Close(context.Background())
 	var roles int
 	if err := conn.QueryRow(context.Background(),
-		`SELECT count(*) FROM pg_roles WHERE rolname IN ('ace_gitea_main','ace_vaultwarden','control_keycloak','g14_grafana','g14_nextcloud_main','shanks_immich','shanks_matrix-synapse','shanks_woodpecker')`).Scan(&roles); err != nil {
+		`SELECT count(*) FROM pg_roles WHERE rolname IN ('homelab_ace_gitea_main','homelab_ace_vaultwarden','homelab_control_keycloak','homelab_g14_grafana',
+		'homelab_g14_nextcloud_main','homelab_shanks_immich','homelab_shanks_matrix-synapse','homelab_shanks_woodpecker')`).Scan(&roles); err != nil {
 		t.Fatal(err)
 	}
 	if roles != 8 {
-		t.Errorf("%d of the 8 consumers' roles exist", roles)
+		t.Errorf("%d of the 8 consumers' roles exist, named after the mesh homelab (the mesh file's mesh:)", roles)
+	}
+}
+
+// up with a postgres provider needs the mesh's name: a file without mesh:
+// and no --mesh-name is refused before anything starts, and so is a
+// --mesh-name that is not a name.
+func TestUpPostgresNeedsAMeshName(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "nameless.yaml")
+	text := strings.Replace(string(examples.Homelab), "mesh: homelab", "", 1)
+	if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	data := t.TempDir()
+	dsn := "host=127.0.0.1 port=1 user=postgres sslmode=disable"
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no name", []string{file}, file + ` names no mesh: add "mesh: NAME" to it or pass --mesh-name NAME`},
+		{"bad flag", []string{file, "--mesh-name", "Home_Lab"}, `--mesh-name "Home_Lab" is not a valid name`},
+		{"bad flag over the file's name", []string{"--mesh-name", "a.b"}, `--mesh-name "a.b" is not a valid name`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, _, err := run(t, append([]string{"up", "--once", "--data", data, "--listen", "127.0.0.1:0", "--postgres", dsn}, c.args...)...)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("up %v = %v; want an error with %q", c.args, err, c.want)
+			}
+			if _, err := os.Stat(filepath.Join(data, "nats")); err == nil {
+				t.Errorf("up %v started a server before refusing", c.args)
+			}
+		})
 	}
 }
 
