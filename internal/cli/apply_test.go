@@ -52,7 +52,7 @@ func TestApplyCommandOneError(t *testing.T) {
 	if want := "apply: " + path + " refused with 1 error; nothing written"; err == nil || err.Error() != want {
 		t.Errorf("apply = %v; want %q", err, want)
 	}
-	if want := path + ":2: unknown key \"colour\" (known: nodes, modules, placement, wants, haves)\n"; errOut != want {
+	if want := path + ":2: unknown key \"colour\" (known: mesh, nodes, modules, placement, wants, haves)\n"; errOut != want {
 		t.Errorf("stderr = %q; want %q", errOut, want)
 	}
 }
