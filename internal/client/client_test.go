@@ -301,7 +301,8 @@ func TestClientAppliesTheHomelab(t *testing.T) {
 		_, g := app.Get("ace.gitea")
 		_, n := app.Get("control.node-tools")
 		_, c := coll.Get("control.shell=3Azsh=3Anormal.node-tools")
-		return !g && !n && !c
+		_, e := coll.Get("control.environment.node-tools")
+		return !g && !n && !c && !e
 	})
 	if got, want := keys(coll), []string{"ace.environment.node-tools", "ace.shell=3Azsh=3Anormal.node-tools"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("collect keys = %v; want %v", got, want)
