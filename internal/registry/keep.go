@@ -127,7 +127,9 @@ type KeepOptions struct {
 
 // Keep keeps the registry in [mesh.RegistryBucket] (created when missing)
 // through js, the seat's connection: it syncs it once the bucket is
-// followed, then every [Every] until ctx is done, and returns ctx's error.
+// followed, then every [Every] and at each change another writer makes to
+// the bucket (a kind deleted or rewritten, the bucket deleted or made
+// anew), until ctx is done, and returns ctx's error.
 // A failed sync is logged and tried again at the next hour; a table that
 // breaks [mesh.RegistryAnswer.Check] is returned as an error at once.
 func Keep(ctx context.Context, js jetstream.JetStream, opts KeepOptions) error {
@@ -142,7 +144,15 @@ func Keep(ctx context.Context, js jetstream.JetStream, opts KeepOptions) error {
 	if _, err := encode(table); err != nil {
 		return err
 	}
-	c := bus.Follow(ctx, js, mesh.RegistryBucket, bus.Options{Create: true, Log: log})
+	// Another writer's change (a key deleted, the bucket deleted or made
+	// anew, a server back on an empty store) syncs again at once.
+	changed := make(chan struct{}, 1)
+	c := bus.Follow(ctx, js, mesh.RegistryBucket, bus.Options{Create: true, Log: log, OnChange: func(bus.Change) {
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+	}})
 	select {
 	case <-c.Ready():
 	case <-ctx.Done():
@@ -154,6 +164,12 @@ func Keep(ctx context.Context, js jetstream.JetStream, opts KeepOptions) error {
 	tick := time.NewTicker(Every)
 	defer tick.Stop()
 	for {
+		// A change taken before this sync (the initial values among them)
+		// is covered by it.
+		select {
+		case <-changed:
+		default:
+		}
 		ch, err := syncTable(ctx, c, table, opts.Fence)
 		switch {
 		case err != nil && ctx.Err() != nil:
@@ -170,6 +186,7 @@ func Keep(ctx context.Context, js jetstream.JetStream, opts KeepOptions) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-tick.C:
+		case <-changed:
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"sort"
 	"testing"
+	"time"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus/bustest"
@@ -130,4 +131,47 @@ func TestKeepWritesOnceAndDeletesRemovedKinds(t *testing.T) {
 	if after := revisions(c); !reflect.DeepEqual(after, before) {
 		t.Errorf("revisions after deleting machine = %v; want %v", after, before)
 	}
+}
+
+// TestKeepWritesTheRegistryAgainWhenItIsGone deletes a kind, then the whole
+// bucket, under a running Keep: each time every kind is written again at
+// once, not at the next hour.
+func TestKeepWritesTheRegistryAgainWhenItIsGone(t *testing.T) {
+	s := bustest.Server(t)
+	ctx := bustest.Context(t)
+	_, js := bustest.Connect(t, s, "seat")
+	go registry.Keep(ctx, js, registry.KeepOptions{})
+	_, rjs := bustest.Connect(t, s, "reader")
+	n := len(registry.Compiled())
+	all := func() bool {
+		kv, err := rjs.KeyValue(ctx, mesh.RegistryBucket)
+		if err != nil {
+			return false
+		}
+		lister, err := kv.ListKeys(ctx)
+		if err != nil {
+			return false
+		}
+		got := 0
+		for range lister.Keys() {
+			got++
+		}
+		return got == n
+	}
+	bustest.WaitFor(t, 0, "every kind in the registry", all)
+	kv, err := rjs.KeyValue(ctx, mesh.RegistryBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Delete(ctx, "port"); err != nil {
+		t.Fatal(err)
+	}
+	bustest.WaitFor(t, 0, "the kind port written again", func() bool {
+		_, err := kv.Get(ctx, "port")
+		return err == nil
+	})
+	if err := rjs.DeleteKeyValue(ctx, mesh.RegistryBucket); err != nil {
+		t.Fatal(err)
+	}
+	bustest.WaitFor(t, 20*time.Second, "every kind written again in the bucket made anew", all)
 }
