@@ -445,3 +445,23 @@ func TestKitBacksOffWhateverTheWhy(t *testing.T) {
 		t.Errorf("the kit did not say it tries %s again", key)
 	}
 }
+
+// TestKitWritesItsEntriesAgainWhenItsBucketIsGone deletes the provider's
+// bound bucket under a running kit: the kit makes it again and writes the
+// entry of every key it provides, so the seat's key is provided again.
+func TestKitWritesItsEntriesAgainWhenItsBucketIsGone(t *testing.T) {
+	r := newRecorder(func(string, int, mesh.Provision) (kit.Result, error) { return kit.Provided("shelf-a", 1), nil })
+	f := start(t, r.handler(), 0)
+	key, p := kittest.Requirement(gitea, "shelf", "", provider)
+	f.seat.Need(key, p)
+	waitState(t, f.seat, key, mesh.Provided, "")
+	js := mustJS(t, f.url)
+	if err := js.DeleteKeyValue(bustest.Context(t), mesh.BoundBucket(provider.Module)); err != nil {
+		t.Fatal(err)
+	}
+	bustest.WaitFor(t, 20*time.Second, "the kit's entry written again", func() bool {
+		e, ok := kittest.Entry(t, js, provider.Module, key)
+		return ok && e.State == mesh.Provided && e.VaultName == "shelf-a"
+	})
+	waitState(t, f.seat, key, mesh.Provided, "")
+}
