@@ -22,6 +22,7 @@ import (
 
 type fixture struct {
 	nc  *nats.Conn
+	js  jetstream.JetStream // the seat's
 	put func(bucket, key string, value any)
 }
 
@@ -118,7 +119,7 @@ func serve(t *testing.T) fixture {
 		t.Fatal(err)
 	}
 	nc, _ := bustest.Connect(t, s, "operator")
-	return fixture{nc: nc, put: put}
+	return fixture{nc: nc, js: seat, put: put}
 }
 
 func (f fixture) ask(t *testing.T, body string) provisioning.Reply {
@@ -315,4 +316,19 @@ func TestDropNeeds(t *testing.T) {
 	if _, err := kv.Get(context.Background(), "ace.gitea.dir.state"); err == nil {
 		t.Error("needs ace.gitea.dir.state is still there")
 	}
+}
+
+// TestVerbAnswersNothingFromABucketGone deletes the plans bucket under the
+// verb: it answers no plan (nor need) from it any more.
+func TestVerbAnswersNothingFromABucketGone(t *testing.T) {
+	f := serve(t)
+	if r := f.ask(t, `{"what":"plans"}`); len(r.Entries) == 0 {
+		t.Fatal("the verb answers no plan before the test")
+	}
+	if err := f.js.DeleteKeyValue(bustest.Context(t), mesh.PlansBucket); err != nil {
+		t.Fatal(err)
+	}
+	bustest.WaitFor(t, 0, "the verb to answer no plan and no need", func() bool {
+		return len(f.ask(t, `{"what":"plans"}`).Entries) == 0 && len(f.ask(t, `{"what":"needs"}`).Entries) == 0
+	})
 }
