@@ -401,12 +401,16 @@ func (c *Copy) watch(ctx context.Context) error {
 	}
 	info, err := c.info(ctx, kv)
 	if gone(err) {
-		c.lose()
 		if !c.opts.Create {
+			c.lose()
 			return err
 		}
-		if _, err := Bucket(ctx, c.js, c.bucket, 0); err != nil {
-			return err
+		// Made again before the loss is reported, so that an owner
+		// answering the loss at once writes into a bucket that exists.
+		_, made := Bucket(ctx, c.js, c.bucket, 0)
+		c.lose()
+		if made != nil {
+			return made
 		}
 		c.log.Warn("bus: made the bucket again", "bucket", c.bucket)
 		if info, err = c.info(ctx, kv); err != nil {
