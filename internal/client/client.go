@@ -165,7 +165,7 @@ func New(cfg Config) (*Client, error) {
 		ready:      make(chan struct{}),
 		dirty:      map[string]bool{},
 		wake:       make(chan struct{}, 1),
-		id:         leaseID(cfg.Node),
+		id:         leaseID(cfg.Node, root),
 	}, nil
 }
 

@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
@@ -29,11 +32,41 @@ type lease struct {
 	rev uint64
 }
 
-// leaseID names this client in its lease: host name, process id and start
-// time.
-func leaseID(node string) string {
+// leaseID names this client in its lease: its node, host name, process id,
+// start time and root, as "client-<node>@<host> pid=<pid> at=<unix ns>
+// root=<root>".
+func leaseID(node, root string) string {
 	host, _ := os.Hostname()
-	return fmt.Sprintf("client-%s@%s-%d-%d", node, host, os.Getpid(), time.Now().UnixNano())
+	return fmt.Sprintf("client-%s@%s pid=%d at=%d root=%s", node, host, os.Getpid(), time.Now().UnixNano(), root)
+}
+
+// gone reports whether holder names a client of this node on this machine,
+// under the same root, whose process no longer runs (a client killed
+// without giving its lease back): its successor need not wait for the
+// lease to lapse.
+func (c *Client) gone(holder string) bool {
+	mine, _, _ := strings.Cut(c.id, " pid=")
+	who, rest, ok := strings.Cut(holder, " pid=")
+	if !ok || who != mine {
+		return false
+	}
+	pidText, rest, ok := strings.Cut(rest, " at=")
+	if !ok {
+		return false
+	}
+	_, root, ok := strings.Cut(rest, " root=")
+	if !ok || root != c.root {
+		return false
+	}
+	pid, err := strconv.Atoi(pidText)
+	if err != nil || pid <= 0 || pid == os.Getpid() {
+		return false
+	}
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		return true
+	}
+	return errors.Is(p.Signal(syscall.Signal(0)), os.ErrProcessDone)
 }
 
 // acquire takes the node's lease, waiting (with backoff, said once per
@@ -71,8 +104,9 @@ func (c *Client) acquire(ctx context.Context) (*lease, error) {
 
 // try takes the lease once. It returns the lease; or the holder's name when
 // another client holds it; or the bus's error. A key held under this
-// client's own name (a renewal that failed while the server was away) is
-// taken back.
+// client's own name (a renewal that failed while the server was away), or
+// by a client of the node on this machine and root whose process is gone,
+// is taken over.
 func (c *Client) try(ctx context.Context, value []byte) (string, *lease, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -95,8 +129,12 @@ func (c *Client) try(ctx context.Context, value []byte) (string, *lease, error) 
 	if json.Unmarshal(e.Value(), &h) != nil || h.Holder == "" {
 		return "another client (its lease does not decode)", nil, nil
 	}
-	if h.Holder != c.id {
+	if h.Holder != c.id && !c.gone(h.Holder) {
 		return h.Holder, nil, nil
+	}
+	if h.Holder != c.id {
+		c.log.Info("client: taking over the lease of this node's client that is no longer running",
+			"bucket", mesh.ClientsBucket, "key", c.cfg.Node, "was", h.Holder)
 	}
 	rev, err = kv.Update(ctx, c.cfg.Node, value, e.Revision())
 	if err != nil {

@@ -2,15 +2,19 @@ package client_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus/bustest"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/client"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
@@ -114,5 +118,43 @@ func TestSecondClientOfANodeWaits(t *testing.T) {
 	})
 	if !log.has("taken over from another client") {
 		t.Error("the second client did not say it took the lease over")
+	}
+}
+
+// TestClientTakesOverTheLeaseOfAKilledClient leaves the node's lease held
+// by a client of this machine and root whose process is gone (killed
+// without giving it back): the next client takes it over at once, said,
+// instead of waiting for it to lapse.
+func TestClientTakesOverTheLeaseOfAKilledClient(t *testing.T) {
+	s := bustest.Server(t)
+	ctx := bustest.Context(t)
+	root := filepath.Join(t.TempDir(), "ace")
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.Hostname()
+	holder := fmt.Sprintf("client-ace@%s pid=%d at=1 root=%s", host, dead.Process.Pid, root)
+	_, js := bustest.Connect(t, s, "old-client")
+	kv, err := bus.LeaseBucket(ctx, js, mesh.ClientsBucket, client.LeaseTTL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(mesh.Lease{Holder: holder, Since: time.Now().UTC()})
+	if _, err := kv.Create(ctx, "ace", b); err != nil {
+		t.Fatal(err)
+	}
+	log := &said{}
+	start(t, s, "ace", root, func(c *client.Config) { c.Log = slog.New(slog.NewTextHandler(log, nil)) })
+	if !log.has("taking over the lease of this node's client that is no longer running") {
+		t.Errorf("the client did not say it took over the lease of %s", holder)
+	}
+	e, err := kv.Get(ctx, "ace")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var l mesh.Lease
+	if err := json.Unmarshal(e.Value(), &l); err != nil || l.Holder == holder || !strings.Contains(l.Holder, "root="+root) {
+		t.Errorf("lease holder = %q, %v; want the new client", l.Holder, err)
 	}
 }
