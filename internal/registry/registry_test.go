@@ -3,6 +3,7 @@ package registry_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"sort"
@@ -174,4 +175,65 @@ func TestKeepWritesTheRegistryAgainWhenItIsGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	bustest.WaitFor(t, 20*time.Second, "every kind written again in the bucket made anew", all)
+}
+
+// A fence that fails (the seat may have lost its lease) stops Keep's sync
+// before its first write: nothing is written.
+func TestKeepWritesNothingPastAFailedFence(t *testing.T) {
+	s := bustest.Server(t)
+	ctx := bustest.Context(t)
+	_, js := bustest.Connect(t, s, "seat")
+	lapsed := errors.New("lease lapsed")
+	synced := make(chan registry.Changes, 1)
+	kctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- registry.Keep(kctx, js, registry.KeepOptions{
+			Fence:  func() error { return lapsed },
+			Synced: func(c registry.Changes) { synced <- c },
+		})
+	}()
+	if c := <-synced; len(c.Written)+len(c.Deleted) != 0 {
+		t.Errorf("sync past a failed fence = %+v; want nothing written", c)
+	}
+	stop()
+	<-done
+	kv, err := js.KeyValue(ctx, mesh.RegistryBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lister, err := kv.ListKeys(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range lister.Keys() {
+		t.Errorf("registry holds %s after a sync past a failed fence", k)
+	}
+}
+
+// Another writer's change to a kind between the copy's read and the
+// sync's write is not overwritten: the write is conditional.
+func TestSyncDoesNotOverwriteAChangeItHasNotSeen(t *testing.T) {
+	s := bustest.Server(t)
+	ctx := bustest.Context(t)
+	_, js := bustest.Connect(t, s, "seat")
+	kv, err := bus.Bucket(ctx, js, mesh.RegistryBucket, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A copy that does not see port: as one that has not taken its write
+	// yet.
+	c := bus.Follow(ctx, js, mesh.RegistryBucket, bus.Options{Filter: "config"})
+	<-c.Ready()
+	if _, err := kv.Put(ctx, "port", []byte(`{"kind":"port"}`)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = registry.Sync(ctx, c, registry.Compiled())
+	if !bus.IsConflict(err) {
+		t.Errorf("Sync over an unseen write = %v; want a conflict", err)
+	}
+	e, err := kv.Get(ctx, "port")
+	if err != nil || string(e.Value()) != `{"kind":"port"}` {
+		t.Errorf("port = %s, %v; want the other writer's value kept", e.Value(), err)
+	}
 }

@@ -107,3 +107,48 @@ func TestLeaseUnderTheFloorIsRefused(t *testing.T) {
 		t.Errorf("CheckLease(%v) = %v; want nil", seat.MinLease, err)
 	}
 }
+
+// A write based on a value another writer has changed meanwhile is refused
+// by the bus (the seat's writes are conditional on the revision it read),
+// and the seat's word stands once that change reaches it.
+func TestWriteOnAStaleViewIsRefused(t *testing.T) {
+	s := bustest.Server(t)
+	h := &harness{t: t, ctx: bustest.Context(t), srv: s}
+	h.nc, h.js = bustest.Connect(t, s, "operator")
+	h.apply(homelab(t))
+	_, js := bustest.Connect(t, s, "seat")
+	key := "ace.gitea.route"
+	conflicts := make(chan string, 100)
+	st := seat.New(js, seat.Config{OnWriteError: func(bucket, k string, err error) {
+		if bus.IsConflict(err) {
+			conflicts <- bucket + " " + k
+		}
+	}})
+	done := make(chan error, 1)
+	go func() { done <- st.Run(h.ctx) }()
+	h.seat = st
+	h.settle()
+	h.waitState(key, mesh.Asked, noEntry)
+
+	st.Pause()
+	// Another writer changes the key; the seat has not taken it yet when
+	// the route's entry makes it judge the key again.
+	forged := mesh.Provision{Provision: "route", Consumer: mesh.Ref{Module: "gitea", Node: "ace"},
+		Provider: mesh.Ref{Module: "route-proxy", Node: "control"}, State: mesh.Provided}
+	h.put(mesh.ProvisionsBucket, key, forged)
+	h.put(mesh.BoundBucket("route-proxy"), key, mesh.Entry{State: mesh.Failed, Why: "no certificate"})
+	release := st.Resume(func(ch bus.Change) bool { return ch.Bucket != mesh.ProvisionsBucket })
+	bustest.WaitFor(t, 0, "the seat's write of "+key+" refused", func() bool {
+		select {
+		case c := <-conflicts:
+			return c == mesh.ProvisionsBucket+" "+key
+		default:
+			return false
+		}
+	})
+	if p, _ := h.provision(key); p.State != mesh.Provided {
+		t.Errorf("%s = %s; want the other writer's provided, not overwritten by a write on a stale view", key, p.State)
+	}
+	release()
+	h.waitState(key, mesh.Failed, "no certificate")
+}
