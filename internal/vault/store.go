@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/crypto/nacl/secretbox"
 )
@@ -23,8 +24,10 @@ const (
 	// mode 0600 on first start, never rewritten.
 	KeyFile = "vault.key"
 	// StoreFile holds the sealed values, mode 0600: a log of one JSON
-	// record a line (a sealed value, or a removal), appended and synced on
-	// every change, and written anew at start when mostly superseded.
+	// record a line (a sealed value, or a removal), appended on every
+	// change and synced before the change is handed out (changes made at
+	// the same time share one sync), and written anew at start when mostly
+	// superseded.
 	StoreFile = "vault.store"
 )
 
@@ -71,6 +74,25 @@ type Store struct {
 	removed map[string]int64
 	log     *os.File // the store file, open for appending
 	records int      // records in the log
+	// unsynced holds, for each name whose last record may not be synced
+	// yet, that record's sequence in the log (see written).
+	unsynced map[string]uint64
+
+	// written counts the records appended since open: a record's sequence.
+	// It moves after the record's write has returned, so a sync started
+	// after reading it covers every record up to it.
+	written atomic.Uint64
+
+	// The group commit: one sync at a time covers every record written
+	// before it began; callers that wrote meanwhile wait for the next.
+	gmu     sync.Mutex // never taken before mu
+	gcond   *sync.Cond
+	synced  uint64 // records known to be on disk
+	syncs   int    // syncs run, for tests
+	syncing bool   // a sync is running
+	// failed holds the error of a failed sync: the store takes no more
+	// writes.
+	failed atomic.Pointer[error]
 }
 
 // OpenStore opens the store in dir, creating dir (mode 0700), the key file
@@ -84,7 +106,8 @@ func OpenStore(dir string) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("vault: data directory: %w", err)
 	}
-	s := &Store{dir: dir, values: map[string]Value{}, removed: map[string]int64{}}
+	s := &Store{dir: dir, values: map[string]Value{}, removed: map[string]int64{}, unsynced: map[string]uint64{}}
+	s.gcond = sync.NewCond(&s.gmu)
 	if err := s.loadKey(); err != nil {
 		return nil, err
 	}
@@ -205,20 +228,75 @@ func (s *Store) seal(v Value) (sealedRecord, error) {
 	return sealedRecord{Name: v.Name, Generation: v.Generation, Sealed: base64.StdEncoding.EncodeToString(box)}, nil
 }
 
-// append adds one record to the store's log and syncs it to disk: a value
-// handed out is never lost to a crash. s.mu is held.
-func (s *Store) append(r sealedRecord) error {
+// append adds one record to the store's log and returns its sequence: the
+// caller waits for [Store.waitSynced] of it, after releasing s.mu, before it
+// hands out what the record says, so that a value handed out is never lost
+// to a crash. s.mu is held.
+func (s *Store) append(r sealedRecord) (uint64, error) {
+	if failed := s.failed.Load(); failed != nil {
+		return 0, *failed
+	}
 	b, err := json.Marshal(r)
 	if err != nil {
-		return fmt.Errorf("vault: store: %w", err)
+		return 0, fmt.Errorf("vault: store: %w", err)
 	}
 	if _, err := s.log.Write(append(b, '\n')); err != nil {
-		return fmt.Errorf("vault: write store: %w", err)
-	}
-	if err := s.log.Sync(); err != nil {
-		return fmt.Errorf("vault: write store: %w", err)
+		return 0, fmt.Errorf("vault: write store: %w", err)
 	}
 	s.records++
+	return s.written.Add(1), nil
+}
+
+// waitSynced returns once the record with sequence seq is on disk: it
+// syncs the log itself unless a sync is running, whose end it then waits
+// for (a sync covers every record written before it began, so records
+// appended at the same time share one). A failed sync fails the store: the
+// error is returned for every record not known synced and for every later
+// write (the kernel may have dropped the unsynced pages; open the store
+// again). s.mu is not held.
+func (s *Store) waitSynced(seq uint64) error {
+	s.gmu.Lock()
+	defer s.gmu.Unlock()
+	for s.synced < seq {
+		if failed := s.failed.Load(); failed != nil {
+			return *failed
+		}
+		if s.syncing {
+			s.gcond.Wait()
+			continue
+		}
+		s.syncing = true
+		target := s.written.Load()
+		s.gmu.Unlock()
+		err := s.log.Sync()
+		s.gmu.Lock()
+		s.syncing = false
+		s.syncs++
+		if err != nil {
+			err = fmt.Errorf("vault: sync store: %w", err)
+			s.failed.Store(&err)
+		} else {
+			s.synced = target
+		}
+		s.gcond.Broadcast()
+	}
+	return nil
+}
+
+// settle waits until name's last record, at sequence seq (0 for none),
+// is on disk, then forgets that it was unsynced.
+func (s *Store) settle(name string, seq uint64) error {
+	if seq == 0 {
+		return nil
+	}
+	if err := s.waitSynced(seq); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if s.unsynced[name] == seq {
+		delete(s.unsynced, name)
+	}
+	s.mu.Unlock()
 	return nil
 }
 
@@ -301,11 +379,17 @@ func newValue() (string, error) {
 	return base64.RawURLEncoding.EncodeToString(b), nil
 }
 
-// Get returns the value named name, and whether the store holds one.
+// Get returns the value named name, and whether the store holds one. A
+// value just written is returned once it is on disk; one whose sync failed
+// is not held.
 func (s *Store) Get(name string) (Value, bool) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	v, ok := s.values[name]
+	seq := s.unsynced[name]
+	s.mu.Unlock()
+	if ok && s.settle(name, seq) != nil {
+		return Value{}, false
+	}
 	return v, ok
 }
 
@@ -313,60 +397,91 @@ func (s *Store) Get(name string) (Value, bool) {
 // store) when the store holds none: at generation 1 for a name never held,
 // or at the generation after the last one of a removed name, so that the
 // reference {name, generation} of a value issued again never equals an
-// older value's.
+// older value's. It returns once the value is on disk (values ensured at
+// the same time share one sync), or the error of the write or the sync.
 func (s *Store) Ensure(name string) (Value, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if v, ok := s.values[name]; ok {
-		return v, nil
-	}
-	return s.set(name, s.removed[name]+1)
-}
-
-// Rotate gives name a new value at the next generation and saves the store.
-// It returns [ErrUnknown] when the store holds no value named name.
-func (s *Store) Rotate(name string) (Value, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	v, ok := s.values[name]
-	if !ok {
-		return Value{}, fmt.Errorf("%w: %s", ErrUnknown, name)
+	var seq uint64
+	var err error
+	if ok {
+		seq = s.unsynced[name]
+	} else {
+		v, seq, err = s.set(name, s.removed[name]+1)
 	}
-	return s.set(name, v.Generation+1)
-}
-
-func (s *Store) set(name string, generation int64) (Value, error) {
-	value, err := newValue()
+	s.mu.Unlock()
 	if err != nil {
 		return Value{}, err
+	}
+	if err := s.settle(name, seq); err != nil {
+		return Value{}, err
+	}
+	return v, nil
+}
+
+// Rotate gives name a new value at the next generation and saves the store,
+// returning once the value is on disk. It returns [ErrUnknown] when the
+// store holds no value named name.
+func (s *Store) Rotate(name string) (Value, error) {
+	s.mu.Lock()
+	v, ok := s.values[name]
+	if !ok {
+		s.mu.Unlock()
+		return Value{}, fmt.Errorf("%w: %s", ErrUnknown, name)
+	}
+	v, seq, err := s.set(name, v.Generation+1)
+	s.mu.Unlock()
+	if err != nil {
+		return Value{}, err
+	}
+	if err := s.settle(name, seq); err != nil {
+		return Value{}, err
+	}
+	return v, nil
+}
+
+// set appends a new value for name at generation and keeps it; the caller
+// settles the returned sequence before handing the value out. s.mu is
+// held.
+func (s *Store) set(name string, generation int64) (Value, uint64, error) {
+	value, err := newValue()
+	if err != nil {
+		return Value{}, 0, err
 	}
 	v := Value{Name: name, Generation: generation, Value: value}
 	r, err := s.seal(v)
 	if err != nil {
-		return Value{}, err
+		return Value{}, 0, err
 	}
-	if err := s.append(r); err != nil {
-		return Value{}, err
+	seq, err := s.append(r)
+	if err != nil {
+		return Value{}, 0, err
 	}
 	s.values[name] = v
+	s.unsynced[name] = seq
 	delete(s.removed, name)
-	return v, nil
+	return v, seq, nil
 }
 
 // Remove forgets the value named name and saves the store, appending a
 // removal record that keeps the value's last generation (a value issued
 // again for name starts after it); removing a name the store does not
-// hold does nothing.
+// hold does nothing. It returns once the removal is on disk.
 func (s *Store) Remove(name string) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	v, ok := s.values[name]
 	if !ok {
+		s.mu.Unlock()
 		return nil
 	}
-	if err := s.append(sealedRecord{Name: name, Generation: v.Generation, Removed: true}); err != nil {
+	seq, err := s.append(sealedRecord{Name: name, Generation: v.Generation, Removed: true})
+	if err == nil {
+		s.forget(name, v.Generation)
+		delete(s.unsynced, name)
+	}
+	s.mu.Unlock()
+	if err != nil {
 		return err
 	}
-	s.forget(name, v.Generation)
-	return nil
+	return s.waitSynced(seq)
 }

@@ -2,9 +2,11 @@ package vault
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // The store is a log: it reopens to the same values after rotations and
@@ -139,5 +141,73 @@ func TestStoreRemovedNameKeepsItsGeneration(t *testing.T) {
 	}
 	if y, err := o2.Ensure("y"); err != nil || y.Generation != 2 {
 		t.Errorf("Ensure(y) after an old removal record = %+v, %v; want generation 2 (the value's own)", y, err)
+	}
+}
+
+// Values ensured at the same time share one sync of the log, and each
+// Ensure returns only once its value is on disk: a store opened again
+// holds every value handed out.
+func TestStoreSharesOneSyncBetweenConcurrentValues(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 10
+	// With the group commit held, every Ensure writes its record and waits.
+	s.gmu.Lock()
+	got := make(chan Value, n)
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			v, err := s.Ensure(fmt.Sprintf("key-%d", i))
+			if err != nil {
+				errs <- err
+				return
+			}
+			got <- v
+		}()
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for s.written.Load() < n {
+		if time.Now().After(deadline) {
+			s.gmu.Unlock()
+			t.Fatalf("records written = %d after 30s; want %d", s.written.Load(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case v := <-got:
+		s.gmu.Unlock()
+		t.Fatalf("Ensure returned %+v before its record was synced", v)
+	default:
+	}
+	s.gmu.Unlock()
+	values := map[string]Value{}
+	for range n {
+		select {
+		case v := <-got:
+			values[v.Name] = v
+		case err := <-errs:
+			t.Fatal(err)
+		}
+	}
+	s.gmu.Lock()
+	syncs := s.syncs
+	s.gmu.Unlock()
+	if syncs != 1 {
+		t.Errorf("syncs for %d values written together = %d; want 1", n, syncs)
+	}
+	again, err := OpenStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, v := range values {
+		if got, ok := again.Get(name); !ok || got != v {
+			t.Errorf("%s after reopening = %+v, %v; want %+v", name, got, ok, v)
+		}
+	}
+	if len(values) != n {
+		t.Errorf("values handed out = %d; want %d", len(values), n)
 	}
 }

@@ -30,6 +30,11 @@ type Config struct {
 	RetryMin, RetryMax time.Duration
 }
 
+// workers is how many credential keys the vault's kit handles at once:
+// values issued at the same time share one sync of the store, so a burst of
+// new keys costs a sync per batch rather than one per value.
+const workers = 64
+
 // Vault is a running mesh-vault. It is safe for concurrent use.
 type Vault struct {
 	cfg   Config
@@ -60,7 +65,7 @@ func Start(ctx context.Context, cfg Config, nc *nats.Conn, js jetstream.JetStrea
 	v.plans = bus.Follow(ctx, js, mesh.PlansBucket, bus.Options{Log: v.log})
 	v.kit, err = kit.Start(ctx, kit.Config{
 		Module: mesh.VaultModule, Node: cfg.Node, JetStream: js, Handler: handler{v}, Log: log,
-		RetryMin: cfg.RetryMin, RetryMax: cfg.RetryMax,
+		RetryMin: cfg.RetryMin, RetryMax: cfg.RetryMax, Workers: workers,
 	})
 	if err != nil {
 		return nil, err
