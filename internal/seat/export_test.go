@@ -10,6 +10,7 @@ func (s *Seat) Pause() {
 	if s.paused.gate == nil {
 		s.paused.gate = make(chan struct{})
 		s.paused.renew = make(chan struct{})
+		s.paused.on.Store(true)
 	}
 }
 
@@ -23,6 +24,7 @@ func (s *Seat) Resume(first func(bus.Change) bool) (release func()) {
 	s.paused.kept = nil
 	g, renew := s.paused.gate, s.paused.renew
 	s.paused.gate, s.paused.renew = nil, nil
+	s.paused.on.Store(false)
 	s.paused.mu.Unlock()
 	var later []bus.Change
 	for _, ch := range kept {

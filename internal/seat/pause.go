@@ -2,6 +2,7 @@ package seat
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 )
@@ -10,8 +11,9 @@ import (
 // (export_test.go): while it is on, the seat's loop and its lease's
 // renewal wait at their next step, and the changes its watches take are
 // kept back in order, as a stopped process's socket keeps them. Off (its
-// zero value), it costs one lock per change.
+// zero value), it costs one atomic load per change.
 type pause struct {
+	on    atomic.Bool // set while gate is not nil
 	mu    sync.Mutex
 	gate  chan struct{} // closed when the loop goes on; nil when off
 	renew chan struct{} // closed when the renewal goes on; nil when off
@@ -40,6 +42,9 @@ func (p *pause) waitRenew() {
 
 // keep keeps ch back and reports true while the pause is on.
 func (p *pause) keep(ch bus.Change) bool {
+	if !p.on.Load() {
+		return false
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.gate == nil {
