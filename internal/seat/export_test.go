@@ -64,3 +64,16 @@ func (s *Seat) Idle() bool {
 
 // Fenced reports whether s found its lease may have lapsed before a write.
 func (s *Seat) Fenced() bool { return s.fenceSaid.Load() }
+
+// Keeps reports whether s, paused, has kept back a change of key in
+// bucket.
+func (s *Seat) Keeps(bucket, key string) bool {
+	s.paused.mu.Lock()
+	defer s.paused.mu.Unlock()
+	for _, ch := range s.paused.kept {
+		if ch.Bucket == bucket && ch.Key == key {
+			return true
+		}
+	}
+	return false
+}

@@ -48,6 +48,14 @@ func TestStaleSeatWritesNothing(t *testing.T) {
 	got := h.retired()
 
 	// Its renewal is late: the fence must not wait for it to fail.
+	bustest.WaitFor(t, 0, "seat a's watches to have taken seat b's writes", func() bool {
+		for _, key := range askedFirst {
+			if !a.Keeps(mesh.ProvisionsBucket, key) {
+				return false
+			}
+		}
+		return true
+	})
 	release := a.Resume(func(ch bus.Change) bool {
 		return ch.Bucket != mesh.ProvisionsBucket && ch.Bucket != mesh.RecordsBucket
 	})
@@ -137,6 +145,9 @@ func TestWriteOnAStaleViewIsRefused(t *testing.T) {
 		Provider: mesh.Ref{Module: "route-proxy", Node: "control"}, State: mesh.Provided}
 	h.put(mesh.ProvisionsBucket, key, forged)
 	h.put(mesh.BoundBucket("route-proxy"), key, mesh.Entry{State: mesh.Failed, Why: "no certificate"})
+	bustest.WaitFor(t, 0, "the seat's watches to have taken both changes", func() bool {
+		return st.Keeps(mesh.ProvisionsBucket, key) && st.Keeps(mesh.BoundBucket("route-proxy"), key)
+	})
 	release := st.Resume(func(ch bus.Change) bool { return ch.Bucket != mesh.ProvisionsBucket })
 	bustest.WaitFor(t, 0, "the seat's write of "+key+" refused", func() bool {
 		select {
