@@ -81,6 +81,7 @@ func TestImports(t *testing.T) {
 		{"internal/compose", busOrNATS, "composition is pure: state in, result out"},
 		{"internal/retire", busOrNATS, "asks and decisions are pure"},
 		{"internal/access", busOrNATS, "who may do what is data: pure"},
+		{"internal/why", busOrNATS, "walking a key to its root cause is pure"},
 	}
 	pkgs := packages(t)
 	for _, r := range rules {

@@ -1,0 +1,111 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/why"
+)
+
+func init() { commands = append(commands, newWhyCmd) }
+
+func newWhyCmd() *cobra.Command {
+	var bf busFlags
+	var output string
+	cmd := &cobra.Command{
+		Use:   "why KEY",
+		Short: "Walk a provision, plan or refusal key to the root cause of its state, one line per step",
+		Long: `why reads the mesh once (every bucket the seat follows, and the entries of every provider that
+keeps them) and walks KEY to the root cause of its state: a provision's depends-on keys that are not
+provided, its provider's entry (or have), the refusals of its provider and consumer, and for a retiring
+key its ask or the operator's answer. A plan key (<node>.<module>) walks its provisions that are not
+provided; a refusal key says why the module is held. The key asked about is first, the root cause of
+each branch last, indented by how far it is:
+
+  g14.grafana.database  asked for 3h: waits for g14.grafana.credential.postgres_database, which is failed
+    → g14.grafana.credential.postgres_database  failed for 3h: mesh-vault said: store sealed
+      → mesh-vault_bound g14.grafana.credential.postgres_database  failed: mesh-vault on control says failed: store sealed`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usageError{fmt.Errorf("why: want one KEY (a provision key, or <node>.<module>), got %d arguments", len(args))}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if output != "table" && output != "json" {
+				return usageError{fmt.Errorf("why: -o %q; want table or json", output)}
+			}
+			nc, js, err := bf.connect("cli-why")
+			if err != nil {
+				return fmt.Errorf("why: %w", err)
+			}
+			defer nc.Close()
+			m, _, err := readMesh(cmd.Context(), js)
+			if err != nil {
+				return fmt.Errorf("why: %w", err)
+			}
+			steps, err := why.Walk(m, args[0])
+			if err != nil {
+				return err
+			}
+			if output == "json" {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(struct {
+					Key   string     `json:"key"`
+					Steps []why.Step `json:"steps"`
+				}{args[0], steps})
+			}
+			return writeSteps(cmd.OutOrStdout(), steps, time.Now())
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "table (one line per step) or json")
+	bf.add(cmd)
+	return cmd
+}
+
+// writeSteps writes one line per step, indented by its depth: the key, its
+// state and for how long, and what it says.
+func writeSteps(w io.Writer, steps []why.Step, now time.Time) error {
+	for _, s := range steps {
+		var b strings.Builder
+		b.WriteString(strings.Repeat("  ", s.Depth))
+		if s.Depth > 0 {
+			b.WriteString("→ ")
+		}
+		if s.Key != "" {
+			b.WriteString(s.Key)
+			b.WriteString("  ")
+		}
+		if s.State != "" {
+			b.WriteString(s.State)
+			if !s.Since.IsZero() {
+				b.WriteString(" for " + ago(now.Sub(s.Since)))
+			}
+			b.WriteString(": ")
+		}
+		b.WriteString(s.Says)
+		if _, err := fmt.Fprintln(w, b.String()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ago says a duration the way an operator reads it: 40s, 12m, 3h, 5d.
+func ago(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", max(0, int(d.Seconds())))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
