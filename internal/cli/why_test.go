@@ -66,7 +66,7 @@ func TestWhyCommand(t *testing.T) {
 
 	steps := whySteps(t, s, key)
 	want := []string{
-		"0 provision " + key + " asked",
+		"0 provision " + key + " waits",
 		"1 provision " + cred + " asked",
 		"2 entry mesh-vault_bound " + cred + ": no entry from mesh-vault on control yet (is its provider running?)",
 		"1 entry postgres_bound " + key + ": no entry from postgres on control yet (is its provider running?)",
@@ -93,7 +93,7 @@ func TestWhyCommand(t *testing.T) {
 		return err == nil && json.Unmarshal(e.Value(), &p) == nil && p.State == mesh.Failed
 	})
 	checkSteps(t, whySteps(t, s, key), []string{
-		"0 provision " + key + " asked",
+		"0 provision " + key + " waits",
 		"1 provision " + cred + " failed",
 		"2 entry mesh-vault_bound " + cred + " failed: mesh-vault on control says failed: store sealed",
 		"1 entry postgres_bound " + key + ": no entry from postgres on control yet (is its provider running?)",
@@ -104,7 +104,7 @@ func TestWhyCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
-	if len(lines) != 4 || !strings.HasPrefix(lines[0], key+"  asked for ") ||
+	if len(lines) != 4 || !strings.HasPrefix(lines[0], key+"  waits for ") ||
 		lines[2] != "    → mesh-vault_bound "+cred+"  failed: mesh-vault on control says failed: store sealed" {
 		t.Errorf("why %s printed:\n%s", key, out)
 	}
