@@ -29,7 +29,7 @@ provided and its asks to be recorded.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := seat.CheckLease(ttl); err != nil {
-				return fmt.Errorf("serve --lease %v: %w", ttl, err)
+				return usageError{fmt.Errorf("serve --lease %v: %w", ttl, err)}
 			}
 			log, err := logger(logLevel, os.Stderr)
 			if err != nil {
