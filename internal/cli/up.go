@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -151,6 +151,9 @@ func runUp(ctx context.Context, out io.Writer, f upFlags, args []string) error {
 	if f.meshName, err = meshName(file, f.meshName, f.postgres != ""); err != nil {
 		return err
 	}
+	if w := listenWarning(f.listen); w != "" {
+		fmt.Fprintln(os.Stderr, w)
+	}
 	lock, err := lockData(f.data)
 	if err != nil {
 		return err
@@ -187,11 +190,28 @@ func runUp(ctx context.Context, out io.Writer, f upFlags, args []string) error {
 		return err
 	}
 	defer onc.Close()
-	stats, err := meshfile.Apply(ctx, ojs, file, time.Now())
-	if err != nil {
-		return err
+	// With no file, the bundled example goes only into an empty data
+	// directory: a restart never changes the operator's own mesh.
+	apply := true
+	if len(args) == 0 {
+		current, err := meshfile.Current(ctx, ojs)
+		if err != nil {
+			return err
+		}
+		if placed := current[mesh.PlacementBucket]; len(placed) > 0 {
+			apply = false
+			file = liveFile(file, placed)
+			fmt.Fprintf(progress, "%s already holds a mesh (%d nodes placed): running it as it is, not the bundled example; \"up MESHFILE\" or \"apply -f MESHFILE\" changes it\n",
+				f.data, len(placed))
+		}
 	}
-	fmt.Fprintf(progress, "applied %s: %d written, %d unchanged, %d removed\n", name, stats.Written, stats.Unchanged, stats.Removed)
+	if apply {
+		stats, err := meshfile.Apply(ctx, ojs, file, time.Now())
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(progress, "applied %s: %d written, %d unchanged, %d removed\n", name, stats.Written, stats.Unchanged, stats.Removed)
+	}
 	// The buckets the node clients and the vault follow exist before they
 	// start, so that none of them waits on a bucket the seat has yet to make.
 	for _, b := range []string{mesh.PlansBucket, mesh.ProvisionsBucket, mesh.RefusedBucket, mesh.RegistryBucket,
@@ -261,7 +281,8 @@ func runUp(ctx context.Context, out io.Writer, f upFlags, args []string) error {
 	if f.once {
 		return printKept(ctx, out, ojs, f.output)
 	}
-	if err := printSummary(ctx, out, ojs); err != nil {
+	shown := map[string]string{} // node -> its summary row as last printed
+	if err := printSummary(ctx, out, ojs, shown); err != nil {
 		return err
 	}
 	fmt.Fprintln(out, "up: running; Ctrl-C stops")
@@ -276,11 +297,51 @@ func runUp(ctx context.Context, out io.Writer, f upFlags, args []string) error {
 			if err := waitSettled(ctx, st, ojs, results, out, seatDone); err != nil {
 				return err
 			}
-			if err := printSummary(ctx, out, ojs); err != nil {
+			if err := printSummary(ctx, out, ojs, shown); err != nil {
 				return err
 			}
 		}
 	}
+}
+
+// listenWarning warns when up's embedded server listens beyond loopback:
+// up runs it without users, so that anyone who reaches the address may
+// read credentials from the vault and answer asks. It returns "" for a
+// loopback address.
+func listenWarning(listen string) string {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "" // StartServer says what is wrong with it
+	}
+	if host == "localhost" {
+		return ""
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return ""
+	}
+	return "warning: --listen " + listen + " is not a loopback address, and up's server has no users: anyone who reaches it " +
+		"can read any module's credential from the vault, answer asks and write the mesh (see \"Security today\" in the README)"
+}
+
+// liveFile is file with its nodes and placement replaced by those the
+// placement bucket holds (node -> value): what up runs clients and
+// providers for when it runs the mesh a data directory holds. A placement
+// that does not decode places nothing.
+func liveFile(file *meshfile.File, placement map[string][]byte) *meshfile.File {
+	lf := *file
+	lf.Nodes = make([]string, 0, len(placement))
+	lf.Placement = map[string][]string{}
+	for node, v := range placement {
+		lf.Nodes = append(lf.Nodes, node)
+		var p mesh.Placement
+		if json.Unmarshal(v, &p) == nil {
+			for _, pm := range p.Modules {
+				lf.Placement[node] = append(lf.Placement[node], pm.Module)
+			}
+		}
+	}
+	sort.Strings(lf.Nodes)
+	return &lf
 }
 
 // meshName is the mesh's name: flag (--mesh-name) when given, else the
@@ -508,21 +569,22 @@ func printKept(ctx context.Context, out io.Writer, js jetstream.JetStream, outpu
 			return err
 		}
 	}
-	return writeSummary(ctx, out, js, all)
+	return writeSummary(ctx, out, js, all, nil)
 }
 
 // printSummary prints per node how many provisions are in each state and
-// which modules are held.
-func printSummary(ctx context.Context, out io.Writer, js jetstream.JetStream) error {
+// which modules are held: only the nodes whose row differs from shown
+// (node -> row as last printed, updated; nil prints every node).
+func printSummary(ctx context.Context, out io.Writer, js jetstream.JetStream, shown map[string]string) error {
 	all, err := kept(ctx, js)
 	if err != nil {
 		return err
 	}
-	return writeSummary(ctx, out, js, all)
+	return writeSummary(ctx, out, js, all, shown)
 }
 
 // writeSummary is printSummary over what the seat keeps, already read.
-func writeSummary(ctx context.Context, out io.Writer, js jetstream.JetStream, all map[string]map[string]json.RawMessage) error {
+func writeSummary(ctx context.Context, out io.Writer, js jetstream.JetStream, all map[string]map[string]json.RawMessage, shown map[string]string) error {
 	type row struct {
 		plans  int
 		states map[mesh.State]int
@@ -557,8 +619,7 @@ func writeSummary(ctx context.Context, out io.Writer, js jetstream.JetStream, al
 		nodes = append(nodes, n)
 	}
 	sort.Strings(nodes)
-	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "\nNODE\tPLANS\tPROVIDED\tASKED\tWAITS\tFAILED\tRETIRING\tHELD")
+	var table [][]string
 	for _, n := range nodes {
 		r := rows[n]
 		sort.Strings(r.held)
@@ -566,11 +627,33 @@ func writeSummary(ctx context.Context, out io.Writer, js jetstream.JetStream, al
 		if len(r.held) > 0 {
 			held = strings.Join(r.held, ", ")
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", n, r.plans, r.states[mesh.Provided], r.states[mesh.Asked],
-			r.states[mesh.Waits], r.states[mesh.Failed], r.states[mesh.Retiring], held)
+		cells := []string{n, fmt.Sprint(r.plans), fmt.Sprint(r.states[mesh.Provided]), fmt.Sprint(r.states[mesh.Asked]),
+			fmt.Sprint(r.states[mesh.Waits]), fmt.Sprint(r.states[mesh.Failed]), fmt.Sprint(r.states[mesh.Retiring]), held}
+		text := strings.Join(cells, "\t")
+		if shown != nil {
+			if shown[n] == text {
+				continue // unchanged since last printed
+			}
+			shown[n] = text
+		}
+		table = append(table, cells)
 	}
-	if err := tw.Flush(); err != nil {
-		return err
+	var gone []string
+	for n := range shown {
+		if rows[n] == nil {
+			gone = append(gone, n)
+			delete(shown, n)
+		}
+	}
+	sort.Strings(gone)
+	if len(table) > 0 {
+		fmt.Fprintln(out)
+		if err := writeTable(out, []string{"NODE", "PLANS", "PROVIDED", "ASKED", "WAITS", "FAILED", "RETIRING", "HELD"}, table, false); err != nil {
+			return err
+		}
+	}
+	for _, n := range gone {
+		fmt.Fprintf(out, "%s: nothing kept any more\n", n)
 	}
 	ans, err := readBucket(ctx, js, mesh.RecordsBucket, func(_ string, v []byte) (bool, string) {
 		var r mesh.Record
