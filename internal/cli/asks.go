@@ -28,17 +28,23 @@ type askView struct {
 	Ask      mesh.Ask  `json:"ask"`
 	Key      string    `json:"key,omitempty"`
 	Provider *mesh.Ref `json:"provider,omitempty"`
+	// State and Warrant are the record's (with --all).
+	State   string              `json:"state,omitempty"`
+	Warrant *mesh.RecordWarrant `json:"warrant,omitempty"`
 }
 
 func newAsksCmd() *cobra.Command {
 	var bf busFlags
 	var output string
+	var all bool
 	cmd := &cobra.Command{
-		Use:   "asks",
+		Use:   "asks [--all]",
 		Short: "List the open asks that wait for an operator's answer",
 		Long: "asks lists the open asks, soonest expiry first, through the ask router (mesh-asks.list): each\n" +
 			"ask's id, headline, the provision key it is about, that key's provider and the provider's node,\n" +
-			"when it expires and the options to answer it with (`answer ASK-ID OPTION`).",
+			"when it expires and the options to answer it with (`answer ASK-ID OPTION`).\n\n" +
+			"With --all it lists every ask the router keeps, answered and expired too, with its warrant: the\n" +
+			"option chosen, who chose it and when (or that it expired, or was withdrawn and why): the audit trail.",
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "table" && output != "wide" && output != "json" {
@@ -51,13 +57,19 @@ func newAsksCmd() *cobra.Command {
 			defer nc.Close()
 			ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
 			defer cancel()
-			l, err := asks.List(ctx, nc, mesh.RecordOpen)
+			state := mesh.RecordOpen
+			if all {
+				state = "all"
+			}
+			l, err := asks.List(ctx, nc, state)
 			if err != nil {
 				return err
 			}
 			views := make([]askView, 0, len(l.Records))
 			for _, rec := range l.Records {
-				views = append(views, viewOf(ctx, js, rec.Ask))
+				v := viewOf(ctx, js, rec.Ask)
+				v.State, v.Warrant = rec.State, rec.Warrant
+				views = append(views, v)
 			}
 			if output == "json" {
 				enc := json.NewEncoder(cmd.OutOrStdout())
@@ -70,10 +82,14 @@ func newAsksCmd() *cobra.Command {
 			for _, o := range l.Odd {
 				fmt.Fprintf(cmd.ErrOrStderr(), "odd record %s: %s\n", o.Key, o.Why)
 			}
+			if all {
+				return printTrail(cmd.OutOrStdout(), views, output == "wide")
+			}
 			return printAsks(cmd.OutOrStdout(), views, output == "wide")
 		},
 	}
 	bf.add(cmd)
+	cmd.Flags().BoolVar(&all, "all", false, "every ask, answered and expired too, with its warrant (who, when, option)")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table (fits 120 columns), wide or json")
 	return cmd
 }
@@ -123,6 +139,29 @@ func printAsks(w io.Writer, views []askView, wide bool) error {
 			v.Ask.Expires.UTC().Format(time.RFC3339), strings.Join(opts, ", ")})
 	}
 	return writeTable(w, []string{"ASK", "HEADLINE", "KEY", "PROVIDER", "NODE", "EXPIRES", "OPTIONS"}, rows, wide)
+}
+
+// printTrail writes every ask with how it ended: state, option, by whom
+// and when.
+func printTrail(w io.Writer, views []askView, wide bool) error {
+	if len(views) == 0 {
+		_, err := fmt.Fprintln(w, "no asks")
+		return err
+	}
+	var rows [][]string
+	for _, v := range views {
+		option, by, at := "-", "-", "-"
+		if wa := v.Warrant; wa != nil {
+			option = or(wa.Option, wa.Outcome)
+			by = or(wa.By.Who, wa.By.Identity)
+			if wa.By.Kind == mesh.KindWithdrawn {
+				option, by = "withdrawn", by+": "+wa.Why
+			}
+			at = wa.At.UTC().Format(time.RFC3339)
+		}
+		rows = append(rows, []string{v.Ask.ID, v.State, option, by, at, or(v.Key, v.Ask.About)})
+	}
+	return writeTable(w, []string{"ASK", "STATE", "OPTION", "BY", "AT", "KEY"}, rows, wide)
 }
 
 func or(s, otherwise string) string {

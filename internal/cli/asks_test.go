@@ -129,6 +129,13 @@ func TestAsksAndAnswer(t *testing.T) {
 	if err != nil || out != "no open asks\n" {
 		t.Errorf("asks after the answer = %q, %v; want \"no open asks\"", out, err)
 	}
+	// The audit trail keeps the answered ask with its warrant.
+	out, _, err = run(t, "asks", "--all", "-o", "wide", "--nats", url)
+	wantTrail := "ASK                                         STATE     OPTION  BY     AT                    KEY\n" +
+		a.ID + "  answered  no      alice  " + rec.Warrant.At.UTC().Format(time.RFC3339) + "  ace.vaultwarden.database\n"
+	if err != nil || out != wantTrail {
+		t.Errorf("asks --all = %q, %v; want\n%s", out, err, wantTrail)
+	}
 
 	// Answering again is refused, with a non-zero exit.
 	_, _, err = run(t, "answer", a.ID, "yes", "--nats", url)

@@ -80,7 +80,7 @@ func init() {
 	getKinds["provisions"] = getKind{
 		short:  "every provision between a consumer and a provider, with its state and why (" + mesh.ProvisionsBucket + ")",
 		read:   readProvisions,
-		header: []string{"NODE", "KEY", "STATE", "PROVIDER", "WHY"},
+		header: []string{"NODE", "KEY", "STATE", "FOR", "PROVIDER", "WHY"},
 		row:    provisionRow,
 	}
 	getKinds["refused"] = getKind{
@@ -380,7 +380,38 @@ func provisionRow(it getItem) []string {
 	if why == "" {
 		why = "-"
 	}
-	return []string{k.Node, it.Key, string(p.State), p.Provider.Module + "@" + p.Provider.Node, why}
+	return []string{k.Node, it.Key, stateOf(p), since(p.At, clock()), p.Provider.Module + "@" + p.Provider.Node, why}
+}
+
+// clock is get's clock for how long a key has been in its state; tests
+// set it.
+var clock = time.Now
+
+// stateOf is a provision's state as get shows it: a retiring key the
+// operator answered is shown with the answer (kept on a no, by whom and
+// when), apart from one whose ask is open or not yet raised.
+func stateOf(p mesh.Provision) string {
+	if p.State != mesh.Retiring {
+		return string(p.State)
+	}
+	switch {
+	case p.Warrant != nil && p.Warrant.Option == "no":
+		return "kept (no by " + or(p.Warrant.By.Who, p.Warrant.By.Identity) + " " + p.Warrant.At.UTC().Format("2006-01-02 15:04Z") + ")"
+	case p.Warrant != nil:
+		return "retiring (" + p.Warrant.Option + " by " + or(p.Warrant.By.Who, p.Warrant.By.Identity) + " " + p.Warrant.At.UTC().Format("2006-01-02 15:04Z") + ")"
+	case p.Ask != "":
+		return "retiring (asked)"
+	}
+	return "retiring (not asked yet)"
+}
+
+// since says for how long a key has been in its state, from its at field
+// ("3h"), or "-" when it has none.
+func since(at, now time.Time) string {
+	if at.IsZero() {
+		return "-"
+	}
+	return ago(now.Sub(at))
 }
 
 func refusalRow(it getItem) []string {

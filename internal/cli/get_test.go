@@ -112,17 +112,19 @@ func TestGetPlans(t *testing.T) {
 }
 
 func TestGetProvisions(t *testing.T) {
+	clock = func() time.Time { return time.Date(2026, 11, 30, 6, 0, 0, 0, time.UTC) }
+	t.Cleanup(func() { clock = time.Now })
 	s := bustest.Server(t)
 	seatKeys(t, s)
 	out, _, err := run(t, "get", "provisions", "-o", "wide", "--nats", s.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `NODE     KEY                        STATE     PROVIDER             WHY
-ace      ace.gitea.database.main    asked     postgres@control     waits for postgres on control to answer
-ace      ace.gitea.route            provided  route-proxy@control  -
-control  control.keycloak.database  failed    postgres@control     postgres said: role exists
-shanks   shanks.immich.cache        retiring  redis@control        no build wanted or placed on shanks requires cache of redis on control any more
+	want := `NODE     KEY                        STATE                     FOR  PROVIDER             WHY
+ace      ace.gitea.database.main    asked                     3h   postgres@control     waits for postgres on control to answer
+ace      ace.gitea.route            provided                  3h   route-proxy@control  -
+control  control.keycloak.database  failed                    3h   postgres@control     postgres said: role exists
+shanks   shanks.immich.cache        retiring (not asked yet)  3h   redis@control        no build wanted or placed on shanks requires cache of redis on control any more
 
 ODD KEY  WHY
 Bad.key  key out of shape: mesh: key "Bad.key": has 2 tokens; want 3 to 4
@@ -145,8 +147,8 @@ Bad.key  key out of shape: mesh: key "Bad.key": has 2 tokens; want 3 to 4
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := `NODE     KEY                        STATE   PROVIDER          WHY
-control  control.keycloak.database  failed  postgres@control  postgres said: role exists
+	if want := `NODE     KEY                        STATE   FOR  PROVIDER          WHY
+control  control.keycloak.database  failed  3h   postgres@control  postgres said: role exists
 
 ODD KEY  WHY
 Bad.key  key out of shape: mesh: key "Bad.key": has 2 tokens; want 3 to 4

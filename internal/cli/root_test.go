@@ -3,9 +3,11 @@ package cli
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus/bustest"
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
 
 // TestUsageErrors checks that errors in how a command is called are usage
@@ -108,5 +110,27 @@ func TestFitRows(t *testing.T) {
 	}
 	if same := fitRows(header, [][]string{{"a", "b", "c"}}, tableWidth); same[0][2] != "c" {
 		t.Errorf("fitRows changed a narrow table: %q", same[0])
+	}
+}
+
+// TestStateOf checks that get shows a kept key (the operator's no, by
+// whom and when) apart from a retiring key not answered.
+func TestStateOf(t *testing.T) {
+	at := time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		p    mesh.Provision
+		want string
+	}{
+		{mesh.Provision{State: mesh.Asked}, "asked"},
+		{mesh.Provision{State: mesh.Retiring}, "retiring (not asked yet)"},
+		{mesh.Provision{State: mesh.Retiring, Ask: "a1"}, "retiring (asked)"},
+		{mesh.Provision{State: mesh.Retiring, Ask: "a1", Warrant: &mesh.Warrant{Ask: "a1", Option: "no", By: mesh.Identity{Who: "operator"}, At: at}},
+			"kept (no by operator 2026-11-30 03:00Z)"},
+		{mesh.Provision{State: mesh.Retiring, Ask: "a1", Warrant: &mesh.Warrant{Ask: "a1", Option: "yes", By: mesh.Identity{Who: "ana"}, At: at}},
+			"retiring (yes by ana 2026-11-30 03:00Z)"},
+	} {
+		if got := stateOf(tc.p); got != tc.want {
+			t.Errorf("stateOf(%+v) = %q; want %q", tc.p, got, tc.want)
+		}
 	}
 }
