@@ -51,3 +51,23 @@ func AsksSubjectOf(module string) string { return "asks." + module }
 
 // HolderKey is the one key of [SeatBucket].
 const HolderKey = "holder"
+
+// UnkeepSubject is the seat's verb that clears an operator's "no" from a
+// retiring key, so that the key is asked again: request [UnkeepRequest],
+// reply [UnkeepReply]. Only an operator's user may publish on it.
+const UnkeepSubject = "mesh-provisioner.unkeep"
+
+// UnkeepRequest asks the seat, on [UnkeepSubject], to clear the kept
+// answer of the retiring provision Key; By names the operator.
+type UnkeepRequest struct {
+	Key string `json:"key"`
+	By  string `json:"by,omitempty"`
+}
+
+// UnkeepReply is the seat's answer: the warrant it cleared, or why it
+// cleared nothing.
+type UnkeepReply struct {
+	Key     string   `json:"key"`
+	Cleared *Warrant `json:"cleared,omitempty"`
+	Error   string   `json:"error,omitempty"`
+}

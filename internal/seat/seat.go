@@ -21,6 +21,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/asks"
@@ -93,6 +94,7 @@ type Seat struct {
 	started bool
 	watched map[string]*bus.Copy // bucket -> copy, readable by Settled
 	lost    []lostAsk            // asks no router recorded
+	unkeeps []*nats.Msg          // unkeep requests for the loop
 	lease   LeaseState           // see Lease
 	leaseIs string               // why of lease
 	asking  int                  // asks raised and not yet answered by the router
@@ -210,6 +212,11 @@ func (s *Seat) Run(ctx context.Context) error {
 	}
 	if err := s.start(ctx); err != nil {
 		return err
+	}
+	if stop, err := s.subscribeUnkeep(ctx); err != nil {
+		s.log.Error("seat: cannot answer "+mesh.UnkeepSubject, "err", err)
+	} else {
+		defer stop()
 	}
 	for {
 		select {
@@ -398,6 +405,10 @@ func (s *Seat) work(ctx context.Context, d *dirty) {
 		}
 		if lost := s.takeLost(); len(lost) > 0 {
 			s.clearLost(ctx, lost, d)
+			continue
+		}
+		if u := s.takeUnkeeps(); len(u) > 0 {
+			s.unkeep(ctx, u, d)
 			continue
 		}
 		if len(d.keys) > 0 {

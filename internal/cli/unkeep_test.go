@@ -1,0 +1,73 @@
+package cli
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/asks"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus/bustest"
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
+)
+
+// TestUnkeep keeps a retiring key with no, then unkeeps it: the seat
+// clears the warrant and asks again.
+func TestUnkeep(t *testing.T) {
+	s := bustest.Server(t)
+	ctx := bustest.Context(t)
+	anc, ajs := bustest.Connect(t, s, "mesh-asks")
+	if _, err := asks.Start(ctx, anc, ajs, testLog(t)); err != nil {
+		t.Fatal(err)
+	}
+	startSeat(t, s, homelabFile)
+	text, err := os.ReadFile(homelabFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	without := strings.Replace(string(text), "ace: [gitea, vaultwarden, node-tools]", "ace: [gitea, node-tools]", 1)
+	without = strings.Replace(without, "vaultwarden: 4a4a4a, ", "", 1)
+	path := filepath.Join(t.TempDir(), "without-vaultwarden.yaml")
+	if err := os.WriteFile(path, []byte(without), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := run(t, "apply", "-f", path, "--nats", s.URL()); err != nil {
+		t.Fatal(err)
+	}
+	const key = "ace.vaultwarden.database"
+	_, js := bustest.Connect(t, s, "test")
+	kv, err := js.KeyValue(ctx, mesh.ProvisionsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func() mesh.Provision {
+		var p mesh.Provision
+		if e, err := kv.Get(ctx, key); err == nil {
+			_ = json.Unmarshal(e.Value(), &p)
+		}
+		return p
+	}
+	bustest.WaitFor(t, 0, key+" retiring with an ask", func() bool { p := get(); return p.State == mesh.Retiring && p.Ask != "" })
+	first := get().Ask
+	if _, _, err := run(t, "answer", first, "no", "--user", "alice", "--nats", s.URL()); err != nil {
+		t.Fatal(err)
+	}
+	bustest.WaitFor(t, 0, key+" kept", func() bool { p := get(); return p.Warrant != nil && p.Warrant.Option == "no" })
+
+	if _, _, err := run(t, "unkeep", "ace.gitea.database.main", "--nats", s.URL()); err == nil || !strings.Contains(err.Error(), "the key is not kept") {
+		t.Errorf("unkeep of a provided key = %v; want the seat's refusal", err)
+	}
+	out, _, err := run(t, "unkeep", key, "--nats", s.URL())
+	if err != nil || !strings.HasPrefix(out, key+" unkept: the no of alice at ") {
+		t.Fatalf("unkeep = %q, %v", out, err)
+	}
+	bustest.WaitFor(t, 0, key+" asked again", func() bool {
+		p := get()
+		return p.State == mesh.Retiring && p.Warrant == nil && p.Ask != "" && p.Ask != first
+	})
+	out, _, err = run(t, "asks", "-o", "json", "--nats", s.URL())
+	if err != nil || !strings.Contains(out, get().Ask) {
+		t.Errorf("asks after unkeep = %s, %v; want the new ask %s", out, err, get().Ask)
+	}
+}

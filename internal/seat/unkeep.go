@@ -1,0 +1,92 @@
+package seat
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/retire"
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
+)
+
+// The whys of an unkeep that clears nothing.
+const (
+	whyUnkeepBadRequest = "the request does not decode"
+	whyUnkeepNoKey      = "no provision has this key"
+	whyUnkeepNotKept    = "the key is not kept: only a retiring key the operator answered no can be unkept"
+	whyUnkeepNoWrite    = "the seat could not write the key (said in its log); try again"
+)
+
+// subscribeUnkeep answers [mesh.UnkeepSubject] while the seat holds its
+// lease: each request is handed to the loop, which alone writes keys.
+func (s *Seat) subscribeUnkeep(ctx context.Context) (func(), error) {
+	sub, err := s.js.Conn().Subscribe(mesh.UnkeepSubject, func(m *nats.Msg) {
+		s.mu.Lock()
+		s.unkeeps = append(s.unkeeps, m)
+		s.mu.Unlock()
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return func() { _ = sub.Unsubscribe() }, nil
+}
+
+func (s *Seat) takeUnkeeps() []*nats.Msg {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u := s.unkeeps
+	s.unkeeps = nil
+	return u
+}
+
+// unkeep clears the operator's no from each requested retiring key (its
+// warrant and ask), so that the composition of its node, marked dirty,
+// asks the operator again; and replies to each request.
+func (s *Seat) unkeep(ctx context.Context, msgs []*nats.Msg, d *dirty) {
+	for _, m := range msgs {
+		var req mesh.UnkeepRequest
+		rep := mesh.UnkeepReply{}
+		if err := json.Unmarshal(m.Data, &req); err != nil {
+			rep.Error = whyUnkeepBadRequest + ": " + err.Error()
+			s.reply(m, rep)
+			continue
+		}
+		rep.Key = req.Key
+		k, err := mesh.ParseProvisionKey(req.Key)
+		p, ok := s.mesh.Provision(req.Key)
+		switch {
+		case err != nil:
+			rep.Error = err.Error()
+		case !ok:
+			rep.Error = whyUnkeepNoKey
+		case p.State != mesh.Retiring || p.Warrant == nil || p.Warrant.Option != retire.No:
+			rep.Error = whyUnkeepNotKept
+		default:
+			was := *p.Warrant
+			np := p
+			np.Warrant, np.Ask = nil, ""
+			np.At = s.cfg.Now().UTC()
+			_, wrote := s.write(ctx, nil, nil, nil, nil, map[string]mesh.Provision{req.Key: np}, d)
+			if !wrote[req.Key] {
+				rep.Error = whyUnkeepNoWrite
+				break
+			}
+			s.log.Info("seat: unkept; the key is asked again", "key", req.Key, "by", req.By, "was", was.Option, "answered_by", was.By.Who)
+			rep.Cleared = &was
+			d.nodes[k.Node] = true
+		}
+		s.reply(m, rep)
+	}
+}
+
+func (s *Seat) reply(m *nats.Msg, rep mesh.UnkeepReply) {
+	b, _ := json.Marshal(rep)
+	if err := m.Respond(b); err != nil {
+		s.log.Warn("seat: unkeep reply failed", "key", rep.Key, "err", err)
+	}
+}
