@@ -114,6 +114,7 @@ const (
 	ConsumersPlaced  = "mesh-vault.consumers." + PlacedProvider
 	Rotate           = "mesh-vault.rotate"
 	Provisioning     = mesh.ProvisioningSubject
+	Unkeep           = mesh.UnkeepSubject // the seat's verb that clears a kept no: operators only
 )
 
 // BoundOf is the Target of a provider's bucket "<provider>_bound" for the
@@ -151,6 +152,7 @@ var Table = join(
 		{Seat, Ask, AsksOfSeat, ""},
 		{Seat, Ask, WithdrawOfSeat, ""},
 		{Seat, Answer, Provisioning, ""},
+		{Seat, Answer, Unkeep, ""},
 	},
 	// The ask router: its records, and the verbs every module and
 	// operator sends it.
@@ -215,6 +217,7 @@ var Table = join(
 		{Operator, Ask, ListAsks, ""},
 		{Operator, Ask, Rotate, ""},
 		{Operator, Ask, Provisioning, ""},
+		{Operator, Ask, Unkeep, ""},
 	},
 )
 

@@ -341,7 +341,7 @@ func (f *fixture) serve(t *testing.T) {
 	for user, subjects := range map[string][]string{
 		access.VaultUser:  {access.SecretWildcard, access.ConsumersWild, access.Rotate},
 		access.RouterUser: {access.AsksWildcard, access.AnswerWildcard, access.WithdrawWildcard, access.ListAsks},
-		access.SeatUser:   {access.Provisioning},
+		access.SeatUser:   {access.Provisioning, access.Unkeep},
 	} {
 		p := f.conns[user]
 		for _, s := range subjects {
@@ -438,6 +438,8 @@ var namedRows = []row{
 		act{as: "operator", do: access.Ask, target: access.Rotate}},
 	{"client asks the provisioning verb", act{as: "client-n1", do: access.Ask, target: access.Provisioning},
 		act{as: "operator", do: access.Ask, target: access.Provisioning}},
+	{"client unkeeps a key", act{as: "client-n1", do: access.Ask, target: access.Unkeep},
+		act{as: "operator", do: access.Ask, target: access.Unkeep}},
 
 	{"client answers the vault's secret verb", act{as: "client-n1", do: access.Answer, target: access.SecretWildcard},
 		act{as: access.VaultUser, do: access.Answer, target: access.SecretWildcard, probe: [2]string{"m", "mesh-vault.secret.m"}}},
