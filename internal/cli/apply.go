@@ -22,7 +22,8 @@ func init() { commands = append(commands, newApplyCmd) }
 func newApplyCmd() *cobra.Command {
 	var bf busFlags
 	var file string
-	var yes bool
+	var yes, dryRun bool
+	var output string
 	cmd := &cobra.Command{
 		Use:   "apply -f MESHFILE",
 		Short: "Write a mesh file's placement, wants, modules, manifests, builds and haves to the bus",
@@ -31,6 +32,11 @@ error printed with its line, and nothing is written. A valid file writes placeme
 modules, manifests, builds and haves, only where a key's bytes differ, and removes the
 placement, wants and haves of nodes and modules the file no longer has (manifests, builds
 and modules stay). Applying the same file again writes nothing.
+
+--dry-run writes nothing: it reads the live mesh once, takes the file's changes into a copy of it, and
+composes every node they touch with the seat's own code, as the seat would, until nothing is left to do.
+It prints per node the plans, provisions and refusals that would be written, removed or turn retiring,
+and the asks that would be raised (-o json too). What providers answer afterwards is not foreseen.
 
 A file that would no longer place most of the mesh (more than half of the modules placed now)
 asks first, saying how many keys it removes and which modules it unplaces: type "yes" to go on.
@@ -51,11 +57,17 @@ asks first, saying how many keys it removes and which modules it unplaces: type 
 			for _, w := range f.Warnings {
 				fmt.Fprintln(cmd.ErrOrStderr(), meshfile.Located(file, meshfile.Error{Line: w.Line, Msg: "warning: " + w.Msg}))
 			}
+			if output != "table" && output != "json" {
+				return usageError{fmt.Errorf("apply: -o %q; want table or json", output)}
+			}
 			nc, js, err := bf.connect("apply")
 			if err != nil {
 				return fmt.Errorf("apply: %w", err)
 			}
 			defer nc.Close()
+			if dryRun {
+				return runDry(cmd, js, f, output)
+			}
 			if !yes {
 				current, err := meshfile.Current(cmd.Context(), js)
 				if err != nil {
@@ -90,6 +102,8 @@ asks first, saying how many keys it removes and which modules it unplaces: type 
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "the mesh file (YAML) to apply")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "write nothing: compose the file against a copy of the live mesh as the seat would, and print what it would write per node")
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "with --dry-run: table or json")
 	cmd.Flags().BoolVar(&yes, "yes", false, "apply a file that no longer places most of the mesh without asking")
 	bf.add(cmd)
 	return cmd

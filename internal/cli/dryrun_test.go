@@ -1,0 +1,108 @@
+package cli
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/asks"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus/bustest"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/dryrun"
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
+)
+
+// TestApplyDryRunIsExact dry-runs a file that drops vaultwarden and adds
+// a build wanted by nobody, checks what it says, applies the file and
+// finds exactly the keys and states the dry run said.
+func TestApplyDryRunIsExact(t *testing.T) {
+	s := bustest.Server(t)
+	ctx := bustest.Context(t)
+	anc, ajs := bustest.Connect(t, s, "mesh-asks")
+	if _, err := asks.Start(ctx, anc, ajs, testLog(t)); err != nil {
+		t.Fatal(err)
+	}
+	st := startSeat(t, s, homelabFile)
+	text, err := os.ReadFile(homelabFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	without := strings.Replace(string(text), "ace: [gitea, vaultwarden, node-tools]", "ace: [gitea, node-tools]", 1)
+	without = strings.Replace(without, "vaultwarden: 4a4a4a, ", "", 1)
+	path := filepath.Join(t.TempDir(), "without-vaultwarden.yaml")
+	if err := os.WriteFile(path, []byte(without), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, js := bustest.Connect(t, s, "test")
+	plansBefore := keysOf(t, s, mesh.PlansBucket)
+
+	out, errOut, err := run(t, "apply", "--dry-run", "-f", path, "-o", "json", "--nats", s.URL())
+	if err != nil {
+		t.Fatalf("apply --dry-run: %v (%s)", err, errOut)
+	}
+	var rep dryrun.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("apply --dry-run -o json printed %s: %v", out, err)
+	}
+	if got := keysOf(t, s, mesh.PlansBucket); !slices.Equal(got, plansBefore) {
+		t.Fatalf("the dry run changed the plans: %v; were %v", got, plansBefore)
+	}
+	ace := rep.Nodes["ace"]
+	if ace == nil || !slices.Equal(ace.PlansRemoved, []string{"ace.vaultwarden"}) ||
+		!slices.Contains(ace.Retiring, "ace.vaultwarden.database") || !slices.Contains(ace.Asks, "ace.vaultwarden.database") {
+		t.Fatalf("dry run for ace = %+v; want ace.vaultwarden's plan removed and its database retiring, asked", ace)
+	}
+
+	table, _, err := run(t, "apply", "--dry-run", "-f", path, "--nats", s.URL())
+	if err != nil || !strings.Contains(table, "plan removed") ||
+		!strings.Contains(table, "provision retiring, ask raised") {
+		t.Errorf("apply --dry-run printed:\n%s (%v)", table, err)
+	}
+
+	if _, _, err := run(t, "apply", "-f", path, "--nats", s.URL()); err != nil {
+		t.Fatal(err)
+	}
+	waitSeat(t, s, st)
+	if got := keysOf(t, s, mesh.PlansBucket); !slices.Equal(got, rep.Plans) {
+		t.Errorf("plans after apply = %v;\ndry run said %v", got, rep.Plans)
+	}
+	if got := keysOf(t, s, mesh.RefusedBucket); !slices.Equal(got, rep.Refusals) {
+		t.Errorf("refusals after apply = %v; dry run said %v", got, rep.Refusals)
+	}
+	states := map[string]mesh.State{}
+	c := bus.Follow(ctx, js, mesh.ProvisionsBucket, bus.Options{})
+	<-c.Ready()
+	c.Range(func(k string, it bus.Item) bool {
+		var p mesh.Provision
+		_ = json.Unmarshal(it.Value, &p)
+		states[k] = p.State
+		return true
+	})
+	if len(states) != len(rep.After) {
+		t.Errorf("%d provisions after apply; dry run said %d", len(states), len(rep.After))
+	}
+	for k, s := range rep.After {
+		if states[k] != s {
+			t.Errorf("provision %s is %q after apply; dry run said %q", k, states[k], s)
+		}
+	}
+}
+
+// keysOf reads the keys of bucket, sorted.
+func keysOf(t *testing.T, s *bus.Server, bucket string) []string {
+	t.Helper()
+	_, js := bustest.Connect(t, s, "keys")
+	c := bus.Follow(bustest.Context(t), js, bucket, bus.Options{Create: true})
+	<-c.Ready()
+	var keys []string
+	c.Range(func(k string, _ bus.Item) bool {
+		keys = append(keys, k)
+		return true
+	})
+	sort.Strings(keys)
+	return keys
+}
