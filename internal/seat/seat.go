@@ -329,6 +329,7 @@ type dirty struct {
 	keys  map[string]bool
 	bound []string
 	junk  map[string]map[string]bool // bucket -> keys holding values not of their kind
+	order []string                   // the current sweep's nodes in name order (see next)
 }
 
 // drain takes every queued change into the mesh and returns what they
@@ -392,8 +393,7 @@ func (s *Seat) work(ctx context.Context, d *dirty) {
 		}
 		d.bound = nil
 		if len(d.nodes) > 0 {
-			node := pick(d.nodes)
-			delete(d.nodes, node)
+			node := d.next()
 			s.composeNode(ctx, node, d)
 			s.drainInto(d)
 			continue
@@ -432,14 +432,23 @@ func (s *Seat) work(ctx context.Context, d *dirty) {
 	}
 }
 
-func pick(m map[string]bool) string {
-	first := ""
-	for k := range m {
-		if first == "" || k < first {
-			first = k
+// next takes the first dirty node in name order of the current sweep: the
+// dirty nodes are sorted once per sweep, not searched for the least at
+// every pick (that made composing every node at start quadratic). A node
+// dirtied again behind the sweep is taken in the next one. d.nodes is not
+// empty.
+func (d *dirty) next() string {
+	for {
+		if len(d.order) == 0 {
+			d.order = sortedKeys(d.nodes)
+		}
+		node := d.order[0]
+		d.order = d.order[1:]
+		if d.nodes[node] {
+			delete(d.nodes, node)
+			return node
 		}
 	}
-	return first
 }
 
 func (s *Seat) setBusy(b bool) {
