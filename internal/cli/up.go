@@ -404,14 +404,26 @@ func waitAnswered(ctx context.Context, js jetstream.JetStream, providers []strin
 	if err := ready(ctx, copies...); err != nil {
 		return err
 	}
+	// Each provision is decoded once per revision, not at every poll: a
+	// mesh of 10,000 nodes holds over 300,000.
+	type decoded struct {
+		rev      uint64
+		provider string // "" for a key no provider among providers answers
+	}
+	seen := map[string]decoded{}
 	return pollUntil(ctx, func() bool {
 		done := true
 		provs.Range(func(key string, it bus.Item) bool {
-			var p mesh.Provision
-			if json.Unmarshal(it.Value, &p) != nil || p.State == mesh.Retiring {
-				return true
+			d, ok := seen[key]
+			if !ok || d.rev != it.Revision {
+				var p mesh.Provision
+				d = decoded{rev: it.Revision}
+				if json.Unmarshal(it.Value, &p) == nil && p.State != mesh.Retiring {
+					d.provider = p.Provider.Module
+				}
+				seen[key] = d
 			}
-			if c, ok := bound[p.Provider.Module]; ok {
+			if c, ok := bound[d.provider]; ok {
 				_, has := c.Get(key)
 				done = has
 			}
