@@ -160,7 +160,6 @@ func loadCapture(c Capture) (*state.Mesh, []error) {
 	return m, odd
 }
 
-
 // benchResult holds every composition time, sorted.
 type benchResult struct {
 	times   []time.Duration
@@ -192,4 +191,3 @@ func benchNodes(m *state.Mesh, nodes []string, rounds int, now time.Time) benchR
 	sort.Slice(r.times, func(i, j int) bool { return r.times[i] < r.times[j] })
 	return r
 }
-
