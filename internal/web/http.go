@@ -1,0 +1,263 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/asks"
+)
+
+//go:embed assets
+var assets embed.FS
+
+var tmpl = template.Must(template.New("page.html").Funcs(template.FuncMap{
+	"rfc3339": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"clock":   func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
+	"title": func(s string) string {
+		if s == "" {
+			return s
+		}
+		return strings.ToUpper(s[:1]) + s[1:]
+	},
+	// age and until are replaced per rendering with the page's clock.
+	"age":   func(time.Time) string { return "" },
+	"until": func(time.Time) string { return "" },
+}).ParseFS(assets, "assets/page.html"))
+
+// coalesce is how long the event stream waits after a change before it
+// renders, so that a burst of changes is sent once.
+const coalesce = 100 * time.Millisecond
+
+// ServeHTTP serves the page:
+//
+//   - GET / renders the whole page;
+//   - GET /events is a server-sent event stream: an event "content" whose
+//     data is the version, a newline and the page's content as HTML, sent
+//     after each change (and at once when the page's version, ?v=, is
+//     behind);
+//   - POST /answer answers an open ask (form fields ask, option, token)
+//     as the page's user, answering text/plain: 200 when answered, 403 for
+//     a cross-site request or a wrong token, 409 with the router's why when
+//     the router refuses, 502 when no router answers;
+//   - GET /assets/ serves the page's style and script.
+//
+// Every answer is sent with a Content-Security-Policy that allows only the
+// page's own script and style and no framing.
+func (p *Page) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", "default-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	if !p.hostAllowed(r.Host) {
+		http.Error(w, "web: host "+r.Host+" is not this page's (DNS rebinding?): use the address it listens on", http.StatusMisdirectedRequest)
+		return
+	}
+	switch {
+	case r.URL.Path == "/" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
+		p.servePage(w)
+	case r.URL.Path == "/events" && r.Method == http.MethodGet:
+		p.serveEvents(w, r)
+	case r.URL.Path == "/answer" && r.Method == http.MethodPost:
+		p.serveAnswer(w, r)
+	case strings.HasPrefix(r.URL.Path, "/assets/") && r.Method == http.MethodGet:
+		h.Set("Cache-Control", "no-cache")
+		http.FileServerFS(assets).ServeHTTP(w, r)
+	case r.URL.Path == "/" || r.URL.Path == "/events" || r.URL.Path == "/answer":
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// hostAllowed reports whether host (a request's Host) names this page: an
+// IP address, "localhost", or one of the configured host names. A page on
+// loopback so refuses a hostile site's name rebound to 127.0.0.1.
+func (p *Page) hostAllowed(host string) bool {
+	name := host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		name = h
+	}
+	name = strings.TrimSuffix(strings.TrimPrefix(name, "["), "]")
+	if name == "localhost" || net.ParseIP(name) != nil {
+		return true
+	}
+	for _, h := range p.cfg.Hosts {
+		if strings.EqualFold(h, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// render renders the template name over one reading of the page.
+func (p *Page) render(name string) ([]byte, view, error) {
+	v := p.read()
+	t, err := tmpl.Clone()
+	if err != nil {
+		return nil, v, err
+	}
+	t.Funcs(template.FuncMap{
+		"age":   func(at time.Time) string { return age(v.Now, at) },
+		"until": func(at time.Time) string { return until(v.Now, at) },
+	})
+	var b bytes.Buffer
+	if err := t.ExecuteTemplate(&b, name, v); err != nil {
+		return nil, v, fmt.Errorf("web: render %s: %w", name, err)
+	}
+	return b.Bytes(), v, nil
+}
+
+func (p *Page) servePage(w http.ResponseWriter) {
+	b, _, err := p.render("page")
+	if err != nil {
+		p.log.Error("web: rendering the page", "err", err)
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write(b)
+}
+
+func (p *Page) serveEvents(w http.ResponseWriter, r *http.Request) {
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	if err := rc.Flush(); err != nil {
+		return
+	}
+	sent, _ := strconv.ParseUint(r.URL.Query().Get("v"), 10, 64)
+	ctx := r.Context()
+	for {
+		version, changed := p.watch()
+		if version == sent {
+			select {
+			case <-ctx.Done():
+				return
+			case <-changed:
+			}
+			select { // let a burst of changes settle
+			case <-ctx.Done():
+				return
+			case <-time.After(coalesce):
+			}
+			continue
+		}
+		b, v, err := p.render("content")
+		if err != nil {
+			p.log.Error("web: rendering the page's content", "err", err)
+			return
+		}
+		var ev bytes.Buffer
+		ev.WriteString("event: content\ndata: ")
+		ev.WriteString(strconv.FormatUint(v.Version, 10))
+		for _, line := range strings.Split(string(b), "\n") {
+			ev.WriteString("\ndata: ")
+			ev.WriteString(strings.TrimRight(line, "\r"))
+		}
+		ev.WriteString("\n\n")
+		if _, err := w.Write(ev.Bytes()); err != nil {
+			return
+		}
+		if err := rc.Flush(); err != nil {
+			return
+		}
+		sent = v.Version
+	}
+}
+
+// sameOrigin reports whether r comes from the page itself: its
+// Sec-Fetch-Site, when sent, is same-origin (or none: typed by the user),
+// and its Origin, when sent, names the host it was sent to.
+func sameOrigin(r *http.Request) (bool, string) {
+	if s := r.Header.Get("Sec-Fetch-Site"); s != "" && s != "same-origin" && s != "none" {
+		return false, "Sec-Fetch-Site is " + s
+	}
+	if o := r.Header.Get("Origin"); o != "" && o != "http://"+r.Host && o != "https://"+r.Host {
+		return false, "Origin " + o + " is not http://" + r.Host
+	}
+	return true, ""
+}
+
+func (p *Page) serveAnswer(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	if ok, why := sameOrigin(r); !ok {
+		p.log.Warn("web: refused a cross-site answer", "why", why, "remote", r.RemoteAddr)
+		http.Error(w, "refused: a cross-site request ("+why+")", http.StatusForbidden)
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, "the form does not parse: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	token := r.PostForm.Get("token")
+	if subtle.ConstantTimeCompare([]byte(token), []byte(p.token)) != 1 {
+		p.log.Warn("web: refused an answer without the page's token", "remote", r.RemoteAddr)
+		http.Error(w, "refused: the page's token is missing or wrong (reload the page)", http.StatusForbidden)
+		return
+	}
+	id, option := r.PostForm.Get("ask"), r.PostForm.Get("option")
+	if id == "" || option == "" {
+		http.Error(w, "want the fields ask and option", http.StatusBadRequest)
+		return
+	}
+	rec, err := p.answer(r.Context(), id, option)
+	var re *asks.RouterError
+	switch {
+	case errors.As(err, &re):
+		http.Error(w, fmt.Sprintf("ask %s not answered: %s", id, re.Why), http.StatusConflict)
+		return
+	case err != nil:
+		p.log.Error("web: answering an ask", "ask", id, "option", option, "err", err)
+		http.Error(w, fmt.Sprintf("ask %s not answered: %v", id, err), http.StatusBadGateway)
+		return
+	}
+	who := p.cfg.User
+	if rec.Warrant != nil {
+		who = rec.Warrant.By.Who
+	}
+	p.log.Info("web: answered an ask", "ask", id, "option", option, "by", who)
+	fmt.Fprintf(w, "ask %s answered %s by %s: %s\n", id, option, who, rec.Ask.Headline)
+}
+
+// Serve listens on addr (host:port; port 0 picks a free one) and serves h
+// until ctx is done. It returns the address it listens on, or the listen
+// error at once; errors after that go to log.
+func Serve(ctx context.Context, addr string, h http.Handler, log *slog.Logger) (net.Addr, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("web: listen on %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return ctx }}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("web: serving stopped", "addr", ln.Addr().String(), "err", err)
+		}
+	}()
+	context.AfterFunc(ctx, func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx) // event streams end with ctx (BaseContext)
+	})
+	return ln.Addr(), nil
+}
+
