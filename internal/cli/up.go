@@ -43,6 +43,10 @@ type upFlags struct {
 	postgres string
 	meshName string
 	metrics  string
+	web      string
+	// webSet says --web was given: then a page that cannot listen fails
+	// up; the default's only says so.
+	webSet bool
 	// clientsSet says --clients was given; without it a mesh of more than
 	// maxAutoClients nodes gets no clients.
 	clientsSet bool
@@ -69,6 +73,7 @@ and a second up on the same directory fails at once.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f.clientsSet = cmd.Flags().Changed("clients")
+			f.webSet = cmd.Flags().Changed("web")
 			return runUp(cmd.Context(), cmd.OutOrStdout(), f, args)
 		},
 	}
@@ -81,6 +86,7 @@ and a second up on the same directory fails at once.`,
 	fl.StringVar(&f.postgres, "postgres", "", "DSN of a PostgreSQL server (a role that may create roles and databases) for the postgres provider; without it postgres keys stay asked")
 	fl.StringVar(&f.meshName, "mesh-name", "", "the mesh's name (default: the mesh file's mesh:); the postgres provider names its roles and databases after it, so that meshes sharing a PostgreSQL server never meet")
 	fl.StringVar(&f.metrics, "metrics", "", "serve Prometheus metrics (/metrics) and a health check (/healthz) on this address, e.g. 127.0.0.1:9464")
+	fl.StringVar(&f.web, "web", defaultWeb, "address of the operator's page (provisions, held modules, open asks, live); empty for none; not served with --once")
 	fl.BoolVar(&f.clients, "clients", true, "run a node client per node of the mesh file, each under DATA/nodes/<node> (by default only for meshes of up to 100 nodes)")
 	return cmd
 }
@@ -224,6 +230,13 @@ func runUp(ctx context.Context, out io.Writer, f upFlags, args []string) error {
 	if _, err := asm.StartRouter(ctx); err != nil {
 		return err
 	}
+
+	if f.web != "" && !f.once {
+		if err := upWeb(ctx, asm, f, progress, log); err != nil {
+			return err
+		}
+	}
+
 	results := make(chan *compose.Result, 1024)
 	sr, err := asm.StartSeat(ctx, assemble.SeatConfig{OnResult: func(r *compose.Result) {
 		select {
@@ -360,6 +373,23 @@ func meshName(file *meshfile.File, flag string, needed bool) (string, error) {
 			"(the postgres provider names its roles and databases after the mesh, so that meshes sharing a server never meet)", file.Name)}
 	}
 	return name, nil
+}
+
+// upWeb serves the operator's page on its own connection, answering as
+// the operator. A page that cannot listen on the default address is said
+// and up goes on; one on an address given with --web fails up.
+func upWeb(ctx context.Context, asm *assemble.Assembly, f upFlags, out io.Writer, log *slog.Logger) error {
+	nc, js, err := asm.Connect(assemble.Component{Role: assemble.Operator})
+	if err != nil {
+		return err
+	}
+	context.AfterFunc(ctx, nc.Close)
+	err = serveWeb(ctx, f.web, nc, js, "operator", out, log)
+	if err != nil && !f.webSet {
+		fmt.Fprintf(out, "web page: not served (%v); give --web ADDR\n", err)
+		return nil
+	}
+	return err
 }
 
 // startProviders runs the vault on the node mesh-vault is placed on, and

@@ -147,6 +147,8 @@ func (p *Page) serveEvents(w http.ResponseWriter, r *http.Request) {
 			select {
 			case <-ctx.Done():
 				return
+			case <-p.done:
+				return
 			case <-changed:
 			}
 			select { // let a burst of changes settle

@@ -70,6 +70,7 @@ type Page struct {
 	changed  chan struct{}     // closed and replaced on each change
 
 	copies []*bus.Copy
+	done   <-chan struct{} // closed when the page stops following
 }
 
 // New starts following the page's buckets through cfg.JS until ctx is
@@ -99,6 +100,7 @@ func New(ctx context.Context, cfg Config) *Page {
 		records:  map[string]mesh.Record{},
 		odd:      map[string]string{},
 		changed:  make(chan struct{}),
+		done:     ctx.Done(),
 	}
 	for _, bucket := range []string{mesh.ProvisionsBucket, mesh.RefusedBucket, mesh.RecordsBucket} {
 		p.copies = append(p.copies, bus.Follow(ctx, cfg.JS, bucket, bus.Options{Log: cfg.Log, OnChange: p.take}))

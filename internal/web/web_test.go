@@ -1,0 +1,356 @@
+package web_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/asks"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus/bustest"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/meshfile"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/seat"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/web"
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
+)
+
+// chromium is the browser of Debian's package, which the test drives.
+const chromium = "/usr/bin/chromium"
+
+func homelab(t *testing.T) []byte {
+	t.Helper()
+	b, err := os.ReadFile("../../examples/homelab.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// withoutVaultwarden is the homelab with vaultwarden gone from ace: its
+// three keys turn retiring and are asked.
+func withoutVaultwarden(t *testing.T) []byte {
+	return []byte(strings.NewReplacer(
+		"ace: [gitea, vaultwarden, node-tools]", "ace: [gitea, node-tools]",
+		"vaultwarden: 4a4a4a, ", "",
+	).Replace(string(homelab(t))))
+}
+
+// running is a real embedded server with a mesh applied, the ask router, a
+// seat, and the page served over it as the user "operator".
+type running struct {
+	t    *testing.T
+	ctx  context.Context
+	js   jetstream.JetStream // the test's own (operator) connection
+	seat *seat.Seat
+	url  string // the page's
+}
+
+func start(t *testing.T) *running {
+	t.Helper()
+	srv := bustest.Server(t)
+	r := &running{t: t, ctx: bustest.Context(t)}
+	_, r.js = bustest.Connect(t, srv, "operator")
+	anc, ajs := bustest.Connect(t, srv, "mesh-asks")
+	if _, err := asks.Start(r.ctx, anc, ajs, nil); err != nil {
+		t.Fatal(err)
+	}
+	r.apply(homelab(t))
+	_, sjs := bustest.Connect(t, srv, "seat")
+	r.seat = seat.New(sjs, seat.Config{})
+	ctx, cancel := context.WithCancel(r.ctx)
+	done := make(chan error, 1)
+	go func() { done <- r.seat.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("seat.Run = %v", err)
+		}
+	})
+	r.settle()
+
+	wnc, wjs := bustest.Connect(t, srv, "operator-web")
+	page := web.New(r.ctx, web.Config{JS: wjs, NC: wnc, User: "operator"})
+	<-page.Ready()
+	hs := httptest.NewServer(page)
+	t.Cleanup(func() {
+		hs.CloseClientConnections() // the browser's event stream
+		hs.Close()
+	})
+	r.url = hs.URL
+	return r
+}
+
+func (r *running) apply(text []byte) {
+	r.t.Helper()
+	f, err := meshfile.Parse("homelab.yaml", text)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if _, err := meshfile.Apply(r.ctx, r.js, f, time.Now()); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func (r *running) settle() {
+	r.t.Helper()
+	marks := seat.Marks(r.ctx, r.js)
+	bustest.WaitFor(r.t, 0, "the seat to settle", func() bool { return r.seat.Settled(marks) })
+}
+
+func (r *running) put(bucket, key string, v any) {
+	r.t.Helper()
+	kv, err := r.js.CreateOrUpdateKeyValue(r.ctx, jetstream.KeyValueConfig{Bucket: bucket})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	b, _ := json.Marshal(v)
+	if _, err := kv.Put(r.ctx, key, b); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// get decodes the value at key of bucket into v.
+func (r *running) get(bucket, key string, v any) bool {
+	r.t.Helper()
+	kv, err := r.js.KeyValue(r.ctx, bucket)
+	if err != nil {
+		return false
+	}
+	e, err := kv.Get(r.ctx, key)
+	if err != nil {
+		return false
+	}
+	if err := json.Unmarshal(e.Value(), v); err != nil {
+		r.t.Fatalf("%s %s: %v", bucket, key, err)
+	}
+	return true
+}
+
+// browser starts headless Chromium (a fresh profile, no background
+// traffic) and returns a tab's context. A missing Chromium fails the test
+// with how to install it.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	if _, err := os.Stat(chromium); err != nil {
+		t.Fatalf("%s is missing: the page's test drives Debian's Chromium; install it with `apt-get update && apt-get install -y chromium` (.ci/run does)", chromium)
+	}
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(chromium),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.Flag("disable-extensions", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 1000),
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelTab := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
+	t.Cleanup(func() {
+		cancelTab()
+		cancelAlloc()
+	})
+	// The first run starts the browser; it must not carry a timeout.
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("starting %s: %v", chromium, err)
+	}
+	return ctx
+}
+
+// within runs steps with a deadline of 20 s.
+func within(t *testing.T, ctx context.Context, what string, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// TestPageInChromium loads the page in a real headless Chromium: a key
+// turns provided on the page, without a reload, once its provider's entry
+// is written; an ask is answered by clicking Yes, and the record says so,
+// answered by the operator.
+func TestPageInChromium(t *testing.T) {
+	tab := browser(t)
+	r := start(t)
+
+	const key = "ace.gitea.database.main"
+	var p mesh.Provision
+	if !r.get(mesh.ProvisionsBucket, key, &p) || p.State != mesh.Asked {
+		t.Fatalf("%s = %+v; want asked before postgres' entry", key, p)
+	}
+	row := `tr[data-key="` + key + `"]`
+	within(t, tab, "loading the page",
+		chromedp.Navigate(r.url),
+		chromedp.WaitVisible(chromedp.CSS(row+`[data-state="asked"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#live.on`)), // the event stream is open
+	)
+	// A mark the page keeps only if it is never loaded again.
+	within(t, tab, "marking the page", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := chromedp.Evaluate[chromedp.Void](`window.notReloaded = true`)(ctx, tg)
+		return err
+	}))
+
+	r.put(mesh.BoundBucket("postgres"), key, mesh.Entry{State: mesh.Provided, VaultName: "postgres/gitea", Generation: 1})
+	within(t, tab, key+" to turn provided on the page",
+		chromedp.WaitVisible(chromedp.CSS(row+`[data-state="provided"]`)))
+	ctx, cancel := context.WithTimeout(tab, 10*time.Second)
+	defer cancel()
+	if kept, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`window.notReloaded === true`)); err != nil || !kept {
+		t.Errorf("the page was loaded again to show the change (mark kept %v, %v); want a live update", kept, err)
+	}
+	if txt, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(row+` .state`))); err != nil || txt != "provided" {
+		t.Errorf("%s's state cell = %q, %v; want provided", key, txt, err)
+	}
+
+	// vaultwarden leaves ace: its database key is asked; click Yes.
+	r.apply(withoutVaultwarden(t))
+	r.settle()
+	const retiring = "ace.vaultwarden.database"
+	bustest.WaitFor(t, 0, retiring+" to be retiring and asked", func() bool {
+		return r.get(mesh.ProvisionsBucket, retiring, &p) && p.State == mesh.Retiring && p.Ask != ""
+	})
+	id := p.Ask
+	askRow := `tr[data-ask="` + id + `"]`
+	within(t, tab, "clicking Yes on the ask "+id,
+		chromedp.WaitVisible(chromedp.CSS(askRow)),
+		chromedp.Click(chromedp.CSS(askRow+` button[value="yes"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#said:not(.error)`)),
+	)
+	said, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#said`)))
+	if err != nil || !strings.Contains(said, "answered yes by operator") {
+		t.Errorf("the page said %q, %v; want that the ask was answered yes by operator", said, err)
+	}
+	var rec mesh.Record
+	if !r.get(mesh.RecordsBucket, id, &rec) {
+		t.Fatalf("no record of %s in %s", id, mesh.RecordsBucket)
+	}
+	if rec.State != mesh.RecordAnswered || rec.Warrant == nil || rec.Warrant.Option != "yes" ||
+		rec.Warrant.By.Who != "operator" || rec.Warrant.By.Kind != asks.IdentityKind {
+		t.Errorf("record %s = state %s, warrant %+v; want answered, option yes, by the NATS user operator", id, rec.State, rec.Warrant)
+	}
+	within(t, tab, "the answered ask to leave the page", chromedp.WaitNotPresent(chromedp.CSS(askRow)))
+
+	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	path := filepath.Join(t.TempDir(), "page.png")
+	if err := os.WriteFile(path, shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if dir := os.Getenv("MESH_TEST_SCREENSHOTS"); dir != "" { // to look at it after the test
+		_ = os.WriteFile(filepath.Join(dir, "page.png"), shot, 0o644)
+	}
+	if len(shot) < 10_000 {
+		t.Errorf("the screenshot has %d bytes; want a rendered page", len(shot))
+	}
+}
+
+// token reads the page's answer token from its HTML.
+func token(t *testing.T, base string) string {
+	t.Helper()
+	resp, err := http.Get(base + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	m := regexp.MustCompile(`name="token" value="([0-9a-f]+)"`).FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("no token on the page:\n%s", b)
+	}
+	return string(m[1])
+}
+
+// TestAnswerRefusesCrossSiteRequests posts answers the way another site
+// (or a page on a rebound name) would: each is refused and the ask stays
+// open.
+func TestAnswerRefusesCrossSiteRequests(t *testing.T) {
+	r := start(t)
+	r.apply(withoutVaultwarden(t))
+	r.settle()
+	var p mesh.Provision
+	bustest.WaitFor(t, 0, "an ask", func() bool {
+		return r.get(mesh.ProvisionsBucket, "ace.vaultwarden.database", &p) && p.Ask != ""
+	})
+	good := token(t, r.url)
+	for _, c := range []struct {
+		name   string
+		token  string
+		header map[string]string
+		want   int
+	}{
+		{"no token", "", nil, http.StatusForbidden},
+		{"wrong token", strings.Repeat("0", len(good)), nil, http.StatusForbidden},
+		{"another site's origin", good, map[string]string{"Origin": "http://evil.example"}, http.StatusForbidden},
+		{"cross-site fetch", good, map[string]string{"Sec-Fetch-Site": "cross-site"}, http.StatusForbidden},
+		{"a rebound host name", good, map[string]string{"Host": "evil.example"}, http.StatusMisdirectedRequest},
+	} {
+		form := url.Values{"ask": {p.Ask}, "option": {"yes"}, "token": {c.token}}
+		req, _ := http.NewRequest(http.MethodPost, r.url+"/answer", strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		for k, v := range c.header {
+			if k == "Host" {
+				req.Host = v
+			}
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("%s: POST /answer = %d; want %d", c.name, resp.StatusCode, c.want)
+		}
+	}
+	var rec mesh.Record
+	if !r.get(mesh.RecordsBucket, p.Ask, &rec) || rec.State != mesh.RecordOpen {
+		t.Errorf("record %s = %+v; want still open", p.Ask, rec)
+	}
+	// The same request from the page itself answers.
+	form := url.Values{"ask": {p.Ask}, "option": {"no"}, "token": {good}}
+	req, _ := http.NewRequest(http.MethodPost, r.url+"/answer", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", r.url)
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "answered no by operator") {
+		t.Errorf("same-origin POST /answer = %d %q; want 200, answered no by operator", resp.StatusCode, b)
+	}
+	// An answer to an ask no longer open says the router's why.
+	req, _ = http.NewRequest(http.MethodPost, r.url+"/answer", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusConflict {
+		t.Errorf("answering twice = %d; want 409 with the router's why", resp.StatusCode)
+	}
+}
