@@ -192,10 +192,10 @@ func TestPageInChromium(t *testing.T) {
 	tab := browser(t)
 	r := start(t)
 
-	const key = "ace.gitea.database.main"
+	const key = "ace.gitea.credential.postgres_database_main"
 	var p mesh.Provision
 	if !r.get(mesh.ProvisionsBucket, key, &p) || p.State != mesh.Asked {
-		t.Fatalf("%s = %+v; want asked before postgres' entry", key, p)
+		t.Fatalf("%s = %+v; want asked before the vault's entry", key, p)
 	}
 	row := `tr[data-key="` + key + `"]`
 	within(t, tab, "loading the page",
@@ -209,7 +209,7 @@ func TestPageInChromium(t *testing.T) {
 		return err
 	}))
 
-	r.put(mesh.BoundBucket("postgres"), key, mesh.Entry{State: mesh.Provided, VaultName: "postgres/gitea", Generation: 1})
+	r.put(mesh.BoundBucket(mesh.VaultModule), key, mesh.Entry{State: mesh.Provided, VaultName: "gitea/postgres_database_main", Generation: 1})
 	within(t, tab, key+" to turn provided on the page",
 		chromedp.WaitVisible(chromedp.CSS(row+`[data-state="provided"]`)))
 	ctx, cancel := context.WithTimeout(tab, 10*time.Second)
