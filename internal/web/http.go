@@ -262,4 +262,3 @@ func Serve(ctx context.Context, addr string, h http.Handler, log *slog.Logger) (
 	})
 	return ln.Addr(), nil
 }
-

@@ -139,7 +139,6 @@ func (p *Page) read() view {
 	return v
 }
 
-
 // age says how long ago t was, in the largest whole unit: "40s", "12m",
 // "3h", "5d". A zero t is "-".
 func age(now, t time.Time) string {
