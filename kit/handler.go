@@ -19,6 +19,10 @@ type Result struct {
 	// into the provision's reference.
 	VaultName  string
 	Generation int64
+	// Connection, when set, says where the provided resource is reached
+	// (for a database: host, port, database, role); written into the
+	// entry for consumers' configurations ([mesh.Entry] Connection).
+	Connection map[string]string
 }
 
 // Provided returns a provided result naming the credential vaultName at

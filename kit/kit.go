@@ -394,7 +394,7 @@ func (k *Kit) inputs(p mesh.Provision) (inputs, waiting string) {
 }
 
 func (k *Kit) write(ctx context.Context, key string, res Result) error {
-	b, err := json.Marshal(mesh.Entry{State: res.State, Why: res.Why, VaultName: res.VaultName, Generation: res.Generation})
+	b, err := json.Marshal(mesh.Entry{State: res.State, Why: res.Why, VaultName: res.VaultName, Generation: res.Generation, Connection: res.Connection})
 	if err != nil {
 		return fmt.Errorf("kit: entry %s: %w", key, err)
 	}

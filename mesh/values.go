@@ -185,6 +185,11 @@ type Entry struct {
 	VaultName  string `json:"vault-name,omitempty"`
 	Generation int64  `json:"generation,omitempty"`
 	Refused    string `json:"refused,omitempty"`
+	// Connection says where the provided resource is reached, for a
+	// consumer's configuration: for a database, "host", "port",
+	// "database" and "role" (its password is the credential VaultName
+	// names). Empty when the provider says nothing of it.
+	Connection map[string]string `json:"connection,omitempty"`
 	Waiting    string `json:"waits,omitempty"`
 }
 

@@ -79,7 +79,9 @@ func newRenderCmd() *cobra.Command {
 		Short: "Render a module's configuration template with its placeholders resolved through the registry",
 		Long: `render reads TEMPLATE ("-" for stdin) and prints it with every placeholder ${kind:name} resolved
 through the registry (` + mesh.RegistryBucket + `): ${dir:state} and ${port:http} from what the node's client
-applied, ${config:domain} from mesh-config, ${bound:database} from the provider's entry, ${secret:name} from
+applied, ${config:domain} from mesh-config, ${bound:database} from the provider's entry (its vault name;
+${bound:database/host}, /port, /database and /role give a database's connection, ${bound:database:main/host}
+for a local), ${secret:name} from
 the vault, ${collected:name}, ${shell:zsh:normal} and ${environment} from the node's collections. "$$" is a
 literal "$". When any placeholder cannot be resolved it prints nothing and lists every one with why.
 It applies nothing: run it beside the node's client.`,

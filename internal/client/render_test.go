@@ -68,6 +68,9 @@ ROOT = ${dir:repos}
 TEMP_PATH = ${dir:tmp}
 [database]
 PASSWD_FROM = ${bound:database:main}
+HOST = ${bound:database:main/host}:${bound:database:main/port}
+NAME = ${bound:database:main/database}
+USER = ${bound:database:main/role}
 PASSWD = ${secret:postgres_database_main}
 [oauth2_client]
 FROM = ${bound:oidc-client}
@@ -104,7 +107,8 @@ func TestRenderGiteaThroughTheRegistry(t *testing.T) {
 		}
 	}
 	put("mesh-config_resolved", "ace.gitea.domain", `{"value":"git.example.org"}`)
-	put("postgres_bound", "ace.gitea.database.main", `{"state":"provided","vault-name":"ace.gitea.credential.postgres_database_main","generation":2}`)
+	put("postgres_bound", "ace.gitea.database.main", `{"state":"provided","vault-name":"ace.gitea.credential.postgres_database_main","generation":2,`+
+		`"connection":{"host":"127.0.0.1","port":"5432","database":"home_ace_gitea_main","role":"home_ace_gitea_main"}}`)
 	put("keycloak_bound", "ace.gitea.oidc-client", `{"state":"waits","why":"waits for an operator to approve the client"}`)
 	// The vault answers on mesh-vault.secret.<module> what belongs to the
 	// module (package kit's protocol).
@@ -161,6 +165,9 @@ ROOT = %s
 TEMP_PATH = %s
 [database]
 PASSWD_FROM = ace.gitea.credential.postgres_database_main
+HOST = 127.0.0.1:5432
+NAME = home_ace_gitea_main
+USER = home_ace_gitea_main
 PASSWD = pw
 [oauth2_client]
 FROM = ace.gitea.credential.keycloak_oidc-client

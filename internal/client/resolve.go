@@ -191,11 +191,14 @@ func (c *Client) fromCollect(coll string) (string, error) {
 
 // fromBound reads the provider's entry for the module's provision name
 // ("<provision>" or "<provision>:<local>") and returns its vault-name once
-// it is provided.
+// it is provided; with "/<field>" after the name ("database:main/host"),
+// that field of the entry's connection (host, port, database, role for a
+// database) instead.
 func (c *Client) fromBound(ctx context.Context, module, name string) (string, error) {
 	if name == "" {
 		return "", errors.New(whyNoName(mesh.KindBound))
 	}
+	name, field, hasField := strings.Cut(name, "/")
 	prov, local, hasLocal := strings.Cut(name, ":")
 	it, ok := c.plans.Get(mesh.NodeModule{Node: c.cfg.Node, Module: module}.String())
 	var plan mesh.Plan
@@ -227,6 +230,13 @@ func (c *Client) fromBound(ctx context.Context, module, name string) (string, er
 	state, why := e.Outcome()
 	if state != mesh.Provided {
 		return "", errors.New(whyNotProvided(bucket, key, state, why))
+	}
+	if hasField {
+		v, ok := e.Connection[field]
+		if !ok {
+			return "", fmt.Errorf("the entry %s in %s says no %q of its connection (it says: %s)", key, bucket, field, connectionFields(e.Connection))
+		}
+		return v, nil
 	}
 	if e.VaultName == "" {
 		return "", errors.New(whyNoVaultName(bucket, key))
@@ -281,4 +291,18 @@ func (c *Client) get(ctx context.Context, bucket, key string) ([]byte, error) {
 		return nil, fmt.Errorf("%s %s: %w", bucket, key, err)
 	}
 	return e.Value(), nil
+}
+
+// connectionFields lists the fields an entry's connection names, sorted,
+// or "nothing".
+func connectionFields(c map[string]string) string {
+	if len(c) == 0 {
+		return "nothing"
+	}
+	keys := make([]string, 0, len(c))
+	for k := range c {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return strings.Join(keys, ", ")
 }

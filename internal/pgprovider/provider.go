@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -167,7 +168,10 @@ func (h handler) Provide(ctx context.Context, key mesh.ProvisionKey, prov mesh.P
 		return kit.Result{}, err
 	}
 	p.log.Debug("postgres: provided", "key", key.String(), "role", name, "generation", cred.Generation)
-	return kit.Provided(cred.VaultName, cred.Generation), nil
+	res := kit.Provided(cred.VaultName, cred.Generation)
+	cc := conn.Config()
+	res.Connection = map[string]string{"host": cc.Host, "port": strconv.Itoa(int(cc.Port)), "database": name, "role": name}
+	return res, nil
 }
 
 // provide makes the role and the database of the provision when missing,

@@ -203,10 +203,11 @@ func TestDatabaseLogsInWithTheConsumersCredentialOnly(t *testing.T) {
 	_, other := f.need("vaultwarden", "")
 	f.waitProvided(db, mesh.Reference{ID: cred.String(), Generation: 1})
 	e, _ := kittest.Entry(t, mustJS(t, f.url), pgprovider.Module, db)
-	if e != (mesh.Entry{State: mesh.Provided, VaultName: cred.String(), Generation: 1}) {
-		t.Errorf("entry at %s = %+v; want provided with %s generation 1", db, e, cred)
-	}
 	role := f.mesh + "_" + f.node + "_gitea_main"
+	if e.State != mesh.Provided || e.VaultName != cred.String() || e.Generation != 1 ||
+		e.Connection["role"] != role || e.Connection["database"] != role || e.Connection["host"] == "" || e.Connection["port"] == "" {
+		t.Errorf("entry at %s = %+v; want provided with %s generation 1, and its connection: host, port, database and role %s", db, e, cred, role)
+	}
 	if got := pgprovider.RoleName(f.mesh, db); got != role {
 		t.Fatalf("RoleName(%s) = %s; want %s", db, got, role)
 	}

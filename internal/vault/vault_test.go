@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -132,7 +133,7 @@ func TestVaultProvidesCredentialsAndAnswersOnlyTheirOwners(t *testing.T) {
 	waitProvided(t, f.seat, cred, 1)
 	waitProvided(t, f.seat, other, 1)
 	e, ok := kittest.Entry(t, mustJS(t, f.url), mesh.VaultModule, cred)
-	if !ok || e != (mesh.Entry{State: mesh.Provided, VaultName: cred.String(), Generation: 1}) {
+	if !ok || !reflect.DeepEqual(e, mesh.Entry{State: mesh.Provided, VaultName: cred.String(), Generation: 1}) {
 		t.Errorf("entry at %s = %+v, %v; want provided, vault name %s, generation 1", cred, e, ok, cred)
 	}
 	if p, _ := f.seat.Get(cred); p.Reference.ID != "ace.gitea.credential.postgres_database_main" {
