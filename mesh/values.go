@@ -190,7 +190,7 @@ type Entry struct {
 	// "database" and "role" (its password is the credential VaultName
 	// names). Empty when the provider says nothing of it.
 	Connection map[string]string `json:"connection,omitempty"`
-	Waiting    string `json:"waits,omitempty"`
+	Waiting    string            `json:"waits,omitempty"`
 }
 
 // Outcome returns the entry's state and why, reading an old-style entry's
