@@ -44,7 +44,7 @@ func Connect(d Dial) (*nats.Conn, jetstream.JetStream, error) {
 	}
 	who := d.User
 	if who == "" && d.Creds != "" {
-		who = credsUser(d.Creds)
+		who = CredsUser(d.Creds)
 	}
 	if who == "" {
 		who = d.Name
@@ -91,10 +91,10 @@ func Connect(d Dial) (*nats.Conn, jetstream.JetStream, error) {
 	return nc, js, nil
 }
 
-// credsUser returns the name claim of the user JWT in the credentials
-// file at path, or "" when the file cannot be read or holds no user JWT
-// (nats.Connect then says why).
-func credsUser(path string) string {
+// CredsUser returns the name claim of the user JWT in the credentials
+// file at path (the party's user, as "auth gen" writes it), or "" when the
+// file cannot be read or holds no user JWT (nats.Connect then says why).
+func CredsUser(path string) string {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return ""

@@ -7,7 +7,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mesh-provisioner/mesh-provisioner/internal/access"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/asks"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 )
 
 func init() { commands = append(commands, newAnswerCmd) }
@@ -30,7 +32,10 @@ func newAnswerCmd() *cobra.Command {
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if user == "" {
-				return usageError{fmt.Errorf("--user must name the NATS user you answer as")}
+				user = bus.CredsUser(bf.credsOrDefault())
+			}
+			if user == "" {
+				user = access.DefaultOperator
 			}
 			nc, _, err := bf.connect("cli-answer")
 			if err != nil {
@@ -54,6 +59,6 @@ func newAnswerCmd() *cobra.Command {
 		},
 	}
 	bf.add(cmd)
-	cmd.Flags().StringVar(&user, "user", "operator", "the NATS user you answer as (named in the warrant)")
+	cmd.Flags().StringVar(&user, "user", "", "the NATS user you answer as, named in the warrant (default: the user of the credentials, else operator)")
 	return cmd
 }

@@ -88,7 +88,7 @@ type busFlags struct {
 
 func (f *busFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.url, "nats", "nats://127.0.0.1:4222", "URL of the mesh's NATS server")
-	cmd.Flags().StringVar(&f.creds, "creds", "", "NATS credentials file")
+	cmd.Flags().StringVar(&f.creds, "creds", "", "NATS credentials file (default: the operator's that up writes, DATA/auth/operator.creds, when there is one)")
 }
 
 // connect dials the bus as component name. A server that cannot be
@@ -99,7 +99,7 @@ func (f *busFlags) connect(name string) (*nats.Conn, jetstream.JetStream, error)
 	if log == nil {
 		log = slog.Default()
 	}
-	nc, js, err := bus.Connect(bus.Dial{URL: f.url, Creds: f.creds, Name: name, Log: log})
+	nc, js, err := bus.Connect(bus.Dial{URL: f.url, Creds: f.credsOrDefault(), Name: name, Log: log})
 	if err != nil {
 		return nil, nil, f.explain(err)
 	}

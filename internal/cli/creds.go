@@ -1,0 +1,34 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/access"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/auth"
+)
+
+// AuthDir is the directory in up's --data where up keeps the mesh's NATS
+// users: the server's configuration, the keys, and one credentials file
+// per party ("auth gen" writes the same).
+const AuthDir = "auth"
+
+// defaultCreds returns the operator's credentials file that up writes
+// into the default data directory, DATA/auth/operator.creds, when it
+// exists, or "". An operator's command given no --creds uses it, so that
+// commands run against a local up need no flag.
+func defaultCreds() string {
+	p := auth.CredsPath(filepath.Join(defaultDataDir(), AuthDir), access.DefaultOperator)
+	if _, err := os.Stat(p); err != nil {
+		return ""
+	}
+	return p
+}
+
+// credsOrDefault returns --creds, or [defaultCreds] when it is not given.
+func (f *busFlags) credsOrDefault() string {
+	if f.creds != "" {
+		return f.creds
+	}
+	return defaultCreds()
+}
