@@ -88,7 +88,7 @@ type busFlags struct {
 
 func (f *busFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.url, "nats", "nats://127.0.0.1:4222", "URL of the mesh's NATS server")
-	cmd.Flags().StringVar(&f.creds, "creds", "", "NATS credentials file (default: the operator's that up writes, DATA/auth/operator.creds, when there is one)")
+	cmd.Flags().StringVar(&f.creds, "creds", "", "NATS credentials file (an operator's command without it uses the operator's that up writes, DATA/auth/operator.creds, when there is one)")
 }
 
 // connect dials the bus as component name. A server that cannot be

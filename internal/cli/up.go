@@ -18,7 +18,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mesh-provisioner/mesh-provisioner/examples"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/access"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/assemble"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/auth"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/client"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/compose"
@@ -47,6 +49,9 @@ type upFlags struct {
 	// webSet says --web was given: then a page that cannot listen fails
 	// up; the default's only says so.
 	webSet bool
+	// noAuth runs the embedded server with no users (anyone who reaches
+	// it may do anything), as before section 10 was built.
+	noAuth bool
 	// clientsSet says --clients was given; without it a mesh of more than
 	// maxAutoClients nodes gets no clients.
 	clientsSet bool
@@ -68,6 +73,11 @@ terminal ("apply -f FILE --nats URL") and only what changed is composed again.
 
 With --once it applies, waits until the seat is quiet, prints everything the seat keeps and exits 0.
 
+Every component connects as its own NATS user with the permissions of spec section 10: up makes the
+users from the mesh file as "auth gen" does, into DATA/auth (keys kept across runs), and runs its server
+with them. The operator's credentials are DATA/auth/operator.creds (mode 0600); commands such as get,
+apply, asks and answer use it by default when --data is the default, else pass --creds.
+
 One up at a time per --data directory: up holds a lock on DATA/lock (with its pid in it) while it runs,
 and a second up on the same directory fails at once.`,
 		Args: cobra.MaximumNArgs(1),
@@ -87,6 +97,7 @@ and a second up on the same directory fails at once.`,
 	fl.StringVar(&f.meshName, "mesh-name", "", "the mesh's name (default: the mesh file's mesh:); the postgres provider names its roles and databases after it, so that meshes sharing a PostgreSQL server never meet")
 	fl.StringVar(&f.metrics, "metrics", "", "serve Prometheus metrics (/metrics) and a health check (/healthz) on this address, e.g. 127.0.0.1:9464")
 	fl.StringVar(&f.web, "web", defaultWeb, "address of the operator's page (provisions, held modules, open asks, live); empty for none; not served with --once")
+	fl.BoolVar(&f.noAuth, "no-auth", false, "run the embedded server without users: anyone who reaches it may do anything")
 	fl.BoolVar(&f.clients, "clients", true, "run a node client per node of the mesh file, each under DATA/nodes/<node> (by default only for meshes of up to 100 nodes)")
 	return cmd
 }
@@ -165,7 +176,20 @@ func runUp(ctx context.Context, out io.Writer, f upFlags, args []string) error {
 		return err
 	}
 	defer lock.Release()
-	srv, err := bus.StartServer(bus.ServerConfig{Dir: filepath.Join(f.data, "nats"), Listen: f.listen})
+	sc := bus.ServerConfig{Dir: filepath.Join(f.data, "nats"), Listen: f.listen}
+	authDir := filepath.Join(f.data, AuthDir)
+	if !f.noAuth {
+		parties, err := access.Parties(auth.MeshOf(file, nil))
+		if err != nil {
+			return err
+		}
+		res, err := auth.Gen(authDir, parties, auth.Options{StoreDir: sc.Dir, Source: name})
+		if err != nil {
+			return err
+		}
+		sc.ConfigFile = res.Config
+	}
+	srv, err := bus.StartServer(sc)
 	if err != nil {
 		return err
 	}
@@ -175,14 +199,26 @@ func runUp(ctx context.Context, out io.Writer, f upFlags, args []string) error {
 		progress = os.Stderr
 	}
 	fmt.Fprintf(progress, "NATS with JetStream on %s (store %s)\n", srv.URL(), filepath.Join(f.data, "nats"))
-	fmt.Fprintf(progress, "from another terminal: mesh-provisioner get provisions --nats %s\n", srv.URL())
+	hint := "--nats " + srv.URL()
+	if !f.noAuth {
+		creds := auth.CredsPath(authDir, access.DefaultOperator)
+		fmt.Fprintf(progress, "NATS users of every party in %s; the operator's credentials: %s\n", authDir, creds)
+		if creds != defaultCreds() {
+			hint += " --creds " + creds
+		}
+	}
+	fmt.Fprintf(progress, "from another terminal: mesh-provisioner get provisions %s\n", hint)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// Every component runs on a connection of its own; on the way out they
 	// all stop (the seat giving its lease back while its connection is
 	// still open) before the server does.
-	asm := &assemble.Assembly{Dial: assemble.Shared(srv.URL(), "", log), Log: log}
+	dial := assemble.Shared(srv.URL(), "", log)
+	if !f.noAuth {
+		dial = usersDialer(srv.URL(), authDir, log)
+	}
+	asm := &assemble.Assembly{Dial: dial, Log: log}
 	defer func() {
 		cancel()
 		asm.Wait()
