@@ -13,6 +13,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/mesh-provisioner/mesh-provisioner/examples"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/access"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/auth"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus/bustest"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/cli"
@@ -21,15 +23,18 @@ import (
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
 
-// appliedOf reads the applied records that up left in its store.
+// appliedOf reads the applied records that up left in its store, through
+// a server with up's users, as up's operator.
 func appliedOf(t *testing.T, data string) map[string]mesh.Applied {
 	t.Helper()
-	s, err := bus.StartServer(bus.ServerConfig{Dir: filepath.Join(data, "nats"), Listen: "127.0.0.1:0"})
+	authDir := filepath.Join(data, cli.AuthDir)
+	s, err := bus.StartServer(bus.ServerConfig{Dir: filepath.Join(data, "nats"), Listen: "127.0.0.1:0",
+		ConfigFile: filepath.Join(authDir, auth.ConfigFile)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Shutdown()
-	nc, js, err := bus.Connect(bus.Dial{URL: s.URL(), Name: "test"})
+	nc, js, err := bus.Connect(bus.Dial{URL: s.URL(), Name: "test", Creds: auth.CredsPath(authDir, access.DefaultOperator)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,6 +93,12 @@ func TestUpOnceHomelab(t *testing.T) {
 			if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 				t.Errorf("plan %s: folder %s missing: %v", key, dir, err)
 			}
+		}
+	}
+	// up made the mesh's users; the operator's credentials are its alone.
+	for _, user := range []string{access.DefaultOperator, "mesh-provisioner", "client-ace", "mesh-vault"} {
+		if st, err := os.Stat(auth.CredsPath(filepath.Join(data, cli.AuthDir), user)); err != nil || st.Mode().Perm() != 0o600 {
+			t.Errorf("up's credentials of %s: %v; want mode 0600", user, err)
 		}
 	}
 	// Ports are distinct per node.
