@@ -198,6 +198,8 @@ var Table = join(
 		{Client, Read, mesh.CollectBucket, Node + ".>"},
 		{Client, Write, mesh.ClientsBucket, Node},
 		{Client, Read, mesh.ClientsBucket, Node},
+		// The client makes its lease bucket (a TTL bucket) when missing.
+		{Client, Make, mesh.ClientsBucket, ""},
 		{Client, Read, mesh.PlansBucket, Node + ".>"},
 		{Client, Read, mesh.ProvisionsBucket, Node + ".>"},
 		{Client, Read, mesh.RegistryBucket, AllKeys},

@@ -178,7 +178,15 @@ func runUp(ctx context.Context, out io.Writer, f upFlags, args []string) error {
 	defer lock.Release()
 	sc := bus.ServerConfig{Dir: filepath.Join(f.data, "nats"), Listen: f.listen}
 	authDir := filepath.Join(f.data, AuthDir)
-	if !f.noAuth {
+	existing := filepath.Join(authDir, auth.ConfigFile)
+	switch _, statErr := os.Stat(existing); {
+	case f.noAuth:
+	case len(args) == 0 && statErr == nil:
+		// No file: the data directory's mesh runs as it is, and so do its
+		// users (made from the file it was last run with), never the
+		// bundled example's.
+		sc.ConfigFile = existing
+	default:
 		parties, err := access.Parties(auth.MeshOf(file, nil))
 		if err != nil {
 			return err
@@ -261,6 +269,11 @@ func runUp(ctx context.Context, out io.Writer, f upFlags, args []string) error {
 		if _, err := bus.Bucket(ctx, ojs, b, 0); err != nil {
 			return err
 		}
+	}
+	// The clients' lease bucket too: the operator makes it before any
+	// client does.
+	if _, err := bus.LeaseBucket(ctx, ojs, mesh.ClientsBucket, client.LeaseTTL); err != nil {
+		return err
 	}
 
 	if _, err := asm.StartRouter(ctx); err != nil {
