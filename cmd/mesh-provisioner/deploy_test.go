@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/mesh-provisioner/mesh-provisioner/examples"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/access"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/auth"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus/bustest"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/meshfile"
@@ -94,7 +96,7 @@ func start(t *testing.T, name string, args ...string) *process {
 			<-p.done
 			t.Errorf("%s did not stop within 10 s of SIGTERM", name)
 		}
-		if t.Failed() {
+		if t.Failed() || os.Getenv("DEPLOY_LOG") != "" {
 			t.Logf("output of %s:\n%s", name, p.output())
 		}
 	})
@@ -144,19 +146,60 @@ var homelabCredentials = []string{
 // that the router records.
 func TestDeploymentOfSeparateProcesses(t *testing.T) {
 	srv := bustest.Server(t)
-	url := srv.URL()
-	_, js := bustest.Connect(t, srv, "operator")
+	deploy(t, srv.URL(), func(string) []string { return nil })
+}
+
+// The same deployment with the users "auth gen" makes: the server runs the
+// generated configuration, and each process connects with its own
+// party's credentials file (--creds), the operator with operator.creds.
+func TestDeploymentOfSeparateProcessesAsTheirUsers(t *testing.T) {
+	file, err := meshfile.Parse("homelab.yaml", examples.Homelab)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	parties, err := access.Parties(auth.MeshOf(file, []string{"operator"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := auth.Gen(dir, parties, auth.Options{StoreDir: filepath.Join(dir, "jetstream")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := bus.StartServer(bus.ServerConfig{Dir: filepath.Join(dir, "jetstream"), Listen: "127.0.0.1:0", ConfigFile: res.Config})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	deploy(t, srv.URL(), func(user string) []string { return []string{"--creds", auth.CredsPath(dir, user)} })
+}
+
+// deploy runs the deployment of TestDeploymentOfSeparateProcesses against
+// the server at url; creds gives the flags that connect as a user.
+func deploy(t *testing.T, url string, creds func(user string) []string) {
+	opCreds := ""
+	if c := creds("operator"); len(c) == 2 {
+		opCreds = c[1]
+	}
+	nc, js, err := bus.Connect(bus.Dial{URL: url, Name: "operator", Creds: opCreds})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
 	ctx := bustest.Context(t) // stops the test's copies before their connection closes
 	root := filepath.Join(t.TempDir(), "ace")
+	cmd := func(user string, args ...string) []string {
+		return append(append(args, "--nats", url), creds(user)...)
+	}
 
-	vault := start(t, "vault", "vault", "--node", "control", "--data", t.TempDir(), "--nats", url)
-	client := start(t, "client", "client", "--node", "ace", "--root", root, "--nats", url)
+	vault := start(t, "vault", cmd(mesh.VaultModule, "vault", "--node", "control", "--data", t.TempDir())...)
+	client := start(t, "client", cmd("client-ace", "client", "--node", "ace", "--root", root)...)
 	waitFor(t, 0, "the vault and the client to say they wait for the seat's buckets", []*process{vault, client}, func() bool {
 		return strings.Contains(vault.output(), "waiting for a bucket the seat makes") &&
 			strings.Contains(client.output(), "waiting for a bucket the seat makes")
 	})
-	router := start(t, "router", "router", "--nats", url)
-	seat := start(t, "seat", "serve", "--nats", url)
+	router := start(t, "router", cmd("mesh-asks", "router")...)
+	seat := start(t, "seat", cmd(mesh.Module, "serve")...)
 	procs := []*process{vault, client, router, seat}
 
 	file, err := meshfile.Parse("homelab.yaml", examples.Homelab)
@@ -224,6 +267,13 @@ func TestDeploymentOfSeparateProcesses(t *testing.T) {
 		return true
 	})
 
+	// The router started once the seat had made its records bucket: an
+	// ask raised before it subscribed is asked again only at its key's
+	// next change.
+	waitFor(t, 0, "the router to start", procs, func() bool {
+		return strings.Contains(router.output(), "asks: router started")
+	})
+
 	// vaultwarden leaves ace: its database and route keys retire, and the
 	// router records the seat's ask for each.
 	text := string(examples.Homelab)
@@ -262,4 +312,12 @@ func TestDeploymentOfSeparateProcesses(t *testing.T) {
 		}
 		return true
 	})
+	// No process was refused anything by the server, nor gave up a watch.
+	for _, p := range procs {
+		for _, said := range []string{"Permissions Violation", "watch gave up"} {
+			if strings.Contains(p.output(), said) {
+				t.Errorf("%s logged %q", p.name, said)
+			}
+		}
+	}
 }

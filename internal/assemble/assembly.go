@@ -211,7 +211,8 @@ func (a *Assembly) await(ctx context.Context, c Component, js jetstream.JetStrea
 	return nil
 }
 
-// StartRouter starts the ask router ([asks.Start]) on its own connection.
+// StartRouter starts the ask router ([asks.Start]) on its own connection,
+// once mesh-asks_records exists.
 func (a *Assembly) StartRouter(ctx context.Context) (*Running, error) {
 	return a.start(ctx, Component{Role: Router}, func(nc *nats.Conn, js jetstream.JetStream) (func() error, error) {
 		_, err := asks.Start(ctx, nc, js, a.log())
@@ -221,7 +222,7 @@ func (a *Assembly) StartRouter(ctx context.Context) (*Running, error) {
 
 // StartVault starts mesh-vault on cfg.Node ([vault.Start]) with its store
 // in cfg.Dir, on its own connection, once the plans and provisions buckets
-// exist.
+// and mesh-vault_bound exist.
 func (a *Assembly) StartVault(ctx context.Context, cfg vault.Config) (*Running, error) {
 	if cfg.Dir == "" {
 		return nil, fmt.Errorf("%w: vault on %s: no store directory", ErrConfig, cfg.Node)
@@ -234,7 +235,7 @@ func (a *Assembly) StartVault(ctx context.Context, cfg vault.Config) (*Running, 
 
 // StartPostgres starts the postgres provider on cfg.Node
 // ([pgprovider.Start]) on its own connection, once the provisions bucket
-// exists. It returns an error for a DSN that does not parse; an
+// and postgres_bound exist. It returns an error for a DSN that does not parse; an
 // unreachable PostgreSQL server is not an error (its keys wait).
 func (a *Assembly) StartPostgres(ctx context.Context, cfg pgprovider.Config) (*Running, error) {
 	if _, err := pgx.ParseConfig(cfg.DSN); err != nil {
@@ -247,7 +248,8 @@ func (a *Assembly) StartPostgres(ctx context.Context, cfg pgprovider.Config) (*R
 }
 
 // StartClient starts cfg.Node's client ([client.New], [client.Client.Run])
-// on its own connection, once the plans and registry buckets exist. The
+// on its own connection, once the plans, registry, applied and collect
+// buckets exist. The
 // assembly sets cfg's connection (JS, NC) and, when unset, its Log. It
 // returns the client, to read its root and readiness, or an error wrapping
 // [client.ErrConfig] for a bad cfg.

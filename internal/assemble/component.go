@@ -95,18 +95,24 @@ func (c Component) String() string {
 	return fmt.Sprintf("%s on %s", c.Role, c.Node)
 }
 
-// Awaits returns the buckets the component follows but does not make: the
-// seat makes them. The assembly waits for each to exist before it starts
-// the component, so that a component started before the seat waits
-// instead of following a missing bucket.
+// Awaits returns the buckets the component follows, all of which the seat
+// process makes: its verb makes plans, provisions, refused, registry,
+// applied and collect; the seat makes mesh-asks_records and, once the mesh
+// places a provider that keeps entries, that provider's "<provider>_bound".
+// The assembly waits for each to exist before it starts the component, so
+// that a component started before the seat waits instead of following a
+// missing bucket, and never needs the right to make one (with the users
+// "auth gen" makes, only the seat and operators may).
 func (c Component) Awaits() []string {
 	switch c.Role {
+	case Router:
+		return []string{mesh.RecordsBucket}
 	case Vault:
-		return []string{mesh.PlansBucket, mesh.ProvisionsBucket}
+		return []string{mesh.PlansBucket, mesh.ProvisionsBucket, mesh.BoundBucket(mesh.VaultModule)}
 	case Postgres:
-		return []string{mesh.ProvisionsBucket}
+		return []string{mesh.ProvisionsBucket, mesh.BoundBucket(pgprovider.Module)}
 	case Client:
-		return []string{mesh.PlansBucket, mesh.RegistryBucket}
+		return []string{mesh.PlansBucket, mesh.RegistryBucket, mesh.AppliedBucket, mesh.CollectBucket}
 	}
 	return nil
 }
