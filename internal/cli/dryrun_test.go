@@ -2,14 +2,11 @@ package cli
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
 
-	"github.com/mesh-provisioner/mesh-provisioner/internal/asks"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus/bustest"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/dryrun"
@@ -22,21 +19,9 @@ import (
 func TestApplyDryRunIsExact(t *testing.T) {
 	s := bustest.Server(t)
 	ctx := bustest.Context(t)
-	anc, ajs := bustest.Connect(t, s, "mesh-asks")
-	if _, err := asks.Start(ctx, anc, ajs, testLog(t)); err != nil {
-		t.Fatal(err)
-	}
+	startRouter(t, s)
 	st := startSeat(t, s, homelabFile)
-	text, err := os.ReadFile(homelabFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	without := strings.Replace(string(text), "ace: [gitea, vaultwarden, node-tools]", "ace: [gitea, node-tools]", 1)
-	without = strings.Replace(without, "vaultwarden: 4a4a4a, ", "", 1)
-	path := filepath.Join(t.TempDir(), "without-vaultwarden.yaml")
-	if err := os.WriteFile(path, []byte(without), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := withoutVaultwarden(t)
 	_, js := bustest.Connect(t, s, "test")
 	plansBefore := keysOf(t, s, mesh.PlansBucket)
 

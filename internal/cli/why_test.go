@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/mesh-provisioner/mesh-provisioner/internal/asks"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus/bustest"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/seat"
@@ -35,6 +38,36 @@ func startSeat(t *testing.T, s *bus.Server, file string) *seat.Seat {
 	})
 	waitSeat(t, s, st)
 	return st
+}
+
+// startRouter runs the ask router on its own connection until the test
+// ends.
+func startRouter(t *testing.T, s *bus.Server) {
+	t.Helper()
+	nc, js := bustest.Connect(t, s, "mesh-asks")
+	if _, err := asks.Start(bustest.Context(t), nc, js, testLog(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// withoutVaultwarden writes the homelab without vaultwarden on ace (its
+// placement and its want gone) into a temporary file and returns its path.
+func withoutVaultwarden(t *testing.T) string {
+	t.Helper()
+	text, err := os.ReadFile(homelabFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	without := strings.Replace(string(text), "ace: [gitea, vaultwarden, node-tools]", "ace: [gitea, node-tools]", 1)
+	without = strings.Replace(without, "vaultwarden: 4a4a4a, ", "", 1)
+	if without == string(text) {
+		t.Fatalf("%s no longer places vaultwarden on ace as the test expects", homelabFile)
+	}
+	path := filepath.Join(t.TempDir(), "without-vaultwarden.yaml")
+	if err := os.WriteFile(path, []byte(without), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // testLog logs warnings and errors to t.Log: shown for a failing test.
