@@ -34,6 +34,13 @@ type Assembly struct {
 	// Log receives what the assembly and its components say. Nil means
 	// slog.Default(). A Dial without its own Log gets this one.
 	Log *slog.Logger
+	// Replicas is the replica count of the buckets and streams the
+	// components make when they are missing (the seat's, the router's
+	// records, a provider's entries, the leases): 3 on a three-server NATS
+	// cluster. It applies to every Dial that sets none ([bus.Dial.Replicas]).
+	// Zero means the server's default, one replica (up's embedded server).
+	// A bucket that exists is used as it is.
+	Replicas int
 	// AwaitMax is the longest wait between two looks for a bucket a
 	// component awaits (the first is 100 ms, growing exponentially). Zero
 	// means 2 s.
@@ -111,6 +118,9 @@ func (a *Assembly) Connect(c Component) (*nats.Conn, jetstream.JetStream, error)
 	}
 	if d.Log == nil {
 		d.Log = a.log()
+	}
+	if d.Replicas == 0 {
+		d.Replicas = a.Replicas
 	}
 	nc, js, err := bus.Connect(d)
 	if err != nil {

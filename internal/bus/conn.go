@@ -29,15 +29,31 @@ type Dial struct {
 	// User and Password are optional plain credentials (the embedded
 	// default's generated users).
 	User, Password string
+	// Replicas is the replica count of every bucket and stream made on
+	// this connection whose config does not set its own ([Bucket],
+	// [LeaseBucket], a [Copy] with Options.Create, and CreateKeyValue or
+	// CreateStream of the returned JetStream context): 3 on a three-server
+	// cluster. 0 means the server's default, one replica. At most
+	// [MaxReplicas]; a standalone server refuses more than one.
+	Replicas int
 	// Log receives the connection's asynchronous errors (a denied publish
 	// is only ever reported there) and reconnects. Nil means slog.Default().
 	Log *slog.Logger
 }
 
 // Connect dials the bus and returns the connection and its JetStream
-// context. The connection reconnects forever; its inbox prefix is
+// context. The connection reconnects forever (to any server of the URL
+// list, and to the servers the cluster tells of); its inbox prefix is
 // "_INBOX_<user or name>" so that permissions can scope replies per user.
+// The JetStream context makes buckets and streams with d.Replicas. It
+// returns an error from [CheckReplicas] for d.Replicas over [MaxReplicas]
+// or below 0.
 func Connect(d Dial) (*nats.Conn, jetstream.JetStream, error) {
+	if d.Replicas != 0 {
+		if err := CheckReplicas(d.Replicas); err != nil {
+			return nil, nil, err
+		}
+	}
 	log := d.Log
 	if log == nil {
 		log = slog.Default()
@@ -88,7 +104,7 @@ func Connect(d Dial) (*nats.Conn, jetstream.JetStream, error) {
 		nc.Close()
 		return nil, nil, fmt.Errorf("bus: jetstream for %s: %w", d.Name, err)
 	}
-	return nc, js, nil
+	return nc, withReplicas(js, d.Replicas, log), nil
 }
 
 // CredsUser returns the name claim of the user JWT in the credentials

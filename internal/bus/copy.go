@@ -41,7 +41,8 @@ type Options struct {
 	// block: hand work off quickly. Changes the owner takes with
 	// [Copy.Took] are not reported.
 	OnChange func(Change)
-	// Create makes the copy create its bucket when it is missing. Without
+	// Create makes the copy create its bucket when it is missing (with the
+	// replicas of its connection, see [Dial.Replicas]). Without
 	// it a missing bucket is said and waited for with backoff, and the copy
 	// is ready (empty) meanwhile.
 	Create bool

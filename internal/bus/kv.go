@@ -11,19 +11,24 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Bucket returns the key-value bucket named name, creating it (one replica,
-// history 1) when it does not exist. Replicas sets the replica count of a
-// new bucket: 0 means 1, the embedded default; a cluster wants 3.
+// Bucket returns the key-value bucket named name, creating it (history 1)
+// when it does not exist. Replicas sets the replica count of a new bucket:
+// 0 means the replicas of js's connection ([Dial.Replicas]), and one
+// replica (the embedded default) when it set none; a three-server cluster
+// wants 3. A bucket that exists is used as it is, whatever its replicas:
+// on a connection with [Dial.Replicas], a bucket with another count is said
+// in the log, once per bucket.
 func Bucket(ctx context.Context, js jetstream.JetStream, name string, replicas int) (jetstream.KeyValue, error) {
 	kv, err := js.KeyValue(ctx, name)
 	if err == nil {
+		sayReplicas(ctx, js, kv, replicas)
 		return kv, nil
 	}
 	if !errors.Is(err, jetstream.ErrBucketNotFound) {
 		return nil, fmt.Errorf("bus: bucket %s: %w", name, err)
 	}
 	if replicas <= 0 {
-		replicas = 1
+		replicas = max(ReplicasOf(js), 1)
 	}
 	kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: name, History: 1, Replicas: replicas})
 	if errors.Is(err, jetstream.ErrBucketExists) {
@@ -36,13 +41,16 @@ func Bucket(ctx context.Context, js jetstream.JetStream, name string, replicas i
 }
 
 // LeaseBucket returns the bucket for a lease whose key lapses ttl after its
-// last write, creating it when missing.
+// last write, creating it when missing with the replicas of js's connection
+// ([Dial.Replicas]; one without). A bucket that exists is used as it is
+// (see [Bucket]).
 func LeaseBucket(ctx context.Context, js jetstream.JetStream, name string, ttl time.Duration) (jetstream.KeyValue, error) {
 	kv, err := js.KeyValue(ctx, name)
 	if err == nil {
+		sayReplicas(ctx, js, kv, 0)
 		return kv, nil
 	}
-	kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: name, History: 1, TTL: ttl})
+	kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: name, History: 1, TTL: ttl, Replicas: max(ReplicasOf(js), 1)})
 	if errors.Is(err, jetstream.ErrBucketExists) {
 		kv, err = js.KeyValue(ctx, name)
 	}

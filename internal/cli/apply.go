@@ -106,6 +106,7 @@ asks first, saying how many keys it removes and which modules it unplaces: type 
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "with --dry-run: table or json")
 	cmd.Flags().BoolVar(&yes, "yes", false, "apply a file that no longer places most of the mesh without asking")
 	bf.add(cmd)
+	bf.addReplicas(cmd)
 	return cmd
 }
 

@@ -179,3 +179,38 @@ func TestApplyAsksBeforeRemovingMost(t *testing.T) {
 		t.Errorf("ace's placement after apply --yes: %v; want it removed", err)
 	}
 }
+
+// TestApplyReplicas checks that apply --replicas 3 on a three-server
+// cluster makes every bucket it writes with three replicas, and that a
+// second apply with the default --replicas 1 uses them as they are.
+func TestApplyReplicas(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a three-server cluster: not in -short")
+	}
+	c := bustest.Cluster(t)
+	if _, errOut, err := run(t, "apply", "-f", homelabFile, "--nats", c.URL(), "--replicas", "3"); err != nil {
+		t.Fatalf("apply --replicas 3 = %v (stderr %s)", err, errOut)
+	}
+	out, _, err := run(t, "apply", "-f", homelabFile, "--nats", c.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "applied " + homelabFile + ": 0 written, 76 unchanged, 0 removed\n"; out != want {
+		t.Errorf("second apply printed %q; want %q", out, want)
+	}
+	_, js := bustest.Connect(t, c.Server(0), "reader")
+	ctx := bustest.Context(t)
+	for _, b := range meshfile.Buckets {
+		str, err := js.Stream(ctx, "KV_"+b)
+		if err != nil {
+			t.Fatalf("stream of %s: %v", b, err)
+		}
+		info, err := str.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Config.Replicas != 3 {
+			t.Errorf("%s has %d replicas; want 3", b, info.Config.Replicas)
+		}
+	}
+}

@@ -70,6 +70,7 @@ is gone its records go; its folders and data stay.`,
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level on stderr: debug, info, warn or error")
 	cmd.MarkFlagRequired("node")
 	bf.add(cmd)
+	bf.addReplicas(cmd)
 	return cmd
 }
 

@@ -52,6 +52,7 @@ waits for the provisions bucket the seat makes; an unreachable PostgreSQL server
 		},
 	}
 	bf.add(cmd)
+	bf.addReplicas(cmd)
 	cmd.Flags().StringVar(&dsn, "dsn", "", "PostgreSQL DSN (keyword/value or URL) of a role that may create roles and databases (required)")
 	cmd.Flags().StringVar(&node, "node", "", "the node postgres is placed on (required)")
 	cmd.Flags().StringVar(&meshName, "mesh-name", "", "the mesh's name, as its mesh file's mesh: says (required): roles and databases are named after it")

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 
 	"github.com/nats-io/nats.go"
@@ -84,6 +85,31 @@ type busFlags struct {
 	url   string
 	creds string
 	log   *slog.Logger // nil means slog.Default()
+	// replicas is the replica count of the buckets the command makes
+	// (--replicas, see addReplicas); 0 for a command without the flag.
+	replicas replicas
+}
+
+// replicas is the --replicas flag: a bucket's replica count, refused
+// outside 1 to bus.MaxReplicas when parsed.
+type replicas int
+
+func (r *replicas) String() string { return strconv.Itoa(int(*r)) }
+func (r *replicas) Type() string   { return "int" }
+func (r *replicas) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil || bus.CheckReplicas(n) != nil {
+		return fmt.Errorf("a bucket has 1 to %d replicas (3 on a three-server NATS cluster, 1 on one server)", bus.MaxReplicas)
+	}
+	*r = replicas(n)
+	return nil
+}
+
+// addReplicas adds --replicas to a command that makes buckets on a real
+// NATS server or cluster (apply, serve, router, vault, postgres, client).
+func (f *busFlags) addReplicas(cmd *cobra.Command) {
+	f.replicas = 1
+	cmd.Flags().Var(&f.replicas, "replicas", "replicas of each bucket this command makes when it is missing: 3 on a three-server NATS cluster, 1 on one server (1 to 5; a bucket that exists is used as it is)")
 }
 
 func (f *busFlags) add(cmd *cobra.Command) {
@@ -99,7 +125,7 @@ func (f *busFlags) connect(name string) (*nats.Conn, jetstream.JetStream, error)
 	if log == nil {
 		log = slog.Default()
 	}
-	nc, js, err := bus.Connect(bus.Dial{URL: f.url, Creds: f.credsOrDefault(), Name: name, Log: log})
+	nc, js, err := bus.Connect(bus.Dial{URL: f.url, Creds: f.credsOrDefault(), Name: name, Log: log, Replicas: int(f.replicas)})
 	if err != nil {
 		return nil, nil, f.explain(err)
 	}
@@ -126,7 +152,7 @@ func (f *busFlags) explain(err error) error {
 // with the flags' credentials: a standalone subcommand runs one component.
 func (f *busFlags) assembly(log *slog.Logger) *assemble.Assembly {
 	f.log = log
-	return &assemble.Assembly{Dial: assemble.Shared(f.url, f.creds, log), Log: log}
+	return &assemble.Assembly{Dial: assemble.Shared(f.url, f.creds, log), Log: log, Replicas: int(f.replicas)}
 }
 
 // Root returns the root command with every subcommand.

@@ -28,6 +28,9 @@ func TestUsageErrors(t *testing.T) {
 		{"unknown kind", []string{"get", "plants"}, true, `get: unknown "plants"`},
 		{"bad output", []string{"get", "plans", "-o", "yaml"}, true, `-o "yaml"`},
 		{"apply without file", []string{"apply"}, true, "-f MESHFILE is required"},
+		{"no replicas", []string{"serve", "--replicas", "0"}, true, `"0" for "--replicas" flag: a bucket has 1 to 5 replicas`},
+		{"too many replicas", []string{"router", "--replicas", "6"}, true, `"6" for "--replicas" flag: a bucket has 1 to 5 replicas`},
+		{"replicas not a number", []string{"apply", "-f", "m.yaml", "--replicas", "three"}, true, "a bucket has 1 to 5 replicas"},
 		{"dead url", []string{"get", "plans", "--nats", "nats://127.0.0.1:1"}, false,
 			"no NATS server answers at nats://127.0.0.1:1: is `up` running? pass --nats URL"},
 	} {

@@ -38,6 +38,7 @@ queue group.`,
 		},
 	}
 	bf.add(cmd)
+	bf.addReplicas(cmd)
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level on stderr: debug, info, warn or error")
 	return cmd
 }

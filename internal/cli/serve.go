@@ -48,6 +48,7 @@ provided and its asks to be recorded.`,
 		},
 	}
 	bf.add(cmd)
+	bf.addReplicas(cmd)
 	cmd.Flags().StringVar(&id, "id", "", "this instance's name in the seat's lease (default: host, pid and start time)")
 	cmd.Flags().DurationVar(&ttl, "lease", 10*time.Second, "how long the seat's lease outlives a holder that stopped (at least 100ms)")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")

@@ -53,6 +53,7 @@ provisions buckets the seat makes.`,
 		},
 	}
 	bf.add(cmd)
+	bf.addReplicas(cmd)
 	cmd.Flags().StringVar(&node, "node", "", "the node mesh-vault is placed on: run the vault there")
 	cmd.Flags().StringVar(&data, "data", defaultDataDir(), "directory of the mesh's state; the vault's store is DATA/vault/<node>")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level on stderr: debug, info, warn or error")

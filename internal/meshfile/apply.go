@@ -36,7 +36,9 @@ func (s *Stats) add(bucket string, c Counts) {
 }
 
 // Apply writes the file f into the buckets of [Buckets] through js,
-// creating a bucket that is missing (one replica). It reads what each
+// creating a bucket that is missing with the replicas of js's connection
+// ([bus.Dial.Replicas]: one unless it says otherwise; a bucket that exists
+// is used as it is). It reads what each
 // bucket holds now, computes [File.Diff] with now, and writes only the
 // keys whose bytes differ, manifests first and placement last (provider
 // nodes first, see [Diff]); then it
