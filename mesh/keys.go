@@ -79,6 +79,14 @@ type NodeModule struct {
 // String returns "<node>.<module>".
 func (k NodeModule) String() string { return k.Node + "." + k.Module }
 
+// AppendTo appends the key "<node>.<module>" to b and returns the extended
+// buffer: the bytes of [NodeModule.String], without a string of its own.
+func (k NodeModule) AppendTo(b []byte) []byte {
+	b = append(b, k.Node...)
+	b = append(b, '.')
+	return append(b, k.Module...)
+}
+
 // ParseNodeModule parses "<node>.<module>". It returns a [*KeyError] when
 // key has not two tokens or either is not a valid name.
 func ParseNodeModule(key string) (NodeModule, error) {
@@ -185,6 +193,21 @@ func (k ProvisionKey) String() string {
 	return s
 }
 
+// AppendTo appends the key to b and returns the extended buffer: the bytes
+// of [ProvisionKey.String], without a string of its own.
+func (k ProvisionKey) AppendTo(b []byte) []byte {
+	b = append(b, k.Node...)
+	b = append(b, '.')
+	b = append(b, k.Consumer...)
+	b = append(b, '.')
+	b = append(b, k.Provision...)
+	if k.Local != "" {
+		b = append(b, '.')
+		b = append(b, k.Local...)
+	}
+	return b
+}
+
 // ParseProvisionKey parses a provision key, returning a [*KeyError] when it
 // has not three or four tokens. Node, consumer and local must be valid
 // names; the provision token may also hold "_" (a credential's provision is
@@ -227,6 +250,23 @@ func CredentialKey(node, consumer, provider, provision, local string) ProvisionK
 		l += "_" + local
 	}
 	return ProvisionKey{Node: node, Consumer: consumer, Provision: CredentialProvision, Local: l}
+}
+
+// AppendCredentialKey appends the key that [CredentialKey] returns to b and
+// returns the extended buffer and the length of the key's local, which ends
+// it: the key's local is the last n bytes.
+func AppendCredentialKey(b []byte, node, consumer, provider, provision, local string) ([]byte, int) {
+	b = ProvisionKey{Node: node, Consumer: consumer, Provision: CredentialProvision}.AppendTo(b)
+	b = append(b, '.')
+	start := len(b)
+	b = append(b, provider...)
+	b = append(b, '_')
+	b = append(b, provision...)
+	if local != "" {
+		b = append(b, '_')
+		b = append(b, local...)
+	}
+	return b, len(b) - start
 }
 
 // CollectKey is the key <node>.<collection>.<contributor> of

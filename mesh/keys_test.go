@@ -52,3 +52,31 @@ func TestKeysOutOfShape(t *testing.T) {
 		}
 	}
 }
+
+// The Append forms give the bytes of String, after what the buffer held.
+func TestKeysAppendTo(t *testing.T) {
+	prefix := []byte("x:")
+	for _, k := range []ProvisionKey{
+		{Node: "ace", Consumer: "gitea", Provision: "database", Local: "main"},
+		{Node: "ace", Consumer: "gitea", Provision: "cache"},
+	} {
+		if got := string(k.AppendTo(prefix)); got != "x:"+k.String() {
+			t.Errorf("%+v.AppendTo(%q) = %q; want %q", k, prefix, got, "x:"+k.String())
+		}
+	}
+	nm := NodeModule{Node: "ace", Module: "gitea"}
+	if got := string(nm.AppendTo(prefix)); got != "x:ace.gitea" {
+		t.Errorf("%+v.AppendTo(%q) = %q; want %q", nm, prefix, got, "x:ace.gitea")
+	}
+	for _, c := range [][5]string{
+		{"control", "redis", "redis", "cache", ""},
+		{"ace", "gitea", "postgres", "database", "main"},
+	} {
+		want := CredentialKey(c[0], c[1], c[2], c[3], c[4])
+		got, n := AppendCredentialKey(prefix, c[0], c[1], c[2], c[3], c[4])
+		if string(got) != "x:"+want.String() || string(got[len(got)-n:]) != want.Local {
+			t.Errorf("AppendCredentialKey(%q, %q) = %q with local %q; want %q with local %q",
+				prefix, c, got, got[len(got)-n:], "x:"+want.String(), want.Local)
+		}
+	}
+}

@@ -39,17 +39,18 @@ type State interface {
 	// Provision returns the seat's provision at key
 	// (mesh-provisioner_provisions).
 	Provision(key string) (mesh.Provision, bool)
-	// ProvisionsOf returns the provision keys whose node is node.
+	// ProvisionsOf returns the provision keys whose node is node, sorted.
+	// Compose reads the slices the State returns and never changes them.
 	ProvisionsOf(node string) []string
 	// DependentsOf returns the provision keys whose depends-on names key.
 	DependentsOf(key string) []string
 	// Plan returns the bytes of the plan at <node>.<module>.
 	Plan(key string) ([]byte, bool)
-	// PlansOf returns the plan keys of node.
+	// PlansOf returns the plan keys of node, sorted.
 	PlansOf(node string) []string
 	// Refusal returns the refusal at <node>.<module>.
 	Refusal(key string) (mesh.Refusal, bool)
-	// RefusalsOf returns the refusal keys of node.
+	// RefusalsOf returns the refusal keys of node, sorted.
 	RefusalsOf(node string) []string
 	// Record returns the ask router's record of an ask (mesh-asks_records).
 	Record(id string) (mesh.Record, bool)

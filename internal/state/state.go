@@ -52,6 +52,29 @@ func removeFrom(m map[string]set, k, v string) {
 	}
 }
 
+// addSorted puts v into the sorted keys of k, once: keys that compositions
+// read sorted are kept sorted, not sorted at each read.
+func addSorted(m map[string][]string, k, v string) {
+	s := m[k]
+	if i, found := slices.BinarySearch(s, v); !found {
+		m[k] = slices.Insert(s, i, v)
+	}
+}
+
+// removeSorted takes v out of the sorted keys of k.
+func removeSorted(m map[string][]string, k, v string) {
+	s := m[k]
+	i, found := slices.BinarySearch(s, v)
+	if !found {
+		return
+	}
+	if len(s) == 1 {
+		delete(m, k)
+		return
+	}
+	m[k] = slices.Delete(s, i, i+1)
+}
+
 type placed struct {
 	modules []string
 	err     error
@@ -93,14 +116,14 @@ type Mesh struct {
 	entries   map[string]map[string]entry
 
 	provisions map[string]mesh.Provision
-	provByNode map[string]set
-	dependents map[string]set   // key -> keys whose depends-on names it
-	approved   map[mesh.Ref]set // provider -> retiring keys approved with a warrant, waiting for it
+	provByNode map[string][]string // node -> its provision keys, sorted
+	dependents map[string]set      // key -> keys whose depends-on names it
+	approved   map[mesh.Ref]set    // provider -> retiring keys approved with a warrant, waiting for it
 
 	plans      map[string][]byte
-	plansOf    map[string]set
+	plansOf    map[string][]string // node -> its plan keys, sorted
 	refusals   map[string]mesh.Refusal
-	refusalsOf map[string]set
+	refusalsOf map[string][]string // node -> its refusal keys, sorted
 
 	// What the last composition of each node found.
 	needed     map[string]map[string]*compose.Need // node -> key -> need
@@ -138,13 +161,13 @@ func New() *Mesh {
 		usedBy:     map[string]set{},
 		entries:    map[string]map[string]entry{},
 		provisions: map[string]mesh.Provision{},
-		provByNode: map[string]set{},
+		provByNode: map[string][]string{},
 		dependents: map[string]set{},
 		approved:   map[mesh.Ref]set{},
 		plans:      map[string][]byte{},
-		plansOf:    map[string]set{},
+		plansOf:    map[string][]string{},
 		refusals:   map[string]mesh.Refusal{},
-		refusalsOf: map[string]set{},
+		refusalsOf: map[string][]string{},
 		needed:     map[string]map[string]*compose.Need{},
 		needers:    map[string]set{},
 		byProvider: map[mesh.Ref]set{},
@@ -576,7 +599,7 @@ func (m *Mesh) takeProvision(ch bus.Change, t *Touch) {
 	t.nodes(k.Node)
 	if ch.Deleted {
 		delete(m.provisions, ch.Key)
-		removeFrom(m.provByNode, k.Node, ch.Key)
+		removeSorted(m.provByNode, k.Node, ch.Key)
 		return
 	}
 	var p mesh.Provision
@@ -589,11 +612,11 @@ func (m *Mesh) takeProvision(ch bus.Change, t *Touch) {
 		// and the seat deletes it otherwise.
 		t.Odd = err
 		delete(m.provisions, ch.Key)
-		removeFrom(m.provByNode, k.Node, ch.Key)
+		removeSorted(m.provByNode, k.Node, ch.Key)
 		return
 	}
 	m.provisions[ch.Key] = p
-	addTo(m.provByNode, k.Node, ch.Key)
+	addSorted(m.provByNode, k.Node, ch.Key)
 	if p.Ask != "" {
 		m.askedBy[p.Ask] = ch.Key
 	}
@@ -644,7 +667,7 @@ func (m *Mesh) takePlan(ch bus.Change, t *Touch) {
 	t.nodes(k.Node) // another writer's change: composed again
 	if ch.Deleted {
 		delete(m.plans, ch.Key)
-		removeFrom(m.plansOf, k.Node, ch.Key)
+		removeSorted(m.plansOf, k.Node, ch.Key)
 		return
 	}
 	var p mesh.Plan
@@ -657,11 +680,11 @@ func (m *Mesh) takePlan(ch bus.Change, t *Touch) {
 		// module is composed, and the seat deletes it otherwise.
 		t.Odd = err
 		delete(m.plans, ch.Key)
-		removeFrom(m.plansOf, k.Node, ch.Key)
+		removeSorted(m.plansOf, k.Node, ch.Key)
 		return
 	}
 	m.plans[ch.Key] = ch.Value
-	addTo(m.plansOf, k.Node, ch.Key)
+	addSorted(m.plansOf, k.Node, ch.Key)
 }
 
 func (m *Mesh) takeRefusal(ch bus.Change, t *Touch) {
@@ -673,7 +696,7 @@ func (m *Mesh) takeRefusal(ch bus.Change, t *Touch) {
 	t.nodes(k.Node) // another writer's change: composed again
 	if ch.Deleted {
 		delete(m.refusals, ch.Key)
-		removeFrom(m.refusalsOf, k.Node, ch.Key)
+		removeSorted(m.refusalsOf, k.Node, ch.Key)
 		return
 	}
 	var r mesh.Refusal
@@ -686,11 +709,11 @@ func (m *Mesh) takeRefusal(ch bus.Change, t *Touch) {
 		// anew, and the seat deletes it otherwise.
 		t.Odd = err
 		delete(m.refusals, ch.Key)
-		removeFrom(m.refusalsOf, k.Node, ch.Key)
+		removeSorted(m.refusalsOf, k.Node, ch.Key)
 		return
 	}
 	m.refusals[ch.Key] = r
-	addTo(m.refusalsOf, k.Node, ch.Key)
+	addSorted(m.refusalsOf, k.Node, ch.Key)
 }
 
 // takeRecord keeps the ask router's record of an ask and re-judges the key
@@ -857,7 +880,9 @@ func (m *Mesh) Provision(key string) (mesh.Provision, bool) {
 	return p, ok
 }
 
-func (m *Mesh) ProvisionsOf(node string) []string { return m.provByNode[node].sorted() }
+// ProvisionsOf returns the sorted provision keys of node. The slice is the
+// mesh's own, valid until the next [Mesh.Take]: read it, never change it.
+func (m *Mesh) ProvisionsOf(node string) []string { return m.provByNode[node] }
 
 func (m *Mesh) DependentsOf(key string) []string { return m.dependents[key].sorted() }
 
@@ -866,14 +891,18 @@ func (m *Mesh) Plan(key string) ([]byte, bool) {
 	return b, ok
 }
 
-func (m *Mesh) PlansOf(node string) []string { return m.plansOf[node].sorted() }
+// PlansOf returns the sorted plan keys of node. The slice is the mesh's
+// own, valid until the next [Mesh.Take]: read it, never change it.
+func (m *Mesh) PlansOf(node string) []string { return m.plansOf[node] }
 
 func (m *Mesh) Refusal(key string) (mesh.Refusal, bool) {
 	r, ok := m.refusals[key]
 	return r, ok
 }
 
-func (m *Mesh) RefusalsOf(node string) []string { return m.refusalsOf[node].sorted() }
+// RefusalsOf returns the sorted refusal keys of node. The slice is the
+// mesh's own, valid until the next [Mesh.Take]: read it, never change it.
+func (m *Mesh) RefusalsOf(node string) []string { return m.refusalsOf[node] }
 
 // AskedBy returns the provision key whose value names the ask id, and
 // whether one does.
