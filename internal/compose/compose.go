@@ -11,9 +11,11 @@
 package compose
 
 import (
+	"bytes"
 	"encoding/json"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
@@ -79,14 +81,37 @@ func (r *Result) Changed() bool {
 	return len(r.Plans)+len(r.PlansRemoved)+len(r.Refusals)+len(r.RefusalsRemoved)+len(r.Provisions)+len(r.Retired)+len(r.Withdrawn) > 0
 }
 
-// composer holds one node's composition while it runs.
+// composer holds one node's composition while it runs. Each call of [Node]
+// has its own: a composition shares no memory with another, and its result
+// shares none with the scratch memory below.
 type composer struct {
-	st       State
-	node     string
-	now      time.Time
-	opts     options
-	res      *Result
-	requires map[string]bool
+	st   State
+	node string
+	now  time.Time
+	opts options
+	res  *Result
+	// requires lists the modules the node's modules require, each once; it
+	// becomes res.Requires.
+	requires []string
+	// keys and plans are the node's provision and plan keys as the State
+	// holds them (sorted): a key the composition builds is taken from
+	// them, so that a key that exists makes no new string (intern).
+	keys, plans []string
+
+	// Scratch memory, reused from module to module: nothing in res points
+	// into it.
+	plan  mesh.Plan    // the plan being composed, encoded before the next
+	pb    []byte       // the plan's JSON (appendPlan)
+	buf   bytes.Buffer // or encoding/json's, when appendPlan cannot
+	enc   *json.Encoder
+	kb    []byte  // a key being built
+	needs []*Need // what the module being composed needs, then every need to judge
+	judge judge
+
+	// Blocks that needs and depends-on lists of res are cut from: handed
+	// out once each, never reused.
+	slab []Need
+	deps []string
 }
 
 // Option changes how [Node] and [Judge] work.
@@ -111,6 +136,9 @@ func optionsOf(opts []Option) options {
 // Node composes node from st at time now (spec 4, 5 and 6) and returns what
 // changes. It never fails: a module that cannot be composed is held with a
 // why, and everything else of the node is still composed.
+//
+// Node is safe for concurrent use when st is (each call reads st only). It
+// keeps no memory between calls; the result it returns is the caller's.
 func Node(st State, node string, now time.Time, opts ...Option) *Result {
 	start := time.Now()
 	c := &composer{
@@ -124,34 +152,42 @@ func Node(st State, node string, now time.Time, opts ...Option) *Result {
 			Refusals:   map[string]mesh.Refusal{},
 			Provisions: map[string]mesh.Provision{},
 			Held:       map[string]string{},
-			Needed:     map[string]*Need{},
 		},
-		requires: map[string]bool{},
 	}
 	placed, err := st.Placed(node)
 	if err != nil {
 		// Without a placement nothing can be said to be unneeded: leave the
 		// node as it is.
 		c.res.Problems = append(c.res.Problems, problemPlacement(node, err))
+		c.res.Needed = map[string]*Need{}
 		return c.res
 	}
-	composed := map[string]bool{}
-	seen := map[string]bool{}
-	for _, m := range placed {
-		if seen[m] {
+	c.keys = st.ProvisionsOf(node)
+	c.plans = st.PlansOf(node)
+	// A settled node needs about the keys it has, and a few of other
+	// nodes (shared credentials).
+	c.res.Needed = make(map[string]*Need, len(c.keys)+4)
+	c.slab = make([]Need, 0, max(len(c.keys)+4, 8))
+	c.needs = make([]*Need, 0, len(c.keys)+8)
+	// One block for the byte buffers, sized for most plans, keys and whys
+	// (each grows on its own past its part).
+	b := make([]byte, 1536)
+	c.pb, c.kb, c.judge.why = b[:0:1024], b[1024:1024:1152], b[1152:1152]
+	// composed holds the modules composed (not held); a module placed twice
+	// is composed once.
+	composed := make([]string, 0, len(placed))
+	for i, m := range placed {
+		if slices.Contains(placed[:i], m) {
 			continue
 		}
-		seen[m] = true
 		if c.module(m) {
-			composed[m] = true
+			composed = append(composed, m)
 		}
 	}
 	c.sweepPlans(composed)
 	c.sweepRefusals()
-	for m := range c.requires {
-		c.res.Requires = append(c.res.Requires, m)
-	}
-	sort.Strings(c.res.Requires)
+	sort.Strings(c.requires)
+	c.res.Requires = c.requires
 	c.res.Compose = time.Since(start)
 
 	start = time.Now()
@@ -173,30 +209,84 @@ func (c *composer) module(m string) bool {
 		c.hold(m, why)
 		return false
 	}
-	plan, needs, why := c.at(m, build)
-	if why != "" {
+	c.needs = c.needs[:0]
+	if why := c.at(m, build); why != "" {
 		c.hold(m, why)
 		return false
 	}
+	c.putPlan(m) // before the newest build's composition takes c.plan
 	if hasNewest && newest.Fingerprint != build.Fingerprint {
-		_, newer, why := c.at(m, newest)
-		if why != "" {
+		wanted := len(c.needs)
+		if why := c.at(m, newest); why != "" {
+			c.needs = c.needs[:wanted]
 			c.res.Problems = append(c.res.Problems, problemNewest(m, newest.Fingerprint, why))
-		} else {
-			needs = append(needs, newer...)
 		}
 	}
-	for _, n := range needs {
+	for _, n := range c.needs {
 		if _, ok := c.res.Needed[n.Key]; !ok {
 			c.res.Needed[n.Key] = n
 		}
 	}
-	key := mesh.NodeModule{Node: c.node, Module: m}.String()
-	b, _ := json.Marshal(plan)
-	if old, ok := c.st.Plan(key); !ok || string(old) != string(b) {
-		c.res.Plans[key] = b
-	}
 	return true
+}
+
+// putPlan encodes c.plan, the plan of m, and puts it into the result when
+// its bytes differ from the stored plan's. The bytes are those of
+// json.Marshal (appendPlan, or encoding/json), made in scratch memory and
+// copied only when written.
+func (c *composer) putPlan(m string) {
+	c.kb = mesh.NodeModule{Node: c.node, Module: m}.AppendTo(c.kb[:0])
+	key := intern(c.plans, c.kb)
+	b, ok := appendPlan(c.pb[:0], &c.plan)
+	c.pb = b
+	if !ok {
+		if c.enc == nil {
+			c.enc = json.NewEncoder(&c.buf)
+		}
+		c.buf.Reset()
+		_ = c.enc.Encode(&c.plan) // a plan always encodes; into memory, nothing fails
+		b = bytes.TrimSuffix(c.buf.Bytes(), []byte("\n"))
+	}
+	if old, ok := c.st.Plan(key); !ok || string(old) != string(b) {
+		c.res.Plans[key] = bytes.Clone(b)
+	}
+}
+
+// intern returns key as a string: the one of sorted that equals it, when
+// there is one, so that a key that exists makes no new string.
+func intern(sorted []string, key []byte) string {
+	i, j := 0, len(sorted)
+	for i < j {
+		h := int(uint(i+j) >> 1)
+		if sorted[h] < string(key) {
+			i = h + 1
+		} else {
+			j = h
+		}
+	}
+	if i < len(sorted) && sorted[i] == string(key) {
+		return sorted[i]
+	}
+	return string(key)
+}
+
+// need returns a new need, cut from c.slab.
+func (c *composer) need() *Need {
+	if len(c.slab) == cap(c.slab) {
+		c.slab = make([]Need, 0, 16)
+	}
+	c.slab = c.slab[:len(c.slab)+1]
+	return &c.slab[len(c.slab)-1]
+}
+
+// require notes that the node's modules require module.
+func (c *composer) require(module string) {
+	if c.requires == nil {
+		c.requires = make([]string, 0, 8)
+	}
+	if !slices.Contains(c.requires, module) {
+		c.requires = append(c.requires, module)
+	}
 }
 
 // wanted picks the build m is composed at on the node: its want's; with no
@@ -226,29 +316,32 @@ func (c *composer) wanted(m string, newest mesh.Build, hasNewest bool) (mesh.Bui
 	return newest, ""
 }
 
-// at composes m at build b: its plan and what it needs, or why it is held.
-func (c *composer) at(m string, b mesh.Build) (*mesh.Plan, []*Need, string) {
+// at composes m at build b into c.plan, and appends what it needs to
+// c.needs; or it says why m is held (c.plan and c.needs then hold part of
+// it).
+func (c *composer) at(m string, b mesh.Build) string {
 	man, err := c.st.Manifest(b.Manifest)
 	if err == ErrNoManifest {
-		return nil, nil, whyManifestMissing(m, b.Fingerprint, b.Manifest)
+		return whyManifestMissing(m, b.Fingerprint, b.Manifest)
 	}
 	if err != nil {
-		return nil, nil, whyManifestInvalid(m, b.Fingerprint, b.Manifest, err)
+		return whyManifestInvalid(m, b.Fingerprint, b.Manifest, err)
 	}
 	if man.Module != m {
-		return nil, nil, whyManifestOtherModule(m, b.Fingerprint, man.Module)
+		return whyManifestOtherModule(m, b.Fingerprint, man.Module)
 	}
-	plan := &mesh.Plan{
+	plan := &c.plan
+	*plan = mesh.Plan{
 		Node:        c.node,
 		Module:      m,
 		Fingerprint: b.Fingerprint,
 		Manifest:    b.Manifest,
-		Dirs:        make([]mesh.Dir, 0, len(man.Dirs)),
+		Dirs:        emptied(plan.Dirs, len(man.Dirs)),
 		Ports:       orEmpty(man.Ports),
 		Secrets:     orEmpty(man.Secrets),
 		Config:      orEmpty(man.Config),
 		Contributes: orEmpty(man.Contributes),
-		Provisions:  make([]mesh.PlanProvision, 0, len(man.Requires)),
+		Provisions:  emptied(plan.Provisions, len(man.Requires)),
 	}
 	for _, d := range man.Dirs {
 		if d.Unknown == "" {
@@ -256,20 +349,19 @@ func (c *composer) at(m string, b mesh.Build) (*mesh.Plan, []*Need, string) {
 		}
 		plan.Dirs = append(plan.Dirs, d)
 	}
-	var needs []*Need
 	for _, r := range man.Requires {
-		c.requires[r.From] = true
+		c.require(r.From)
 		pnode, why := c.providerNode(r)
 		if why != "" {
-			return nil, nil, why
+			return why
 		}
 		pman, err := c.trunk(r.From)
 		if err != nil {
-			return nil, nil, whyProviderNoManifest(r, err)
+			return whyProviderNoManifest(r, err)
 		}
 		offer, ok := pman.Offer(r.Provision)
 		if !ok {
-			return nil, nil, whyNoOffer(r, pman)
+			return whyNoOffer(r, pman)
 		}
 		cred := offer.Credential
 		if cred == "" {
@@ -278,38 +370,58 @@ func (c *composer) at(m string, b mesh.Build) (*mesh.Plan, []*Need, string) {
 		plan.Provisions = append(plan.Provisions, mesh.PlanProvision{
 			Provision: r.Provision, Local: r.Local, Provider: pnode, ProviderModule: r.From, Credential: cred,
 		})
-		n := &Need{
-			Key:       mesh.ProvisionKey{Node: c.node, Consumer: m, Provision: r.Provision, Local: r.Local}.String(),
+		n := c.need()
+		c.kb = mesh.ProvisionKey{Node: c.node, Consumer: m, Provision: r.Provision, Local: r.Local}.AppendTo(c.kb[:0])
+		*n = Need{
+			Key:       intern(c.keys, c.kb),
 			Provision: r.Provision,
 			Local:     r.Local,
 			Consumer:  mesh.Ref{Module: m, Node: c.node},
 			Provider:  mesh.Ref{Module: r.From, Node: pnode},
 		}
 		if cred != mesh.CredentialNone {
-			c.requires[mesh.VaultModule] = true
-			var ck mesh.ProvisionKey
+			c.require(mesh.VaultModule)
 			var holder mesh.Ref
+			var local int
 			if cred == mesh.CredentialOwn {
-				ck = mesh.CredentialKey(c.node, m, r.From, r.Provision, r.Local)
+				c.kb, local = mesh.AppendCredentialKey(c.kb[:0], c.node, m, r.From, r.Provision, r.Local)
 				holder = n.Consumer
 			} else {
-				ck = mesh.CredentialKey(pnode, r.From, r.From, r.Provision, "")
+				c.kb, local = mesh.AppendCredentialKey(c.kb[:0], pnode, r.From, r.From, r.Provision, "")
 				holder = n.Provider
 			}
-			cn := &Need{Key: ck.String(), Provision: ck.Provision, Local: ck.Local, Consumer: holder}
-			n.DependsOn = []string{cn.Key}
-			vnode, problem := c.vaultNode(holder.Node, cn.Key)
+			n.DependsOn = c.dependsOn(n.Key, c.kb)
+			ck := n.DependsOn[0]
+			vnode, problem := c.vaultNode(holder.Node, ck)
 			if problem != "" {
 				c.res.Problems = append(c.res.Problems, problem)
 				n.NoProvider = problem
 			} else {
-				cn.Provider = mesh.Ref{Module: mesh.VaultModule, Node: vnode}
-				needs = append(needs, cn)
+				cn := c.need()
+				*cn = Need{
+					Key: ck, Provision: mesh.CredentialProvision, Local: ck[len(ck)-local:], Consumer: holder,
+					Provider: mesh.Ref{Module: mesh.VaultModule, Node: vnode},
+				}
+				c.needs = append(c.needs, cn)
 			}
 		}
-		needs = append(needs, n)
+		c.needs = append(c.needs, n)
 	}
-	return plan, needs, ""
+	return ""
+}
+
+// dependsOn returns the depends-on list of key, one credential key ck: the
+// stored provision's own list when it names just ck (shared with it: lists
+// are never changed), else a new one.
+func (c *composer) dependsOn(key string, ck []byte) []string {
+	if old, ok := c.st.Provision(key); ok && len(old.DependsOn) == 1 && old.DependsOn[0] == string(ck) {
+		return old.DependsOn
+	}
+	if len(c.deps) == cap(c.deps) {
+		c.deps = make([]string, 0, 16)
+	}
+	c.deps = append(c.deps, intern(c.keys, ck))
+	return c.deps[len(c.deps)-1 : len(c.deps) : len(c.deps)]
 }
 
 // providerNode resolves a requirement to its provider's node: its on node;
@@ -367,13 +479,13 @@ func (c *composer) hold(m, why string) {
 }
 
 // sweepPlans removes the plans of modules neither composed nor held.
-func (c *composer) sweepPlans(composed map[string]bool) {
-	for _, key := range c.st.PlansOf(c.node) {
-		k, err := mesh.ParseNodeModule(key)
-		if err != nil || composed[k.Module] {
-			continue
+func (c *composer) sweepPlans(composed []string) {
+	for _, key := range c.plans {
+		node, module, ok := strings.Cut(key, ".")
+		if !ok || !mesh.ValidName(node) || !mesh.ValidName(module) || slices.Contains(composed, module) {
+			continue // a key out of shape (mesh.ParseNodeModule fails) is left
 		}
-		if _, held := c.res.Held[k.Module]; held {
+		if _, held := c.res.Held[module]; held {
 			continue
 		}
 		c.res.PlansRemoved = append(c.res.PlansRemoved, key)
@@ -394,6 +506,15 @@ func (c *composer) sweepRefusals() {
 		c.res.RefusalsRemoved = append(c.res.RefusalsRemoved, key)
 	}
 	sort.Strings(c.res.RefusalsRemoved)
+}
+
+// emptied returns s emptied for reuse, or a new empty slice of capacity n
+// when s has less: never nil, which would encode as null.
+func emptied[T any](s []T, n int) []T {
+	if s == nil || cap(s) < n {
+		return make([]T, 0, max(n, 4))
+	}
+	return s[:0]
 }
 
 func orEmpty[T any](s []T) []T {

@@ -1,9 +1,11 @@
 package compose
 
 import (
+	"cmp"
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/retire"
@@ -19,6 +21,17 @@ type judge struct {
 	opts options
 	res  *Result
 	out  map[string]mesh.Provision // res.Provisions
+	// why is scratch memory for the why being made; see text.
+	why []byte
+}
+
+// text returns the why made in j.why: old itself when the bytes are the
+// same, so that a why said again makes no new string.
+func (j *judge) text(old string) string {
+	if string(j.why) == old {
+		return old
+	}
+	return string(j.why)
 }
 
 // Judge re-judges keys after their provider's entry or have changed, or the
@@ -49,11 +62,11 @@ func Judge(st State, keys []string, needOf func(key string) *Need, now time.Time
 
 // needs judges needed keys, those with no depends-on first.
 func (j *judge) needs(needs []*Need) {
-	sort.SliceStable(needs, func(a, b int) bool {
-		if len(needs[a].DependsOn) != len(needs[b].DependsOn) {
-			return len(needs[a].DependsOn) < len(needs[b].DependsOn)
+	slices.SortStableFunc(needs, func(a, b *Need) int {
+		if c := cmp.Compare(len(a.DependsOn), len(b.DependsOn)); c != 0 {
+			return c
 		}
-		return needs[a].Key < needs[b].Key
+		return strings.Compare(a.Key, b.Key)
 	})
 	for _, n := range needs {
 		j.needed(n)
@@ -62,13 +75,14 @@ func (j *judge) needs(needs []*Need) {
 
 // judgeNode judges every key needed or held for the composed node.
 func (c *composer) judgeNode() {
-	j := &judge{st: c.st, now: c.now, opts: c.opts, res: c.res, out: c.res.Provisions}
-	needs := make([]*Need, 0, len(c.res.Needed))
+	j := &c.judge
+	*j = judge{st: c.st, now: c.now, opts: c.opts, res: c.res, out: c.res.Provisions, why: j.why}
+	needs := c.needs[:0]
 	for _, n := range c.res.Needed {
 		needs = append(needs, n)
 	}
 	var retire []string
-	for _, key := range c.st.ProvisionsOf(c.node) {
+	for _, key := range c.keys {
 		if _, ok := c.res.Needed[key]; ok {
 			continue
 		}
@@ -89,6 +103,7 @@ func (c *composer) judgeNode() {
 		retire = append(retire, key)
 	}
 	j.needs(needs)
+	c.needs = needs
 	sort.Strings(retire)
 	for _, key := range retire {
 		if j.retire(key) {
@@ -121,7 +136,7 @@ func (j *judge) needed(n *Need) {
 		Provider:  n.Provider,
 		DependsOn: n.DependsOn,
 	}
-	p.State, p.Why, p.Reference = j.outcome(n)
+	p.State, p.Why, p.Reference = j.outcome(n, &old)
 	if p.Reference == nil && had {
 		p.Reference = old.Reference // a kept reference is carried over
 	}
@@ -320,10 +335,13 @@ func (j *judge) put(key string, old mesh.Provision, had bool, p mesh.Provision) 
 	return true
 }
 
-// outcome is the state, why and reference of a needed key (spec 5).
-func (j *judge) outcome(n *Need) (mesh.State, string, *mesh.Reference) {
+// outcome is the state, why and reference of a needed key (spec 5). old is
+// the key's stored provision (zero when none): its why and reference are
+// taken again where the outcome says the same.
+func (j *judge) outcome(n *Need, old *mesh.Provision) (mesh.State, string, *mesh.Reference) {
 	if n.NoProvider != "" {
-		return mesh.Asked, whyNoProvider(n.DependsOn[0], n.NoProvider), nil
+		j.why = appendWhyNoProvider(j.why[:0], n.DependsOn[0], n.NoProvider)
+		return mesh.Asked, j.text(old.Why), nil
 	}
 	d, ok := j.st.Trunk(n.Provider.Module)
 	if !ok {
@@ -341,22 +359,24 @@ func (j *judge) outcome(n *Need) (mesh.State, string, *mesh.Reference) {
 	// of them not provided, it waits for it, saying why that one is not.
 	for _, dep := range n.DependsOn {
 		if s, why := j.stateOf(dep); s != mesh.Provided {
-			return mesh.Waits, whyDependsOn(dep, s, why), nil
+			j.why = appendWhyDependsOn(j.why[:0], dep, s, why)
+			return mesh.Waits, j.text(old.Why), nil
 		}
 	}
 	if pman.ByEntries(offer) {
-		return j.byEntry(n, pman)
+		return j.byEntry(n, pman, old)
 	}
-	return j.byHave(n)
+	return j.byHave(n, old)
 }
 
-func (j *judge) byEntry(n *Need, pman *mesh.Manifest) (mesh.State, string, *mesh.Reference) {
+func (j *judge) byEntry(n *Need, pman *mesh.Manifest, old *mesh.Provision) (mesh.State, string, *mesh.Reference) {
 	e, ok, err := j.st.Entry(n.Provider.Module, n.Key)
 	if err != nil {
 		return mesh.Asked, whyEntryUndecodable(n.Provider, err), nil
 	}
 	if !ok {
-		return mesh.Asked, whyNoEntry(n.Provider, pman.ReadsPlans()), nil
+		j.why = appendWhyNoEntry(j.why[:0], n.Provider, pman.ReadsPlans())
+		return mesh.Asked, j.text(old.Why), nil
 	}
 	state, why := e.Outcome()
 	switch state {
@@ -367,30 +387,37 @@ func (j *judge) byEntry(n *Need, pman *mesh.Manifest) (mesh.State, string, *mesh
 		var ref *mesh.Reference
 		if e.VaultName != "" || e.Generation != 0 {
 			ref = &mesh.Reference{ID: e.VaultName, Generation: e.Generation}
+			if old.Reference != nil && *old.Reference == *ref {
+				ref = old.Reference // the same: shared, never changed
+			}
 		}
 		return mesh.Provided, "", ref
 	case mesh.Failed, mesh.Waits:
-		return state, whyEntryOutcome(n.Provider, state, why), nil
+		j.why = appendWhyEntryOutcome(j.why[:0], n.Provider, state, why)
+		return state, j.text(old.Why), nil
 	}
 	return mesh.Asked, whyEntryOdd(n.Provider, state, why), nil
 }
 
-func (j *judge) byHave(n *Need) (mesh.State, string, *mesh.Reference) {
+func (j *judge) byHave(n *Need, old *mesh.Provision) (mesh.State, string, *mesh.Reference) {
 	h, ok, err := j.st.Have(n.Provider.Node, n.Provider.Module)
 	if err != nil {
 		return mesh.Asked, whyHaveUndecodable(n.Provider, err), nil
 	}
 	if !ok {
-		return mesh.Asked, whyNotRunning(n.Provider), nil
+		j.why = appendWhyNotRunning(j.why[:0], n.Provider)
+		return mesh.Asked, j.text(old.Why), nil
 	}
 	if h.Phase == mesh.PhaseFailed || h.Health == mesh.HealthFailed {
-		return mesh.Failed, whyHaveFailed(n.Provider, h), nil
+		j.why = appendWhyHaveFailed(j.why[:0], n.Provider, h)
+		return mesh.Failed, j.text(old.Why), nil
 	}
 	want, hasWant, _ := j.st.Want(n.Provider.Node, n.Provider.Module)
 	if h.Phase == mesh.PhaseRunning && h.Health == mesh.HealthOK && (!hasWant || h.Fingerprint == want) {
 		return mesh.Provided, "", nil
 	}
-	return mesh.Asked, whyHaveNotReady(n.Provider, h, want), nil
+	j.why = appendWhyHaveNotReady(j.why[:0], n.Provider, h, want)
+	return mesh.Asked, j.text(old.Why), nil
 }
 
 // stateOf is the state and why of key as judged in this pass, or as

@@ -99,12 +99,29 @@ func whyRetiring(k mesh.ProvisionKey, p mesh.Provision) string {
 		k.Node, p.Provision, p.Provider.Module, p.Provider.Node)
 }
 
-func whyNoEntry(provider mesh.Ref, readsPlans bool) string {
-	w := fmt.Sprintf("asked of %s on %s; waits for its entry in %s", provider.Module, provider.Node, mesh.BoundBucket(provider.Module))
+// The whys a composition of a settled mesh says again for many keys are
+// appended to a buffer rather than made with fmt: a composition compares the
+// bytes with the key's stored why and makes a string only when they differ
+// (see judge.text).
+
+func appendWhyNoEntry(b []byte, provider mesh.Ref, readsPlans bool) []byte {
+	b = append(b, "asked of "...)
+	b = appendRef(b, provider)
+	b = append(b, "; waits for its entry in "...)
+	b = append(b, mesh.BoundBucket(provider.Module)...)
 	if !readsPlans {
-		w += fmt.Sprintf("; %s does not read mesh-provisioner.plans, so its helper will never answer this key", provider.Module)
+		b = append(b, "; "...)
+		b = append(b, provider.Module...)
+		b = append(b, " does not read mesh-provisioner.plans, so its helper will never answer this key"...)
 	}
-	return w
+	return b
+}
+
+// appendRef appends "<module> on <node>".
+func appendRef(b []byte, r mesh.Ref) []byte {
+	b = append(b, r.Module...)
+	b = append(b, " on "...)
+	return append(b, r.Node...)
 }
 
 func whyEntryUndecodable(provider mesh.Ref, err error) string {
@@ -122,51 +139,79 @@ func whyEntryOdd(provider mesh.Ref, state mesh.State, why string) string {
 	return w
 }
 
-func whyEntryOutcome(provider mesh.Ref, state mesh.State, why string) string {
+func appendWhyEntryOutcome(b []byte, provider mesh.Ref, state mesh.State, why string) []byte {
 	if why == "" {
 		why = "it gave no why"
 	}
-	return fmt.Sprintf("%s on %s says %s: %s", provider.Module, provider.Node, state, why)
+	b = appendRef(b, provider)
+	b = append(b, " says "...)
+	b = append(b, state...)
+	b = append(b, ": "...)
+	return append(b, why...)
 }
 
 // whyDependsOn is the why of a key that waits for key, a key it depends on
 // whose state is not provided; it quotes that key's own why.
-func whyDependsOn(key string, state mesh.State, why string) string {
+func appendWhyDependsOn(b []byte, key string, state mesh.State, why string) []byte {
+	b = append(b, "waits for "...)
+	b = append(b, key...)
 	if state == "" {
-		return fmt.Sprintf("waits for %s, which is not asked yet", key)
+		return append(b, ", which is not asked yet"...)
 	}
 	if why == "" {
 		why = "it gives no why"
 	}
-	return fmt.Sprintf("waits for %s, which is %s: %s", key, state, why)
+	b = append(b, ", which is "...)
+	b = append(b, state...)
+	b = append(b, ": "...)
+	return append(b, why...)
 }
 
-func whyNoProvider(key, problem string) string {
-	return fmt.Sprintf("waits for %s, which has no provider: %s", key, problem)
+func appendWhyNoProvider(b []byte, key, problem string) []byte {
+	b = append(b, "waits for "...)
+	b = append(b, key...)
+	b = append(b, ", which has no provider: "...)
+	return append(b, problem...)
 }
 
-func whyNotRunning(provider mesh.Ref) string {
-	return fmt.Sprintf("waits for %s on %s to run", provider.Module, provider.Node)
+func appendWhyNotRunning(b []byte, provider mesh.Ref) []byte {
+	b = append(b, "waits for "...)
+	b = appendRef(b, provider)
+	return append(b, " to run"...)
 }
 
 func whyHaveUndecodable(provider mesh.Ref, err error) string {
 	return fmt.Sprintf("the have of %s on %s cannot be decoded: %v", provider.Module, provider.Node, err)
 }
 
-func whyHaveFailed(provider mesh.Ref, h mesh.Have) string {
+func appendWhyHaveFailed(b []byte, provider mesh.Ref, h mesh.Have) []byte {
 	detail := h.Detail
 	if detail == "" {
 		detail = "no detail given"
 	}
-	return fmt.Sprintf("%s on %s is %s with health %s: %s", provider.Module, provider.Node, h.Phase, h.Health, detail)
+	b = appendPhase(b, provider, h)
+	b = append(b, ": "...)
+	return append(b, detail...)
 }
 
-func whyHaveNotReady(provider mesh.Ref, h mesh.Have, want string) string {
-	w := fmt.Sprintf("%s on %s is %s with health %s", provider.Module, provider.Node, h.Phase, h.Health)
+func appendWhyHaveNotReady(b []byte, provider mesh.Ref, h mesh.Have, want string) []byte {
+	b = appendPhase(b, provider, h)
 	if want != "" && h.Fingerprint != want {
-		w += fmt.Sprintf(", running build %s where its want names %s", h.Fingerprint, want)
+		b = append(b, ", running build "...)
+		b = append(b, h.Fingerprint...)
+		b = append(b, " where its want names "...)
+		b = append(b, want...)
 	}
-	return w
+	return b
+}
+
+// appendPhase appends "<module> on <node> is <phase> with health <health>".
+func appendPhase(b []byte, provider mesh.Ref, h mesh.Have) []byte {
+	b = appendRef(b, provider)
+	b = append(b, " is "...)
+	b = append(b, h.Phase...)
+	b = append(b, " with health "...)
+	return append(b, h.Health...)
 }
 
 func whyProviderUnknown(provider mesh.Ref, err error) string {
