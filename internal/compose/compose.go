@@ -107,6 +107,8 @@ type composer struct {
 	kb    []byte  // a key being built
 	needs []*Need // what the module being composed needs, then every need to judge
 	judge judge
+	// trunks backs judge.trunks: a node's modules require a few providers.
+	trunks [8]trunk
 
 	// Blocks that needs and depends-on lists of res are cut from: handed
 	// out once each, never reused.
@@ -169,6 +171,7 @@ func Node(st State, node string, now time.Time, opts ...Option) *Result {
 	c.res.Needed = make(map[string]*Need, len(c.keys)+4)
 	c.slab = make([]Need, 0, max(len(c.keys)+4, 8))
 	c.needs = make([]*Need, 0, len(c.keys)+8)
+	c.judge.trunks = c.trunks[:0]
 	// One block for the byte buffers, sized for most plans, keys and whys
 	// (each grows on its own past its part).
 	b := make([]byte, 1536)
@@ -460,12 +463,11 @@ func (c *composer) vaultNode(node, key string) (string, string) {
 	return "", problemSeveralVaults(key, nodes)
 }
 
+// trunk returns the trunk manifest of module, read once per composition
+// (judge.trunk).
 func (c *composer) trunk(module string) (*mesh.Manifest, error) {
-	d, ok := c.st.Trunk(module)
-	if !ok {
-		return nil, ErrNoManifest
-	}
-	return c.st.Manifest(d)
+	c.judge.st = c.st
+	return c.judge.trunk(module)
 }
 
 // hold records m as held: a refusal written only when its why changes.

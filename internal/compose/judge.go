@@ -23,6 +23,33 @@ type judge struct {
 	out  map[string]mesh.Provision // res.Provisions
 	// why is scratch memory for the why being made; see text.
 	why []byte
+	// trunks holds the trunk manifests read in this pass: a pass reads the
+	// same few providers' for many keys.
+	trunks []trunk
+}
+
+// trunk is a module's trunk manifest, or the error reading it gave.
+type trunk struct {
+	module string
+	man    *mesh.Manifest
+	err    error
+}
+
+// trunk returns the module's trunk manifest (mesh-indexer_modules, then
+// mesh-indexer_manifests), [ErrNoManifest] when none is known, or the error
+// its decoding gave; read once per pass.
+func (j *judge) trunk(module string) (*mesh.Manifest, error) {
+	for _, t := range j.trunks {
+		if t.module == module {
+			return t.man, t.err
+		}
+	}
+	t := trunk{module: module, err: ErrNoManifest}
+	if d, ok := j.st.Trunk(module); ok {
+		t.man, t.err = j.st.Manifest(d)
+	}
+	j.trunks = append(j.trunks, t)
+	return t.man, t.err
 }
 
 // text returns the why made in j.why: old itself when the bytes are the
@@ -62,7 +89,8 @@ func Judge(st State, keys []string, needOf func(key string) *Need, now time.Time
 
 // needs judges needed keys, those with no depends-on first.
 func (j *judge) needs(needs []*Need) {
-	slices.SortStableFunc(needs, func(a, b *Need) int {
+	// Keys are unique: a stable sort would give the same order.
+	slices.SortFunc(needs, func(a, b *Need) int {
 		if c := cmp.Compare(len(a.DependsOn), len(b.DependsOn)); c != 0 {
 			return c
 		}
@@ -76,7 +104,7 @@ func (j *judge) needs(needs []*Need) {
 // judgeNode judges every key needed or held for the composed node.
 func (c *composer) judgeNode() {
 	j := &c.judge
-	*j = judge{st: c.st, now: c.now, opts: c.opts, res: c.res, out: c.res.Provisions, why: j.why}
+	*j = judge{st: c.st, now: c.now, opts: c.opts, res: c.res, out: c.res.Provisions, why: j.why, trunks: j.trunks}
 	needs := c.needs[:0]
 	for _, n := range c.res.Needed {
 		needs = append(needs, n)
@@ -343,11 +371,7 @@ func (j *judge) outcome(n *Need, old *mesh.Provision) (mesh.State, string, *mesh
 		j.why = appendWhyNoProvider(j.why[:0], n.DependsOn[0], n.NoProvider)
 		return mesh.Asked, j.text(old.Why), nil
 	}
-	d, ok := j.st.Trunk(n.Provider.Module)
-	if !ok {
-		return mesh.Asked, whyProviderUnknown(n.Provider, ErrNoManifest), nil
-	}
-	pman, err := j.st.Manifest(d)
+	pman, err := j.trunk(n.Provider.Module)
 	if err != nil {
 		return mesh.Asked, whyProviderUnknown(n.Provider, err), nil
 	}
