@@ -1,0 +1,116 @@
+package kit_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
+	"github.com/mesh-provisioner/mesh-provisioner/kit"
+	"github.com/mesh-provisioner/mesh-provisioner/kit/kittest"
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
+)
+
+// BenchmarkKitProvides times a kit started over n provisions of its provider
+// already in the provisions bucket (as the vault starts in up's cold start)
+// until a watcher on another connection has seen the entry of each: the
+// kit's copy of the provisions, its handling and its entry writes, over a
+// real embedded server. The handler answers at once, so the figure is the
+// kit's own rate (keys/s).
+func BenchmarkKitProvides(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("keys=%d", n), func(b *testing.B) {
+			url := kittest.Server(b)
+			_, js := kittest.Connect(b, url, "bench-seat")
+			ctx, cancel := context.WithCancel(context.Background())
+			b.Cleanup(cancel)
+			writeProvisions(b, ctx, js, n)
+			_, kjs := kittest.Connect(b, url, provider.Module)
+			_, wjs := kittest.Connect(b, url, "bench-watcher")
+			h := kit.Funcs{ProvideFunc: func(_ context.Context, key mesh.ProvisionKey, _ mesh.Provision) (kit.Result, error) {
+				return kit.Provided("cred-"+key.Consumer, 1), nil
+			}}
+			// The first run is checked: every key has its provided entry.
+			provideAll(b, ctx, kjs, wjs, h, n, true)
+			b.ReportAllocs()
+			start := time.Now()
+			for b.Loop() {
+				provideAll(b, ctx, kjs, wjs, h, n, false)
+			}
+			b.ReportMetric(float64(n)*float64(b.N)/time.Since(start).Seconds(), "keys/s")
+		})
+	}
+}
+
+// writeProvisions writes n asked provisions of provider with one write
+// batch.
+func writeProvisions(b *testing.B, ctx context.Context, js jetstream.JetStream, n int) {
+	b.Helper()
+	if _, err := bus.Bucket(ctx, js, mesh.ProvisionsBucket, 0); err != nil {
+		b.Fatal(err)
+	}
+	for i := range n {
+		key, p := kittest.Requirement(mesh.Ref{Module: fmt.Sprintf("app%d", i), Node: fmt.Sprintf("node-%04d", i%1000)}, "shelf", "", provider)
+		v, err := json.Marshal(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := js.PublishAsync("$KV."+mesh.ProvisionsBucket+"."+key.String(), v); err != nil {
+			b.Fatal(err)
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-time.After(time.Minute):
+		b.Fatal("provisions not acknowledged in a minute")
+	}
+}
+
+// provideAll starts a kit on an empty bound bucket and returns once a
+// watcher has seen n entries, then stops the kit and deletes the bucket.
+func provideAll(b *testing.B, ctx context.Context, kjs, wjs jetstream.JetStream, h kit.Handler, n int, check bool) {
+	b.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	seen := make(chan struct{})
+	count := 0
+	w := bus.Follow(ctx, wjs, mesh.BoundBucket(provider.Module), bus.Options{Create: true, OnChange: func(ch bus.Change) {
+		if ch.Deleted {
+			return
+		}
+		if count++; count == n {
+			close(seen)
+		}
+	}})
+	<-w.Ready()
+	quiet, _ := kittest.Log()
+	if _, err := kit.Start(ctx, kit.Config{Module: provider.Module, Node: provider.Node, JetStream: kjs, Handler: h, Log: quiet}); err != nil {
+		b.Fatal(err)
+	}
+	select {
+	case <-seen:
+	case <-time.After(5 * time.Minute):
+		b.Fatalf("the watcher saw %d entries of %d in 5 minutes", w.Len(), n)
+	}
+	if check {
+		bad := 0
+		w.Range(func(key string, it bus.Item) bool {
+			var e mesh.Entry
+			if json.Unmarshal(it.Value, &e) != nil || e.State != mesh.Provided || e.Generation != 1 {
+				bad++
+			}
+			return true
+		})
+		if w.Len() != n || bad != 0 {
+			b.Fatalf("the bound bucket holds %d entries, %d of them not provided at generation 1; want %d provided", w.Len(), bad, n)
+		}
+	}
+	cancel()
+	if err := kjs.DeleteKeyValue(context.Background(), mesh.BoundBucket(provider.Module)); err != nil {
+		b.Fatal(err)
+	}
+}
