@@ -32,6 +32,12 @@ type Config struct {
 	Log *slog.Logger
 	// Workers is how many keys are handled at once. 0 means 4.
 	Workers int
+	// Window is how many entry writes may be outstanding at once
+	// (published to the bus and not yet acknowledged): a worker queues its
+	// key's entry and goes on to the next key, and the queued entries are
+	// published together, up to Window of them, their acks gathered as one.
+	// 0 means 256.
+	Window int
 	// RetryMin and RetryMax bound the backoff between tries of a key that
 	// failed with an error or waits. 0 means 200ms and 1 minute. The
 	// backoff (exponential, jittered, from cenkalti/backoff) grows with
@@ -56,6 +62,7 @@ type Kit struct {
 	provisions *bus.Copy
 	bound      *bus.Copy
 	q          *queue
+	w          *writer
 	ready      chan struct{}
 
 	mu    sync.Mutex
@@ -87,6 +94,9 @@ func Start(ctx context.Context, cfg Config) (*Kit, error) {
 	if cfg.Workers <= 0 {
 		cfg.Workers = 4
 	}
+	if cfg.Window <= 0 {
+		cfg.Window = 256
+	}
 	if cfg.RetryMin <= 0 {
 		cfg.RetryMin = 200 * time.Millisecond
 	}
@@ -112,10 +122,19 @@ func Start(ctx context.Context, cfg Config) (*Kit, error) {
 		k.log = slog.Default()
 	}
 	k.log = k.log.With("provider", cfg.Module, "node", cfg.Node)
+	// The echo of the kit's own writes never reaches OnChange (the writer
+	// holds the copy until it has taken them in): a change is another
+	// writer's, or the bucket lost, and the key is provided again.
 	k.bound = bus.Follow(ctx, cfg.JetStream, mesh.BoundBucket(cfg.Module), bus.Options{
 		Create: true, Log: k.log,
-		OnChange: func(ch bus.Change) { k.q.add(ch.Key) },
+		OnChange: func(ch bus.Change) {
+			k.mu.Lock()
+			delete(k.done, ch.Key)
+			k.mu.Unlock()
+			k.q.add(ch.Key)
+		},
 	})
+	k.w = newWriter(cfg.JetStream, k.bound, cfg.Window, k.wrote)
 	k.provisions = bus.Follow(ctx, cfg.JetStream, mesh.ProvisionsBucket, bus.Options{
 		Log: k.log, OnChange: k.took,
 	})
@@ -234,6 +253,7 @@ func (k *Kit) run(ctx context.Context) {
 		return
 	}
 	k.bound.Range(func(key string, _ bus.Item) bool { k.q.add(key); return true })
+	go k.w.run(ctx)
 	close(k.ready)
 	var wg sync.WaitGroup
 	for range k.cfg.Workers {
@@ -255,21 +275,20 @@ func (k *Kit) run(ctx context.Context) {
 
 // handle brings one key's entry to what its provision asks.
 func (k *Kit) handle(ctx context.Context, key string) {
-	log := k.log.With("key", key)
 	k.mu.Lock()
 	p, ok := k.provs[key]
 	retired := k.retired[key]
 	k.mu.Unlock()
-	_, hasEntry := k.bound.Get(key)
+	_, hasEntry := k.w.entry(key)
 
 	if !ok || p.Provider != k.self {
 		k.forget(key)
 		if hasEntry && !retired {
 			k.sayOnce(key, func() {
 				if ok {
-					log.Warn(sayMoved, "bucket", mesh.BoundBucket(k.cfg.Module), "now", p.Provider.Module+" on "+p.Provider.Node)
+					k.log.Warn(sayMoved, "key", key, "bucket", mesh.BoundBucket(k.cfg.Module), "now", p.Provider.Module+" on "+p.Provider.Node)
 				} else {
-					log.Warn(sayGone, "bucket", mesh.BoundBucket(k.cfg.Module))
+					k.log.Warn(sayGone, "key", key, "bucket", mesh.BoundBucket(k.cfg.Module))
 				}
 			})
 		}
@@ -292,15 +311,24 @@ func (k *Kit) handle(ctx context.Context, key string) {
 			if err := k.cfg.Handler.Retire(ctx, pk, p); err != nil {
 				if ctx.Err() == nil {
 					d := k.retry(key, "retire")
-					log.Error("kit: retire failed; the entry stays and retire is tried again", "err", err, "retry_in", d)
+					k.log.Error("kit: retire failed; the entry stays and retire is tried again", "key", key, "err", err, "retry_in", d)
 				}
 				return
 			}
 		}
-		if _, err := bus.DeleteIfPresent(ctx, k.bound, key); err != nil {
-			d := k.retry(key, "retire")
-			log.Error("kit: the entry of a retired key could not be deleted", "err", err, "retry_in", d)
-			return
+		if d := k.w.del(key); d != nil {
+			select {
+			case <-d.wait:
+			case <-ctx.Done():
+				return
+			}
+			if d.err != nil {
+				if ctx.Err() == nil {
+					wait := k.retry(key, "retire")
+					k.log.Error("kit: the entry of a retired key could not be deleted", "key", key, "err", d.err, "retry_in", wait)
+				}
+				return
+			}
 		}
 		k.mu.Lock()
 		k.retired[key] = true
@@ -308,7 +336,7 @@ func (k *Kit) handle(ctx context.Context, key string) {
 		delete(k.tries, key)
 		delete(k.later, key)
 		k.mu.Unlock()
-		log.Info("kit: retired on the operator's warrant", "ask", p.Warrant.Ask, "by", p.Warrant.By.Who)
+		k.log.Info("kit: retired on the operator's warrant", "key", key, "ask", p.Warrant.Ask, "by", p.Warrant.By.Who)
 		return
 	}
 
@@ -318,7 +346,7 @@ func (k *Kit) handle(ctx context.Context, key string) {
 	last := k.done[key]
 	k.mu.Unlock()
 	if waiting != "" {
-		log.Debug("kit: waits for a key it depends on", "depends-on", waiting)
+		k.log.Debug("kit: waits for a key it depends on", "key", key, "depends-on", waiting)
 		return
 	}
 	if last == inputs && hasEntry {
@@ -352,20 +380,49 @@ func (k *Kit) handle(ctx context.Context, key string) {
 	default:
 		res = Failing(whyBadState(k.cfg.Module, string(res.State)))
 	}
-	if err := k.write(ctx, key, res); err != nil {
-		retry = true
-		log.Error("kit: the entry could not be written", "err", err)
+	// The entry is queued, not awaited: the key counts as done (or as
+	// backing off) from now on, and a write that fails makes it be tried
+	// again (see wrote).
+	b, err := json.Marshal(mesh.Entry{State: res.State, Why: res.Why, VaultName: res.VaultName, Generation: res.Generation, Connection: res.Connection})
+	if err != nil {
+		res, retry = Failing(fmt.Sprintf("kit: entry %s: %v", key, err)), true
+		b, _ = json.Marshal(mesh.Entry{State: res.State, Why: res.Why})
 	}
+	k.w.put(key, b, inputs)
 	if retry {
 		d := k.retry(key, inputs)
-		log.Info("kit: tried again later", "state", res.State, "why", res.Why, "retry_in", d)
+		k.log.Info("kit: tried again later", "key", key, "state", res.State, "why", res.Why, "retry_in", d)
 		return
 	}
 	k.mu.Lock()
 	k.done[key] = inputs
-	delete(k.tries, key)
 	delete(k.later, key)
 	k.mu.Unlock()
+}
+
+// wrote takes the outcome of an entry write (one not replaced by a newer
+// write of its key). A key whose entry is on the bus and that is not
+// waiting for another try has its backoff start again. A key whose write
+// failed is no longer done, and is tried again with backoff (unless a
+// try is already due: a result that failed or waits).
+func (k *Kit) wrote(w *write, err error) {
+	k.mu.Lock()
+	if err == nil {
+		if _, waiting := k.later[w.key]; !waiting {
+			delete(k.tries, w.key)
+		}
+		k.mu.Unlock()
+		return
+	}
+	delete(k.done, w.key)
+	_, due := k.later[w.key]
+	k.mu.Unlock()
+	if due {
+		k.log.Error("kit: the entry could not be written; it is written at the key's next try", "key", w.key, "err", err)
+		return
+	}
+	d := k.retry(w.key, w.inputs)
+	k.log.Error("kit: the entry could not be written; tried again later", "key", w.key, "err", err, "retry_in", d)
 }
 
 // inputs returns what a provide of p depends on, as text (the provision's
@@ -391,15 +448,6 @@ func (k *Kit) inputs(p mesh.Provision) (inputs, waiting string) {
 	}
 	b, _ := json.Marshal(in)
 	return string(b), ""
-}
-
-func (k *Kit) write(ctx context.Context, key string, res Result) error {
-	b, err := json.Marshal(mesh.Entry{State: res.State, Why: res.Why, VaultName: res.VaultName, Generation: res.Generation, Connection: res.Connection})
-	if err != nil {
-		return fmt.Errorf("kit: entry %s: %w", key, err)
-	}
-	_, err = bus.PutIfChanged(ctx, k.bound, key, b)
-	return err
 }
 
 // later is when a key that failed or waits is tried again, and what it was

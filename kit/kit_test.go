@@ -2,6 +2,7 @@ package kit_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -81,11 +82,17 @@ func start(t *testing.T, h kit.Handler, workers int) *fixture {
 // startWith starts a kit whose backoff runs from retryMin to retryMax.
 func startWith(t *testing.T, h kit.Handler, workers int, retryMin, retryMax time.Duration) *fixture {
 	t.Helper()
-	f := &fixture{url: kittest.Server(t), entries: map[string][]string{}}
-	_, js := kittest.Connect(t, f.url, provider.Module)
 	// The bound bucket keeps some history, so that the watcher below sees
 	// every entry written, also those superseded at once.
-	if _, err := js.CreateKeyValue(bustest.Context(t), jetstream.KeyValueConfig{Bucket: mesh.BoundBucket(provider.Module), History: 10}); err != nil {
+	return startBucket(t, h, workers, retryMin, retryMax, jetstream.KeyValueConfig{Bucket: mesh.BoundBucket(provider.Module), History: 10})
+}
+
+// startBucket starts a kit on a bound bucket made with bucket.
+func startBucket(t *testing.T, h kit.Handler, workers int, retryMin, retryMax time.Duration, bucket jetstream.KeyValueConfig) *fixture {
+	t.Helper()
+	f := &fixture{url: kittest.Server(t), entries: map[string][]string{}}
+	_, js := kittest.Connect(t, f.url, provider.Module)
+	if _, err := js.CreateKeyValue(bustest.Context(t), bucket); err != nil {
 		t.Fatal(err)
 	}
 	f.seat = kittest.NewSeat(t, f.url)
@@ -464,4 +471,113 @@ func TestKitWritesItsEntriesAgainWhenItsBucketIsGone(t *testing.T) {
 		return ok && e.State == mesh.Provided && e.VaultName == "shelf-a"
 	})
 	waitState(t, f.seat, key, mesh.Provided, "")
+}
+
+// TestKitWritesEachKeysEntriesInOrder provides keys again and again from
+// several workers while their earlier entries are still being written: the
+// entries of one key must reach the bus in the order they were provided
+// (generations rising, never one older after a newer), and the last one
+// written must be the last one provided.
+func TestKitWritesEachKeysEntriesInOrder(t *testing.T) {
+	r := newRecorder(func(_ string, n int, _ mesh.Provision) (kit.Result, error) {
+		return kit.Provided("shelf-a", int64(n)), nil
+	})
+	f := start(t, r.handler(), 8)
+	var keys []mesh.ProvisionKey
+	for i := range 20 {
+		key, p := kittest.Requirement(gitea, "shelf", fmt.Sprintf("s%d", i), provider)
+		f.seat.Need(key, p)
+		keys = append(keys, key)
+	}
+	for _, key := range keys {
+		waitState(t, f.seat, key, mesh.Provided, "")
+	}
+	for range 30 {
+		for _, key := range keys {
+			f.kit.Again(key.String())
+		}
+	}
+	for _, key := range keys {
+		// Every Again has been handled once the provide count stops
+		// moving and the entry names the last provide's generation.
+		var last int
+		bustest.WaitFor(t, 0, fmt.Sprintf("the entry of %s to name its last provide", key), func() bool {
+			n, _ := r.calls(key)
+			e, ok := kittest.Entry(t, mustJS(t, f.url), provider.Module, key)
+			last = n
+			return ok && e.Generation == int64(n) && f.kit.Idle()
+		})
+		var h []string
+		bustest.WaitFor(t, 0, fmt.Sprintf("the watcher to see the last entry of %s", key), func() bool {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			h = append([]string(nil), f.entries[key.String()]...)
+			var e mesh.Entry
+			return len(h) > 0 && json.Unmarshal([]byte(h[len(h)-1]), &e) == nil && e.Generation == int64(last)
+		})
+		prev := int64(0)
+		for i, v := range h {
+			var e mesh.Entry
+			if err := json.Unmarshal([]byte(v), &e); err != nil {
+				t.Fatalf("entry %d of %s = %q does not decode: %v", i, key, v, err)
+			}
+			if e.Generation <= prev {
+				t.Errorf("entries of %s = %q; generation %d written after %d (out of order)", key, h, e.Generation, prev)
+				break
+			}
+			prev = e.Generation
+		}
+		if prev != int64(last) {
+			t.Errorf("last entry of %s seen at generation %d; want %d, the last provide", key, prev, last)
+		}
+	}
+}
+
+// TestKitWritesAnEntryAgainWhenAWriteFails makes the bus refuse the kit's
+// first writes (its bound bucket is full), then takes the limit away: the
+// failed write is said and tried again with backoff, and the entry reaches
+// the bus and the seat. An entry another writer then overwrites is
+// provided and written again.
+func TestKitWritesAnEntryAgainWhenAWriteFails(t *testing.T) {
+	r := newRecorder(func(string, int, mesh.Provision) (kit.Result, error) { return kit.Provided("shelf-a", 1), nil })
+	bucket := jetstream.KeyValueConfig{Bucket: mesh.BoundBucket(provider.Module), History: 10, MaxBytes: 1}
+	f := startBucket(t, r.handler(), 0, 20*time.Millisecond, 100*time.Millisecond, bucket)
+	key, p := kittest.Requirement(gitea, "shelf", "", provider)
+	f.seat.Need(key, p)
+	bustest.WaitFor(t, 0, "the kit to say its write failed", func() bool {
+		return f.said.Has("kit: the entry could not be written", "key="+key.String())
+	})
+	if _, ok := kittest.Entry(t, mustJS(t, f.url), provider.Module, key); ok {
+		t.Fatalf("%s has an entry in a full bucket", key)
+	}
+	js := mustJS(t, f.url)
+	ctx := bustest.Context(t)
+	bucket.MaxBytes = -1
+	if _, err := js.UpdateKeyValue(ctx, bucket); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, f.seat, key, mesh.Provided, "")
+	calls, _ := r.calls(key)
+	want := `{"state":"provided","vault-name":"shelf-a","generation":1}`
+	if h := f.history(t, key, 1); len(h) != 1 || h[0] != want {
+		t.Errorf("entries at %s = %q; want one: %s", key, h, want)
+	}
+
+	// Another writer overwrites the entry: the kit provides the key again
+	// and writes its entry back.
+	kv, err := js.KeyValue(ctx, mesh.BoundBucket(provider.Module))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, key.String(), []byte(`{"state":"failed","why":"forged"}`)); err != nil {
+		t.Fatal(err)
+	}
+	h := f.history(t, key, 3)
+	if h[1] != `{"state":"failed","why":"forged"}` || h[2] != want {
+		t.Errorf("entries at %s = %q; want the forged one, then %s again", key, h, want)
+	}
+	waitState(t, f.seat, key, mesh.Provided, "")
+	if n, _ := r.calls(key); n != calls+1 {
+		t.Errorf("provide of %s called %d times; want %d (once more after the forged entry)", key, n, calls+1)
+	}
 }

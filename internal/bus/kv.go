@@ -111,13 +111,21 @@ func IsConflict(err error) bool {
 // changed meanwhile it returns an error for which [IsConflict] reports
 // true, and deletes nothing.
 func DeleteAt(ctx context.Context, js jetstream.JetStream, bucket, key string, rev uint64) (uint64, error) {
-	m := nats.NewMsg("$KV." + bucket + "." + key)
-	m.Header.Set(kvOperation, kvDelete)
-	ack, err := js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(rev))
+	ack, err := js.PublishMsg(ctx, DeleteMsg(bucket, key), jetstream.WithExpectLastSequencePerSubject(rev))
 	if err != nil {
 		return 0, fmt.Errorf("bus: delete %s %s at revision %d: %w", bucket, key, rev, err)
 	}
 	return ack.Sequence, nil
+}
+
+// DeleteMsg returns the message that, published to JetStream, deletes key
+// of bucket: a delete marker on the subject "$KV.<bucket>.<key>" with the
+// header "KV-Operation: DEL", as jetstream's KeyValue.Delete writes it. An
+// owner that writes asynchronously publishes it with PublishMsgAsync.
+func DeleteMsg(bucket, key string) *nats.Msg {
+	m := nats.NewMsg("$KV." + bucket + "." + key)
+	m.Header.Set(kvOperation, kvDelete)
+	return m
 }
 
 // The header that marks a key-value delete, as jetstream's KeyValue.Delete

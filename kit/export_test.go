@@ -1,0 +1,13 @@
+package kit
+
+// Idle reports whether the kit has no key queued or being handled and no
+// entry write queued or in flight.
+func (k *Kit) Idle() bool {
+	k.q.mu.Lock()
+	busy := len(k.q.order) > 0 || len(k.q.processing) > 0
+	k.q.mu.Unlock()
+	k.w.mu.Lock()
+	busy = busy || len(k.w.queued) > 0 || len(k.w.flying) > 0
+	k.w.mu.Unlock()
+	return !busy
+}
