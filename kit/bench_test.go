@@ -46,8 +46,8 @@ func BenchmarkKitProvides(b *testing.B) {
 	}
 }
 
-// writeProvisions writes n asked provisions of provider with one write
-// batch.
+// writeProvisions writes n asked provisions of provider, in batches of
+// asynchronous publishes.
 func writeProvisions(b *testing.B, ctx context.Context, js jetstream.JetStream, n int) {
 	b.Helper()
 	if _, err := bus.Bucket(ctx, js, mesh.ProvisionsBucket, 0); err != nil {
@@ -62,7 +62,16 @@ func writeProvisions(b *testing.B, ctx context.Context, js jetstream.JetStream, 
 		if _, err := js.PublishAsync("$KV."+mesh.ProvisionsBucket+"."+key.String(), v); err != nil {
 			b.Fatal(err)
 		}
+		if i%1000 == 999 || i == n-1 {
+			awaitAcks(b, js)
+		}
 	}
+}
+
+// awaitAcks waits for every asynchronous publish of js (under the
+// client's limit of outstanding ones, which a loaded machine reaches).
+func awaitAcks(b *testing.B, js jetstream.JetStream) {
+	b.Helper()
 	select {
 	case <-js.PublishAsyncComplete():
 	case <-time.After(time.Minute):

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -209,8 +211,10 @@ func (k *Kit) took(ch bus.Change) {
 	for key := range k.dependents[ch.Key] {
 		dependents = append(dependents, key)
 	}
+	_, wasOurs := k.ours[ch.Key]
 	k.unindex(ch.Key)
-	if decoded && p.Provider == k.self {
+	ours := decoded && p.Provider == k.self
+	if ours {
 		k.ours[ch.Key] = p.DependsOn
 		for _, d := range p.DependsOn {
 			if k.dependents[d] == nil {
@@ -220,7 +224,11 @@ func (k *Kit) took(ch bus.Change) {
 		}
 	}
 	k.mu.Unlock()
-	k.q.add(ch.Key)
+	// A key that is not ours and was not, with no entry of ours, has
+	// nothing to handle: most of the bucket for most providers.
+	if _, hasEntry := k.w.entry(ch.Key); ours || wasOurs || hasEntry {
+		k.q.add(ch.Key)
+	}
 	for _, key := range dependents {
 		k.q.add(key)
 	}
@@ -426,28 +434,32 @@ func (k *Kit) wrote(w *write, err error) {
 }
 
 // inputs returns what a provide of p depends on, as text (the provision's
-// names and the references of the keys it depends on), or the first key it
-// depends on that is not provided yet. k.mu is held.
+// names and the references of the keys it depends on, separated by NUL
+// bytes, which no name holds), or the first key it depends on that is not
+// provided yet. k.mu is held.
 func (k *Kit) inputs(p mesh.Provision) (inputs, waiting string) {
-	type dep struct {
-		Key       string          `json:"key"`
-		Reference *mesh.Reference `json:"reference"`
+	var b strings.Builder
+	for _, s := range []string{p.Provision, p.Local, p.Consumer.Module, p.Consumer.Node} {
+		b.WriteString(s)
+		b.WriteByte(0)
 	}
-	in := struct {
-		Provision string   `json:"provision"`
-		Local     string   `json:"local"`
-		Consumer  mesh.Ref `json:"consumer"`
-		Deps      []dep    `json:"deps"`
-	}{Provision: p.Provision, Local: p.Local, Consumer: p.Consumer}
 	for _, d := range p.DependsOn {
 		dp, ok := k.provs[d]
 		if !ok || dp.State != mesh.Provided {
 			return "", d
 		}
-		in.Deps = append(in.Deps, dep{Key: d, Reference: dp.Reference})
+		b.WriteString(d)
+		b.WriteByte(0)
+		if r := dp.Reference; r != nil {
+			b.WriteString(r.ID)
+			b.WriteByte(0)
+			b.WriteString(strconv.FormatInt(r.Generation, 10))
+		} else {
+			b.WriteString("\x00-")
+		}
+		b.WriteByte(0)
 	}
-	b, _ := json.Marshal(in)
-	return string(b), ""
+	return b.String(), ""
 }
 
 // later is when a key that failed or waits is tried again, and what it was
