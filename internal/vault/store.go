@@ -26,8 +26,8 @@ const (
 	// StoreFile holds the sealed values, mode 0600: a log of one JSON
 	// record a line (a sealed value, or a removal), appended on every
 	// change and synced before the change is handed out (changes made at
-	// the same time share one sync), and written anew at start when mostly
-	// superseded.
+	// the same time share one write and one sync), and written anew at
+	// start when mostly superseded.
 	StoreFile = "vault.store"
 )
 
@@ -74,6 +74,10 @@ type Store struct {
 	removed map[string]int64
 	log     *os.File // the store file, open for appending
 	records int      // records in the log
+	// pending holds the records appended and not yet written to the log:
+	// the next sync writes them with one write before it syncs, so that
+	// values issued at the same time cost one write and one sync.
+	pending []byte
 	// unsynced holds, for each name whose last record may not be synced
 	// yet, that record's sequence in the log (see written).
 	unsynced map[string]uint64
@@ -85,7 +89,7 @@ type Store struct {
 
 	// The group commit: one sync at a time covers every record written
 	// before it began; callers that wrote meanwhile wait for the next.
-	gmu     sync.Mutex // never taken before mu
+	gmu     sync.Mutex // never held while taking mu
 	gcond   *sync.Cond
 	synced  uint64 // records known to be on disk
 	syncs   int    // syncs run, for tests
@@ -228,10 +232,10 @@ func (s *Store) seal(v Value) (sealedRecord, error) {
 	return sealedRecord{Name: v.Name, Generation: v.Generation, Sealed: base64.StdEncoding.EncodeToString(box)}, nil
 }
 
-// append adds one record to the store's log and returns its sequence: the
-// caller waits for [Store.waitSynced] of it, after releasing s.mu, before it
-// hands out what the record says, so that a value handed out is never lost
-// to a crash. s.mu is held.
+// append adds one record to the records pending for the store's log and
+// returns its sequence: the caller waits for [Store.waitSynced] of it,
+// after releasing s.mu, before it hands out what the record says, so that a
+// value handed out is never lost to a crash. s.mu is held.
 func (s *Store) append(r sealedRecord) (uint64, error) {
 	if failed := s.failed.Load(); failed != nil {
 		return 0, *failed
@@ -240,20 +244,19 @@ func (s *Store) append(r sealedRecord) (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("vault: store: %w", err)
 	}
-	if _, err := s.log.Write(append(b, '\n')); err != nil {
-		return 0, fmt.Errorf("vault: write store: %w", err)
-	}
+	s.pending = append(append(s.pending, b...), '\n')
 	s.records++
 	return s.written.Add(1), nil
 }
 
 // waitSynced returns once the record with sequence seq is on disk: it
-// syncs the log itself unless a sync is running, whose end it then waits
-// for (a sync covers every record written before it began, so records
-// appended at the same time share one). A failed sync fails the store: the
-// error is returned for every record not known synced and for every later
-// write (the kernel may have dropped the unsynced pages; open the store
-// again). s.mu is not held.
+// writes the pending records to the log and syncs it itself unless a sync
+// is running, whose end it then waits for (a sync covers every record
+// appended before it began, so records appended at the same time share one
+// write and one sync). A failed write or sync fails the store: the error is
+// returned for every record not known synced and for every later write
+// (the kernel may have dropped the unsynced pages; open the store again).
+// s.mu is not held.
 func (s *Store) waitSynced(seq uint64) error {
 	s.gmu.Lock()
 	defer s.gmu.Unlock()
@@ -266,14 +269,20 @@ func (s *Store) waitSynced(seq uint64) error {
 			continue
 		}
 		s.syncing = true
-		target := s.written.Load()
 		s.gmu.Unlock()
-		err := s.log.Sync()
+		s.mu.Lock()
+		records, target := s.pending, s.written.Load()
+		s.pending = nil
+		s.mu.Unlock()
+		_, err := s.log.Write(records)
+		if err == nil {
+			err = s.log.Sync()
+		}
 		s.gmu.Lock()
 		s.syncing = false
 		s.syncs++
 		if err != nil {
-			err = fmt.Errorf("vault: sync store: %w", err)
+			err = fmt.Errorf("vault: write and sync store: %w", err)
 			s.failed.Store(&err)
 		} else {
 			s.synced = target

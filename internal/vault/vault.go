@@ -31,9 +31,11 @@ type Config struct {
 }
 
 // workers is how many credential keys the vault's kit handles at once:
-// values issued at the same time share one sync of the store, so a burst of
-// new keys costs a sync per batch rather than one per value.
-const workers = 64
+// values issued at the same time share one write and one sync of the
+// store, and a worker mostly waits for that sync (milliseconds on a disk
+// that syncs, more on a loaded one), so a burst of new keys costs a sync
+// per few hundred values rather than one per value.
+const workers = 512
 
 // Vault is a running mesh-vault. It is safe for concurrent use.
 type Vault struct {
