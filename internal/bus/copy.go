@@ -70,7 +70,10 @@ type Options struct {
 // copy hears of a deletion or creation at once through the stream
 // advisories ($JS.EVENT.ADVISORY.STREAM.CREATED|DELETED.KV_<bucket>, which
 // a scoped user must be allowed to subscribe to), and otherwise when its
-// watch breaks or the connection comes back.
+// watch breaks or the connection comes back. On a cluster, the watch also
+// starts again when the bucket's stream elects a new leader
+// ($JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED.KV_<bucket>): the server that
+// held it, and perhaps the watch's consumer, has stopped.
 //
 // A Copy is safe for concurrent use. Values handed out are the copy's own:
 // read them, never change them.
@@ -424,14 +427,21 @@ func (c *Copy) watch(ctx context.Context) error {
 		lastSeq = info.State.LastSeq
 	}
 	nc := c.js.Conn()
-	changed := make(chan struct{}, 1)
+	changed := make(chan error, 1)
 	adv, err := nc.Subscribe("$JS.EVENT.ADVISORY.STREAM.*.KV_"+c.bucket, func(m *nats.Msg) {
-		if strings.HasPrefix(m.Subject, "$JS.EVENT.ADVISORY.STREAM.CREATED.") ||
-			strings.HasPrefix(m.Subject, "$JS.EVENT.ADVISORY.STREAM.DELETED.") {
-			select {
-			case changed <- struct{}{}:
-			default:
-			}
+		var why error
+		switch {
+		case strings.HasPrefix(m.Subject, "$JS.EVENT.ADVISORY.STREAM.CREATED."),
+			strings.HasPrefix(m.Subject, "$JS.EVENT.ADVISORY.STREAM.DELETED."):
+			why = errStreamChanged
+		case strings.HasPrefix(m.Subject, "$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED."):
+			why = errNewLeader
+		default:
+			return
+		}
+		select {
+		case changed <- why:
+		default:
 		}
 	})
 	if err == nil {
@@ -459,8 +469,8 @@ func (c *Copy) watch(ctx context.Context) error {
 		select {
 		case <-reconnected:
 			return errReconnected
-		case <-changed:
-			return errStreamChanged
+		case why := <-changed:
+			return why
 		case got, ok := <-w.Updates():
 			if !ok {
 				return nil
@@ -498,6 +508,12 @@ func (c *Copy) watch(ctx context.Context) error {
 		}
 	}
 }
+
+// errNewLeader ends a watch when its bucket's stream (replicated on a
+// cluster) elected a new leader: the watch's consumer may have lived on the
+// server that stopped, and would otherwise sit silent until the client
+// misses its heartbeats (10 s or more).
+var errNewLeader = errors.New("the bucket's stream has a new leader; the watch starts again")
 
 // errReconnected ends a watch when its connection came back.
 var errReconnected = errors.New("the connection came back; the watch starts again")

@@ -1,6 +1,7 @@
 package bustest
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 )
@@ -199,5 +201,45 @@ func (c *TestCluster) WaitCurrent(i int, stream string, d time.Duration) {
 	WaitFor(c.t, d, fmt.Sprintf("server %d's replica of %s to be current", i+1, stream), func() bool {
 		s := c.Server(i)
 		return s != nil && s.JetStreamIsStreamCurrent(server.DEFAULT_GLOBAL_ACCOUNT, stream)
+	})
+}
+
+// Index returns the index of the server named name ("s1", "s2", "s3", as
+// nats.Conn.ConnectedServerName says), or -1.
+func (c *TestCluster) Index(name string) int {
+	for i, o := range c.opts {
+		if o.ServerName == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// MoveLeader makes server i the leader of stream (of the global account)
+// by asking its leader to step down in favour of it, and waits (up to d)
+// until it leads; it fails t when it cannot.
+func (c *TestCluster) MoveLeader(stream string, i int, d time.Duration) {
+	c.t.Helper()
+	if c.StreamLeader(stream) == i {
+		return
+	}
+	s := c.Server(i)
+	if s == nil {
+		c.t.Fatalf("bustest: cluster server %d is stopped", i+1)
+	}
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		c.t.Fatalf("bustest: %v", err)
+	}
+	defer nc.Close()
+	req, _ := json.Marshal(map[string]any{"placement": map[string]string{"preferred": c.opts[i].ServerName}})
+	WaitFor(c.t, d, fmt.Sprintf("server %d to lead %s", i+1, stream), func() bool {
+		if c.StreamLeader(stream) == i {
+			return true
+		}
+		// A refused or unanswered request is asked again at the next
+		// poll (an election may be under way).
+		_, _ = nc.Request("$JS.API.STREAM.LEADER.STEPDOWN."+stream, req, time.Second)
+		return c.StreamLeader(stream) == i
 	})
 }
