@@ -101,6 +101,7 @@ type Seat struct {
 	holding *lease               // set once held
 	end     context.CancelCauseFunc
 
+	retry     retry        // nodes whose write failed, composed again after a backoff
 	fenceSaid atomic.Bool  // the lapsed lease was said
 	wrote     atomic.Int64 // writes and deletes the bus acknowledged
 	paused    pause        // tests hold the seat still with it (export_test.go)
@@ -344,10 +345,14 @@ func (s *Seat) drainInto(d *dirty) {
 	s.mu.Lock()
 	q := s.queue
 	s.queue = nil
-	if len(q) > 0 {
+	again := s.retry.take()
+	if len(q) > 0 || len(again) > 0 {
 		s.busy = true // until work has handled what q touches
 	}
 	s.mu.Unlock()
+	for _, n := range again {
+		d.nodes[n] = true
+	}
 	for _, ch := range q {
 		t := s.mesh.Take(ch)
 		if ch.Bucket == mesh.RecordsBucket && ch.Deleted {
@@ -713,8 +718,8 @@ func (s *Seat) report(res *compose.Result, changed int, write time.Duration) {
 // the seat's copy and mesh once acknowledged. Keys whose state or why
 // changed have their dependents marked for re-judging (a dependent quotes
 // the why of a key it waits for). It returns how many keys it wrote or
-// deleted, and the provision keys it wrote; a failed write is logged and
-// left for the next change.
+// deleted, and the provision keys it wrote; a failed write is logged, and its node
+// composed again after a backoff (see retry).
 func (s *Seat) write(ctx context.Context, plans map[string][]byte, plansGone []string,
 	refusals map[string]mesh.Refusal, refusalsGone []string, provs map[string]mesh.Provision, d *dirty) (int, map[string]bool) {
 	if len(plans)+len(plansGone)+len(refusals)+len(refusalsGone)+len(provs) == 0 || s.Fence() != nil {
@@ -801,13 +806,16 @@ func (s *Seat) putAll(ctx context.Context, batch []pending, wrote map[string]boo
 	return n
 }
 
-// writeFailed says a write the bus refused or did not take.
+// writeFailed says a write the bus refused or did not take. A write the
+// bus did not take for another reason than a conflict has its node
+// composed again after a backoff (see retry).
 func (s *Seat) writeFailed(bucket, key string, err error) {
 	if bus.IsConflict(err) {
 		s.log.Warn("seat: the key changed since the seat read it; not written, its node is composed again when that change arrives",
 			"bucket", bucket, "key", key, "err", err)
 	} else {
 		s.log.Error("seat: write failed", "bucket", bucket, "key", key, "err", err)
+		s.retry.fail(key, s.poke, s.log)
 	}
 	if s.cfg.OnWriteError != nil {
 		s.cfg.OnWriteError(bucket, key, err)
@@ -873,7 +881,7 @@ func (s *Seat) Compositions(node string) int {
 func (s *Seat) Settled(marks map[string]uint64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.started || s.busy || len(s.queue) > 0 || s.asking > 0 || len(s.lost) > 0 {
+	if !s.started || s.busy || len(s.queue) > 0 || s.asking > 0 || len(s.lost) > 0 || s.retry.pending() {
 		return false
 	}
 	for b, seq := range marks {

@@ -1,0 +1,99 @@
+package seat
+
+import (
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
+)
+
+// retry holds the nodes whose write the bus did not take for another
+// reason than a conflict: a lost connection, an acknowledgement that did
+// not come, a replicated bucket electing a new leader. A conflict brings
+// its own change through the seat's watch, which composes the node again;
+// these bring none, so the node is composed again (and its keys written
+// anew) after a backoff that grows with each failed try and starts again
+// once a try writes. Its methods are safe for concurrent use.
+type retry struct {
+	mu     sync.Mutex
+	bo     *backoff.ExponentialBackOff
+	nodes  map[string]bool // failed, waiting for the backoff
+	due    []string        // the backoff is over: for the loop
+	armed  bool            // a timer will hand nodes to the loop
+	failed bool            // a write failed since the last take
+}
+
+// The backoff of the seat's failed writes: from 250 ms, growing to 10 s.
+const (
+	retryMin = 250 * time.Millisecond
+	retryMax = 10 * time.Second
+)
+
+// fail notes that a write of key failed (key is "<node>.…" in every bucket
+// the seat writes) and, unless a retry is already armed, arms one: after
+// the backoff, the failed nodes are handed to the loop and wake is called.
+func (r *retry) fail(key string, wake func(), log *slog.Logger) {
+	node, _, _ := strings.Cut(key, ".")
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.nodes == nil {
+		r.nodes = map[string]bool{}
+	}
+	if r.bo == nil {
+		r.bo = backoff.NewExponentialBackOff()
+		r.bo.InitialInterval = retryMin
+		r.bo.MaxInterval = retryMax
+	}
+	r.nodes[node] = true
+	r.failed = true
+	if r.armed {
+		return
+	}
+	r.armed = true
+	wait := r.bo.NextBackOff()
+	log.Warn("seat: writes the bus did not take; their nodes are composed and written again", "retry_in", wait)
+	time.AfterFunc(wait, func() {
+		r.mu.Lock()
+		for n := range r.nodes {
+			r.due = append(r.due, n)
+		}
+		r.nodes = map[string]bool{}
+		r.armed = false
+		r.mu.Unlock()
+		wake()
+	})
+}
+
+// take returns the nodes whose backoff is over, for the loop to compose
+// again. When no write failed since the last take, the backoff starts
+// again from its least.
+func (r *retry) take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	due := r.due
+	r.due = nil
+	if !r.failed && !r.armed && r.bo != nil {
+		r.bo.Reset()
+	}
+	if len(due) > 0 {
+		r.failed = false
+	}
+	return due
+}
+
+// pending reports whether failed nodes wait to be composed again.
+func (r *retry) pending() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.nodes) > 0 || len(r.due) > 0
+}
+
+// poke wakes the seat's loop without blocking.
+func (s *Seat) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
