@@ -3,7 +3,8 @@
 // generates a mesh ("gen --nodes N --modules M"), measures how many
 // asynchronous (and synchronous) KV puts a second an embedded JetStream
 // takes on this machine, then runs "up --once" on the mesh under
-// /usr/bin/time -v and prints its wall time, CPU and peak memory, the keys
+// /usr/bin/time -v and prints its wall time, CPU, peak memory (RSS, and the
+// live heap at its peak: --peakprofile, kept in DIR/peak.prof), the keys
 // it wrote, and how far it is from the bus's rate.
 //
 // Run it from the repository's root:
@@ -63,12 +64,15 @@ func run(nodes, modules, puts int, profile string) error {
 	fmt.Printf("bus: %.0f asynchronous KV puts/s (%d puts), %.0f synchronous puts/s\n", async, puts, syncRate)
 
 	args := []string{"-v", bin, "up", file, "--once", "-o", "json", "--data", filepath.Join(tmp, "data"), "--listen", "127.0.0.1:0"}
+	peak := filepath.Join(tmp, "peak.prof")
 	if profile != "" {
 		if err := os.MkdirAll(profile, 0o755); err != nil {
 			return err
 		}
+		peak = filepath.Join(profile, "peak.prof")
 		args = append(args, "--cpuprofile", filepath.Join(profile, "cpu.prof"), "--memprofile", filepath.Join(profile, "mem.prof"))
 	}
+	args = append(args, "--peakprofile", peak)
 	cmd := exec.Command("/usr/bin/time", args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -93,6 +97,9 @@ func run(nodes, modules, puts int, profile string) error {
 	fmt.Printf("up --once of gen --nodes %d --modules %d: %d plans, %d provisions %v, %d refused\n",
 		nodes, modules, plans, provs, states, len(kept["refused"]))
 	fmt.Printf("up --once: wall %.2f s, user %.2f s, sys %.2f s, peak RSS %.0f MiB\n", wall, user, sys, rss/1024)
+	if m := regexp.MustCompile(`peak live heap: [^\n]*`).FindString(stderr.String()); m != "" {
+		fmt.Printf("up --once: %s\n", m)
+	}
 	ideal := float64(plans+provs) / async
 	fmt.Printf("the seat's %d keys at the bus's async rate: %.2f s; up --once took %.1fx that (wall), %.1fx (user+sys CPU)\n",
 		plans+provs, ideal, wall/ideal, (user+sys)/ideal)
