@@ -15,7 +15,8 @@ import (
 )
 
 // Item is one key of a [Copy]: its value as stored and its revision (the
-// stream sequence of its last write).
+// stream sequence of its last write). Value is nil in a copy made with
+// Options.RevisionsOnly.
 type Item struct {
 	Value    []byte
 	Revision uint64
@@ -52,6 +53,14 @@ type Options struct {
 	// (for example "<node>.>"), so that a user allowed to read only those
 	// keys can follow the bucket. Empty means every key.
 	Filter string
+	// RevisionsOnly makes the copy keep each key's revision but not its
+	// value: for an owner that takes every change from OnChange into a
+	// state of its own (decoded, or only the part it needs) and never
+	// reads a value back from the copy, so that the bucket's values are
+	// not held twice. [Copy.Get] and [Copy.Range] then give items with a
+	// nil Value; [PutIfChanged] and [PutAt], which cannot compare with the
+	// value held, write every time.
+	RevisionsOnly bool
 }
 
 // Copy is a key-value bucket held in memory and kept current by a
@@ -207,7 +216,16 @@ func (c *Copy) Took(key string, value []byte, rev uint64) {
 		return
 	}
 	delete(c.gone, key)
-	c.items[key] = Item{Value: value, Revision: rev}
+	c.items[key] = c.item(value, rev)
+}
+
+// item is what the copy keeps of value at revision rev: without its value
+// when the copy keeps revisions only.
+func (c *Copy) item(value []byte, rev uint64) Item {
+	if c.opts.RevisionsOnly {
+		return Item{Revision: rev}
+	}
+	return Item{Value: value, Revision: rev}
 }
 
 // take applies one change from the watch; it reports whether the copy
@@ -228,7 +246,7 @@ func (c *Copy) take(key string, value []byte, rev uint64, deleted bool) bool {
 			c.gone[key] = rev
 			return true
 		}
-		c.items[key] = Item{Value: value, Revision: rev}
+		c.items[key] = c.item(value, rev)
 		return true
 	}
 	if had && it.Revision >= rev {
@@ -247,7 +265,7 @@ func (c *Copy) take(key string, value []byte, rev uint64, deleted bool) bool {
 		return true
 	}
 	delete(c.gone, key)
-	c.items[key] = Item{Value: value, Revision: rev}
+	c.items[key] = c.item(value, rev)
 	return true
 }
 

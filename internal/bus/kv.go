@@ -62,9 +62,10 @@ func LeaseBucket(ctx context.Context, js jetstream.JetStream, name string, ttl t
 
 // PutIfChanged writes value at key unless the copy already holds exactly
 // these bytes, and takes the write into the copy at once. It reports whether
-// it wrote.
+// it wrote. A copy that keeps revisions only (Options.RevisionsOnly) holds
+// no bytes to compare with: the value is written every time.
 func PutIfChanged(ctx context.Context, c *Copy, key string, value []byte) (bool, error) {
-	if old, ok := c.Get(key); ok && bytes.Equal(old.Value, value) {
+	if old, ok := c.Get(key); ok && !c.opts.RevisionsOnly && bytes.Equal(old.Value, value) {
 		return false, nil
 	}
 	c.wmu.Lock()
@@ -140,10 +141,12 @@ const (
 // none), unless the copy already holds exactly these bytes; the write is
 // taken into the copy at once. It reports whether it wrote. When another
 // writer changed the key first it writes nothing and returns an error for
-// which [IsConflict] reports true.
+// which [IsConflict] reports true. A copy that keeps revisions only
+// (Options.RevisionsOnly) holds no bytes to compare with: the value is
+// written every time (still at the copy's revision).
 func PutAt(ctx context.Context, c *Copy, key string, value []byte) (bool, error) {
 	old, ok := c.Get(key)
-	if ok && bytes.Equal(old.Value, value) {
+	if ok && !c.opts.RevisionsOnly && bytes.Equal(old.Value, value) {
 		return false, nil
 	}
 	c.wmu.Lock()

@@ -265,11 +265,13 @@ func (s *Seat) Fence() error {
 }
 
 // follow starts a watched copy of bucket whose changes go to the queue.
+// The copy keeps revisions only: every value is decoded into the seat's
+// mesh, which is the one place the seat reads it from.
 func (s *Seat) follow(ctx context.Context, bucket string) {
 	if _, ok := s.copies[bucket]; ok {
 		return
 	}
-	c := bus.Follow(ctx, s.js, bucket, bus.Options{Create: true, Log: s.log, OnChange: s.enqueue})
+	c := bus.Follow(ctx, s.js, bucket, bus.Options{Create: true, Log: s.log, OnChange: s.enqueue, RevisionsOnly: true})
 	s.copies[bucket] = c
 	s.mu.Lock()
 	s.watched[bucket] = c
