@@ -11,3 +11,6 @@ func (k *Kit) Idle() bool {
 	k.w.mu.Unlock()
 	return !busy
 }
+
+// Held returns how many provisions k holds whole and how many in part.
+func Held(k *Kit) (whole, part int) { return k.held() }

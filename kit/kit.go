@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/intern"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
 
@@ -67,9 +68,15 @@ type Kit struct {
 	w          *writer
 	ready      chan struct{}
 
-	mu    sync.Mutex
-	provs map[string]mesh.Provision // every decodable provision
-	ours  map[string][]string       // our keys and their depends-on
+	mu sync.Mutex
+	// provs holds the provider's own decodable provisions whole (and any
+	// whose key is out of shape); others holds of every other decodable
+	// provision what a provider reads of it (see [Kit.Provision]). Names
+	// that repeat are kept once, in names.
+	provs  map[string]mesh.Provision
+	others map[string]other
+	names  intern.Table
+	ours   map[string][]string // our keys and their depends-on
 	// dependents indexes ours the other way: a key -> our keys that depend
 	// on it, so that a change finds its dependents without a scan.
 	dependents map[string]map[string]bool
@@ -112,6 +119,7 @@ func Start(ctx context.Context, cfg Config) (*Kit, error) {
 		q:          newQueue(),
 		ready:      make(chan struct{}),
 		provs:      map[string]mesh.Provision{},
+		others:     map[string]other{},
 		ours:       map[string][]string{},
 		dependents: map[string]map[string]bool{},
 		done:       map[string]string{},
@@ -137,8 +145,10 @@ func Start(ctx context.Context, cfg Config) (*Kit, error) {
 		},
 	})
 	k.w = newWriter(cfg.JetStream, k.bound, cfg.Window, k.wrote)
+	// The provisions are decoded into provs as they come: the copy keeps
+	// their revisions only.
 	k.provisions = bus.Follow(ctx, cfg.JetStream, mesh.ProvisionsBucket, bus.Options{
-		Log: k.log, OnChange: k.took,
+		Log: k.log, OnChange: k.took, RevisionsOnly: true,
 	})
 	go k.run(ctx)
 	return k, nil
@@ -158,17 +168,51 @@ func Run(ctx context.Context, cfg Config) error {
 // were when it started, and handles keys.
 func (k *Kit) Ready() <-chan struct{} { return k.ready }
 
+// other is what the kit keeps of a provision whose provider is another
+// module: what a provider reads of a key it does not answer. Its
+// provision, local and consumer are the key's own.
+type other struct {
+	provider  mesh.Ref
+	state     mesh.State
+	reference *mesh.Reference
+	dependsOn []string
+}
+
 // Provision returns the seat's provision at key as the kit's copy holds it,
-// and whether it holds one. Any key may be asked, not only the provider's.
+// and whether it holds one. Any key may be asked, not only the provider's:
+// the provider's own provisions are held whole; of the others the kit keeps
+// what a provider reads of a key it does not answer (provision, local and
+// consumer, as its key names them; provider, state, depends-on and
+// reference), not their why, ask, warrant or time.
 func (k *Kit) Provision(key string) (mesh.Provision, bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	p, ok := k.provs[key]
-	return p, ok
+	return k.provision(key)
+}
+
+// provision is [Kit.Provision] with k.mu held.
+func (k *Kit) provision(key string) (mesh.Provision, bool) {
+	if p, ok := k.provs[key]; ok {
+		return p, true
+	}
+	o, ok := k.others[key]
+	if !ok {
+		return mesh.Provision{}, false
+	}
+	return o.provision(key), true
+}
+
+// provision returns o as a provision at key (whose shape was checked when
+// o was kept).
+func (o other) provision(key string) mesh.Provision {
+	pk, _ := mesh.ParseProvisionKey(key)
+	return mesh.Provision{Provision: pk.Provision, Local: pk.Local, Consumer: mesh.Ref{Module: pk.Consumer, Node: pk.Node},
+		Provider: o.provider, State: o.state, DependsOn: o.dependsOn, Reference: o.reference}
 }
 
 // Provisions calls f for every provision the kit's copy holds (not only the
-// provider's), in no order, until f returns false. f must not call the kit.
+// provider's, and of the others only what [Kit.Provision] says), in no
+// order, until f returns false. f must not call the kit.
 func (k *Kit) Provisions(f func(key string, p mesh.Provision) bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -177,6 +221,19 @@ func (k *Kit) Provisions(f func(key string, p mesh.Provision) bool) {
 			return
 		}
 	}
+	for key, o := range k.others {
+		if !f(key, o.provision(key)) {
+			return
+		}
+	}
+}
+
+// held returns how many provisions the kit holds whole (the provider's own)
+// and how many only in part (every other one, see [Kit.Provision]).
+func (k *Kit) held() (whole, part int) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return len(k.provs), len(k.others)
 }
 
 // Again handles key once more, as if its provision had changed: a provider
@@ -202,10 +259,15 @@ func (k *Kit) took(ch bus.Change) {
 		}
 	}
 	k.mu.Lock()
+	delete(k.provs, ch.Key)
+	delete(k.others, ch.Key)
 	if decoded {
-		k.provs[ch.Key] = p
-	} else {
-		delete(k.provs, ch.Key)
+		k.names.Provision(&p)
+		if _, err := mesh.ParseProvisionKey(ch.Key); err != nil || p.Provider == k.self {
+			k.provs[ch.Key] = p
+		} else {
+			k.others[ch.Key] = other{provider: p.Provider, state: p.State, reference: p.Reference, dependsOn: p.DependsOn}
+		}
 	}
 	dependents := make([]string, 0, len(k.dependents[ch.Key]))
 	for key := range k.dependents[ch.Key] {
@@ -284,7 +346,7 @@ func (k *Kit) run(ctx context.Context) {
 // handle brings one key's entry to what its provision asks.
 func (k *Kit) handle(ctx context.Context, key string) {
 	k.mu.Lock()
-	p, ok := k.provs[key]
+	p, ok := k.provision(key)
 	retired := k.retired[key]
 	k.mu.Unlock()
 	_, hasEntry := k.w.entry(key)
@@ -444,7 +506,7 @@ func (k *Kit) inputs(p mesh.Provision) (inputs, waiting string) {
 		b.WriteByte(0)
 	}
 	for _, d := range p.DependsOn {
-		dp, ok := k.provs[d]
+		dp, ok := k.provision(d)
 		if !ok || dp.State != mesh.Provided {
 			return "", d
 		}

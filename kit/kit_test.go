@@ -581,3 +581,53 @@ func TestKitWritesAnEntryAgainWhenAWriteFails(t *testing.T) {
 		t.Errorf("provide of %s called %d times; want %d (once more after the forged entry)", key, n, calls+1)
 	}
 }
+
+// TestKitHoldsOtherProvidersKeysInPart checks what the kit keeps of the
+// provisions bucket: its provider's keys whole (why and time too), every
+// other provider's key only in part (names, provider, state, depends-on and
+// reference, no why, ask or time), and none twice.
+func TestKitHoldsOtherProvidersKeysInPart(t *testing.T) {
+	r := newRecorder(func(string, int, mesh.Provision) (kit.Result, error) { return kit.Provided("shelf-a", 1), nil })
+	f := start(t, r.handler(), 0)
+	var ours []mesh.ProvisionKey
+	for _, local := range []string{"one", "two", "three"} {
+		key, p := kittest.Requirement(gitea, "shelf", local, provider)
+		f.seat.Need(key, p)
+		ours = append(ours, key)
+	}
+	// Three of other providers: a database depending on its credential,
+	// that credential, and a route.
+	postgres := mesh.Ref{Module: "postgres", Node: "control"}
+	dbKey, db := kittest.Requirement(gitea, "database", "", postgres)
+	credentialKey, credential, db := kittest.Credential(dbKey, db, vault)
+	f.seat.Need(dbKey, db)
+	f.seat.Need(credentialKey, credential)
+	routeKey, route := kittest.Requirement(gitea, "route", "", mesh.Ref{Module: "route-proxy", Node: "control"})
+	f.seat.Need(routeKey, route)
+
+	bustest.WaitFor(t, 0, "the kit to hold 3 keys whole and 3 in part", func() bool {
+		whole, part := kit.Held(f.kit)
+		return whole == 3 && part == 3
+	})
+	for _, key := range ours {
+		waitState(t, f.seat, key, mesh.Provided, "")
+	}
+	got, ok := f.kit.Provision(ours[0].String())
+	if !ok || got.At.IsZero() || got.Provider != provider || got.Local != "one" {
+		t.Errorf("Provision(%s) = %+v, %v; want it whole (time, provider, local)", ours[0], got, ok)
+	}
+	if p, _ := f.seat.Get(dbKey); p.Why == "" || p.At.IsZero() {
+		t.Fatalf("the seat's %s = %+v; want a why and a time (for the kit to leave out)", dbKey, p)
+	}
+	o, ok := f.kit.Provision(dbKey.String())
+	want := mesh.Provision{Provision: "database", Consumer: gitea, Provider: postgres, State: mesh.Asked, DependsOn: db.DependsOn}
+	if !ok || o.Provision != want.Provision || o.Local != "" || o.Consumer != want.Consumer || o.Provider != want.Provider ||
+		o.State != want.State || fmt.Sprint(o.DependsOn) != fmt.Sprint(want.DependsOn) || o.Why != "" || !o.At.IsZero() || o.Ask != "" {
+		t.Errorf("Provision(%s) = %+v, %v; want %+v (in part: no why, ask or time)", dbKey, o, ok, want)
+	}
+	n := 0
+	f.kit.Provisions(func(string, mesh.Provision) bool { n++; return true })
+	if n != 6 {
+		t.Errorf("Provisions gave %d keys; want 6", n)
+	}
+}

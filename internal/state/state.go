@@ -17,6 +17,7 @@ import (
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/compose"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/intern"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh/token"
 )
@@ -144,6 +145,10 @@ type Mesh struct {
 	askedBy map[string]string      // ask id -> the provision key that names it
 
 	bound set // providers whose bound bucket is followed
+
+	// names keeps one copy of the names that repeat across provisions
+	// (nodes, modules, providers, states, whys).
+	names intern.Table
 }
 
 // New returns an empty Mesh.
@@ -615,6 +620,7 @@ func (m *Mesh) takeProvision(ch bus.Change, t *Touch) {
 		removeSorted(m.provByNode, k.Node, ch.Key)
 		return
 	}
+	m.names.Provision(&p)
 	m.provisions[ch.Key] = p
 	addSorted(m.provByNode, k.Node, ch.Key)
 	if p.Ask != "" {
