@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +14,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -217,6 +220,10 @@ func runUp(ctx context.Context, out io.Writer, f upFlags, args []string) error {
 	}
 	fmt.Fprintf(progress, "from another terminal: mesh-provisioner get provisions %s\n", hint)
 
+	// outer outlives the components: with --once they are stopped before
+	// what the seat keeps is read and printed, so that their memory is
+	// free for it.
+	outer := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// Every component runs on a connection of its own; on the way out they
@@ -341,7 +348,9 @@ func runUp(ctx context.Context, out io.Writer, f upFlags, args []string) error {
 		}
 	}
 	if f.once {
-		return printKept(ctx, out, ojs, f.output)
+		cancel()
+		asm.Wait()
+		return printKept(outer, out, ojs, f.output)
 	}
 	shown := map[string]string{} // node -> its summary row as last printed
 	if err := printSummary(ctx, out, ojs, shown); err != nil {
@@ -469,46 +478,46 @@ func startProviders(ctx context.Context, asm *assemble.Assembly, file *meshfile.
 }
 
 // waitAnswered waits until the provider of every needed key among
-// providers has an entry for it, so that the seat's states settle.
+// providers has an entry for it, so that the seat's states settle. It keeps
+// only the keys one of providers answers, each with its provider: its
+// copies keep revisions only, and each provision is decoded once per
+// change (a mesh of 10,000 nodes holds over 300,000).
 func waitAnswered(ctx context.Context, js jetstream.JetStream, providers []string) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	provs := bus.Follow(ctx, js, mesh.ProvisionsBucket, bus.Options{})
 	bound := map[string]*bus.Copy{}
-	copies := []*bus.Copy{provs}
+	var copies []*bus.Copy
 	for _, p := range providers {
-		bound[p] = bus.Follow(ctx, js, mesh.BoundBucket(p), bus.Options{Create: true})
+		bound[p] = bus.Follow(ctx, js, mesh.BoundBucket(p), bus.Options{Create: true, RevisionsOnly: true})
 		copies = append(copies, bound[p])
 	}
-	if err := ready(ctx, copies...); err != nil {
+	var mu sync.Mutex
+	answers := map[string]string{} // key -> its provider, one of providers
+	provs := bus.Follow(ctx, js, mesh.ProvisionsBucket, bus.Options{RevisionsOnly: true, OnChange: func(ch bus.Change) {
+		var p struct {
+			Provider mesh.Ref   `json:"provider"`
+			State    mesh.State `json:"state"`
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if !ch.Deleted && json.Unmarshal(ch.Value, &p) == nil && p.State != mesh.Retiring && bound[p.Provider.Module] != nil {
+			answers[ch.Key] = p.Provider.Module
+			return
+		}
+		delete(answers, ch.Key)
+	}})
+	if err := ready(ctx, append(copies, provs)...); err != nil {
 		return err
 	}
-	// Each provision is decoded once per revision, not at every poll: a
-	// mesh of 10,000 nodes holds over 300,000.
-	type decoded struct {
-		rev      uint64
-		provider string // "" for a key no provider among providers answers
-	}
-	seen := map[string]decoded{}
 	return pollUntil(ctx, func() bool {
-		done := true
-		provs.Range(func(key string, it bus.Item) bool {
-			d, ok := seen[key]
-			if !ok || d.rev != it.Revision {
-				var p mesh.Provision
-				d = decoded{rev: it.Revision}
-				if json.Unmarshal(it.Value, &p) == nil && p.State != mesh.Retiring {
-					d.provider = p.Provider.Module
-				}
-				seen[key] = d
+		mu.Lock()
+		defer mu.Unlock()
+		for key, p := range answers {
+			if _, has := bound[p].Get(key); !has {
+				return false
 			}
-			if c, ok := bound[d.provider]; ok {
-				_, has := c.Get(key)
-				done = has
-			}
-			return done
-		})
-		return done
+		}
+		return true
 	})
 }
 
@@ -636,17 +645,39 @@ func kept(ctx context.Context, js jetstream.JetStream) (map[string]map[string]js
 	return all, nil
 }
 
+// keptBuckets are the buckets of what the seat keeps, by the names up
+// prints them under, in the order it prints them.
+var keptBuckets = []struct{ name, bucket string }{
+	{"plans", mesh.PlansBucket}, {"provisions", mesh.ProvisionsBucket}, {"refused", mesh.RefusedBucket},
+}
+
 // printKept prints what the seat keeps: one JSON object
-// {"plans":{..},"provisions":{..},"refused":{..}}, or tables.
+// {"plans":{..},"provisions":{..},"refused":{..}}, or tables. The JSON is
+// written one bucket at a time as it is read, so that no more than one
+// bucket's values are held at once.
 func printKept(ctx context.Context, out io.Writer, js jetstream.JetStream, output string) error {
+	if output == "json" {
+		w := bufio.NewWriter(out)
+		w.WriteString("{")
+		for i, b := range keptBuckets {
+			ans, err := readBucket(ctx, js, b.bucket, func(string, []byte) (bool, string) { return true, "" })
+			if err != nil {
+				return err
+			}
+			sort.Slice(ans.Items, func(i, j int) bool { return ans.Items[i].Key < ans.Items[j].Key })
+			if i > 0 {
+				w.WriteString(",")
+			}
+			if err := writeKeptJSON(w, b.name, ans.Items); err != nil {
+				return err
+			}
+		}
+		w.WriteString("\n}\n")
+		return w.Flush()
+	}
 	all, err := kept(ctx, js)
 	if err != nil {
 		return err
-	}
-	if output == "json" {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(all)
 	}
 	for _, what := range []string{"plans", "provisions", "refused"} {
 		kind := getKinds[what]
@@ -661,6 +692,39 @@ func printKept(ctx context.Context, out io.Writer, js jetstream.JetStream, outpu
 		}
 	}
 	return writeSummary(ctx, out, js, all, nil)
+}
+
+// writeKeptJSON writes one member of printKept's JSON object: "name" and
+// the object of items (sorted by key), each value as it is stored (a value
+// that is not JSON as a string), indented as json.Encoder with
+// SetIndent("", "  ") indents the whole object.
+func writeKeptJSON(w *bufio.Writer, name string, items []getItem) error {
+	n, _ := json.Marshal(name)
+	w.WriteString("\n  ")
+	w.Write(n)
+	w.WriteString(": {")
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetIndent("    ", "  ")
+	for i, it := range items {
+		if i > 0 {
+			w.WriteString(",")
+		}
+		k, _ := json.Marshal(it.Key)
+		w.WriteString("\n    ")
+		w.Write(k)
+		w.WriteString(": ")
+		buf.Reset()
+		if err := enc.Encode(asJSON(it.Value)); err != nil {
+			return fmt.Errorf("%s %s: %w", name, it.Key, err)
+		}
+		w.Write(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
+	}
+	if len(items) > 0 {
+		w.WriteString("\n  ")
+	}
+	_, err := w.WriteString("}")
+	return err
 }
 
 // printSummary prints per node how many provisions are in each state and
