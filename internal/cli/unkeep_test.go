@@ -35,6 +35,11 @@ func TestUnkeep(t *testing.T) {
 	}
 	bustest.WaitFor(t, 0, key+" retiring with an ask", func() bool { p := get(); return p.State == mesh.Retiring && p.Ask != "" })
 	first := get().Ask
+	// The router records the ask a moment after the seat writes its id.
+	bustest.WaitFor(t, 0, "the ask "+first+" listed by asks", func() bool {
+		out, _, err := run(t, "asks", "-o", "json", "--nats", s.URL())
+		return err == nil && strings.Contains(out, first)
+	})
 	if _, _, err := run(t, "answer", first, "no", "--user", "alice", "--nats", s.URL()); err != nil {
 		t.Fatal(err)
 	}
