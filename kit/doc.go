@@ -13,7 +13,11 @@
 //     again whenever the reference (vault name, generation) of a key it
 //     depends on changes, so that a rotated credential reaches the provider;
 //   - writes the outcome as the key's [mesh.Entry] in "<module>_bound", only
-//     when the entry changes;
+//     when the entry changes, without making the handler's workers wait:
+//     entries are published together, asynchronously (at most
+//     [Config].Window outstanding), one key's entries in the order they were
+//     made; a write the bus refuses is said and the key is provided again
+//     with backoff; an entry another writer changed is provided again;
 //   - turns a handler error into a failed entry whose why is the error's
 //     text, and tries the key again with backoff; a waits result (the handler
 //     needs a person, or a server it cannot reach) is tried again with
