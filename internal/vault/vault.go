@@ -150,10 +150,12 @@ func (v *Vault) credential(key string) (kit.Credential, bool) {
 
 // credentials returns the credentials reached from the provisions that
 // match: the keys they depend on, and, with self, each such key itself when
-// it is a credential.
-func (v *Vault) credentials(self bool, match func(key string, p mesh.Provision) bool) []kit.Credential {
+// it is a credential. With only set, only the provision at that key is
+// looked at (a request narrowed to one key costs one lookup, not a pass
+// over every provision).
+func (v *Vault) credentials(self bool, only string, match func(key string, p mesh.Provision) bool) []kit.Credential {
 	var keys []string
-	v.kit.Provisions(func(key string, p mesh.Provision) bool {
+	take := func(key string, p mesh.Provision) bool {
 		if match(key, p) {
 			if self {
 				keys = append(keys, key)
@@ -161,7 +163,14 @@ func (v *Vault) credentials(self bool, match func(key string, p mesh.Provision) 
 			keys = append(keys, p.DependsOn...)
 		}
 		return true
-	})
+	}
+	if only != "" {
+		if p, ok := v.kit.Provision(only); ok {
+			take(only, p)
+		}
+	} else {
+		v.kit.Provisions(take)
+	}
 	sort.Strings(keys)
 	keys = slices.Compact(keys)
 	var out []kit.Credential
@@ -232,7 +241,7 @@ func (v *Vault) answerSecret(m *nats.Msg) {
 		v.reply(m, kit.VaultAnswer{Error: why}, "verb", kit.SecretVerb, "user", user)
 		return
 	}
-	a := kit.VaultAnswer{Credentials: v.credentials(true, func(key string, p mesh.Provision) bool {
+	a := kit.VaultAnswer{Credentials: v.credentials(true, req.Key, func(key string, p mesh.Provision) bool {
 		return p.Consumer.Module == user && (req.Node == "" || p.Consumer.Node == req.Node) && (req.Key == "" || key == req.Key)
 	})}
 	if req.Key == "" {
@@ -251,7 +260,7 @@ func (v *Vault) answerConsumers(m *nats.Msg) {
 		v.reply(m, kit.VaultAnswer{Error: why}, "verb", kit.ConsumersVerb, "user", user)
 		return
 	}
-	creds := v.credentials(false, func(key string, p mesh.Provision) bool {
+	creds := v.credentials(false, req.Key, func(key string, p mesh.Provision) bool {
 		return p.Provider.Module == user && (req.Node == "" || p.Provider.Node == req.Node) && (req.Key == "" || key == req.Key)
 	})
 	v.reply(m, kit.VaultAnswer{Credentials: creds}, "verb", kit.ConsumersVerb, "user", user)

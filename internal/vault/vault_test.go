@@ -157,6 +157,25 @@ func TestVaultProvidesCredentialsAndAnswersOnlyTheirOwners(t *testing.T) {
 	if got := values(cons); len(got) != 1 || got[cred.String()] != gitPass+"@1" {
 		t.Errorf("postgres' consumers for %s = %v; want gitea's credential only", db, got)
 	}
+	// A request narrowed to one key answers only from that provision, and
+	// only what the asker may have.
+	for _, c := range []struct {
+		user      string
+		consumers bool
+		key       string
+		want      int
+	}{
+		{"gitea", false, cred.String(), 1},      // its own credential, by the credential's key
+		{"gitea", false, db.String(), 1},        // the credential its database key depends on
+		{"gitea", false, other.String(), 0},     // vaultwarden's credential
+		{"postgres", true, other.String(), 0},   // a credential key is not postgres' to provide
+		{"postgres", true, "ace.gitea.nope", 0}, // no such provision
+	} {
+		got, err := ask(t, f, c.user, c.user, c.consumers, kit.VaultRequest{Key: c.key})
+		if err != nil || len(got.Credentials) != c.want || (c.want == 1 && got.Credentials[0].Key != cred.String()) {
+			t.Errorf("%s asking (consumers %v) for key %s = %+v, %v; want %d credential(s)", c.user, c.consumers, c.key, got.Credentials, err, c.want)
+		}
+	}
 	all, _ := ask(t, f, "postgres", "postgres", true, kit.VaultRequest{})
 	if got := values(all); len(got) != 2 {
 		t.Errorf("postgres' consumers = %v; want gitea's and vaultwarden's credentials", got)

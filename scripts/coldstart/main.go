@@ -26,6 +26,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 )
 
@@ -129,7 +131,10 @@ func busRate(dir string, n int) (async, syncRate float64, err error) {
 	value := bytes.Repeat([]byte("x"), 300)
 	start := time.Now()
 	for i := range n {
-		if _, err := js.PublishAsync(fmt.Sprintf("$KV.coldstart.node-%04d.key-%d", i%1000, i), value); err != nil {
+		// Past the client's limit of outstanding publishes a publish waits
+		// for room (up to a minute, not the default 200 ms, which a loaded
+		// machine exceeds).
+		if _, err := js.PublishAsync(fmt.Sprintf("$KV.coldstart.node-%04d.key-%d", i%1000, i), value, jetstream.WithStallWait(time.Minute)); err != nil {
 			return 0, 0, err
 		}
 	}
