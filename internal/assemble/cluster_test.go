@@ -92,14 +92,16 @@ func (c *counter) dump(t *testing.T) {
 }
 
 // outcome is what a settled mesh holds: plans (their bytes), provisions
-// (state, provider and why) and refusals (their why), by key.
+// (state, provider and why) and refusals (their why), by key; and the
+// state of each credential key (the vault's).
 type outcome struct {
 	plans, provisions, refused map[string]string
+	vault                      map[string]mesh.State
 }
 
 // meshRun is one run of the generated mesh: the seat, the ask router and
-// the vault, each on its own connection, and an observer's copies of what
-// the seat writes.
+// the vault, each on its own connection, and the operator's connection
+// (obs) that applied the mesh and reads what the seat writes.
 type meshRun struct {
 	t       *testing.T
 	ctx     context.Context
@@ -107,7 +109,6 @@ type meshRun struct {
 	seat    *assemble.SeatRunning
 	first   *seat.Seat
 	obs     jetstream.JetStream
-	copies  map[string]*bus.Copy
 	results atomic.Int64 // compositions of a node the seat reported
 }
 
@@ -117,7 +118,7 @@ type meshRun struct {
 func startMesh(t *testing.T, url string, replicas int, onResult func(r *meshRun, res *compose.Result, n int64)) *meshRun {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &meshRun{t: t, ctx: ctx, log: newCounter(), copies: map[string]*bus.Copy{}}
+	r := &meshRun{t: t, ctx: ctx, log: newCounter()}
 	log := slog.New(r.log)
 	f, err := meshfile.Parse("gen", gen.Generate(failoverNodes, failoverModules, 1))
 	if err != nil {
@@ -156,61 +157,66 @@ func startMesh(t *testing.T, url string, replicas int, onResult func(r *meshRun,
 	if _, err := a.StartVault(ctx, vault.Config{Dir: t.TempDir(), Node: gen.Control}); err != nil {
 		t.Fatal(err)
 	}
-	for _, b := range []string{mesh.PlansBucket, mesh.ProvisionsBucket, mesh.RefusedBucket} {
-		r.copies[b] = bus.Follow(ctx, ojs, b, bus.Options{Log: log})
-	}
 	return r
 }
 
-// settled reports whether the mesh has settled: every credential key (the
-// vault's) is provided, the seat has nothing left to do, and the
-// observer's copies hold every write made to the seat's buckets.
-func (r *meshRun) settled() bool {
-	provs := r.copies[mesh.ProvisionsBucket]
-	if provs.Len() == 0 {
-		return false
+// settled reports whether the mesh has settled, and returns what the
+// seat's buckets hold then: the seat has nothing left to do (no change
+// unread, no write to try again) and every credential key (the vault's) is
+// provided. The buckets are read anew each time, through fresh watches on
+// the servers that run (a watch whose consumer lived on a stopped server
+// may sit silent until nats.go misses its heartbeats).
+func (r *meshRun) settled() (outcome, bool) {
+	if !r.seat.Seat().Settled(seat.Marks(r.ctx, r.obs)) {
+		return outcome{}, false
 	}
-	ok := true
-	provs.Range(func(_ string, it bus.Item) bool {
-		var p mesh.Provision
-		if json.Unmarshal(it.Value, &p) != nil || (p.Provider.Module == mesh.VaultModule && p.State != mesh.Provided) {
-			ok = false
-		}
-		return ok
-	})
-	if !ok || !r.seat.Seat().Settled(seat.Marks(r.ctx, r.obs)) {
-		return false
+	o, ok := r.read()
+	if !ok || len(o.provisions) == 0 {
+		return o, false
 	}
-	for b, c := range r.copies {
-		str, err := r.obs.Stream(r.ctx, "KV_"+b)
-		if err != nil {
-			return false
-		}
-		info, err := str.Info(r.ctx)
-		if err != nil || c.Seen() < info.State.LastSeq {
-			return false
+	for _, v := range o.vault {
+		if v != mesh.Provided {
+			return o, false
 		}
 	}
-	return true
+	return o, true
 }
 
-// outcome returns what the observer's copies hold.
-func (r *meshRun) outcome() outcome {
-	o := outcome{plans: map[string]string{}, provisions: map[string]string{}, refused: map[string]string{}}
-	r.copies[mesh.PlansBucket].Range(func(k string, it bus.Item) bool {
+// read returns what the seat's buckets hold, through fresh copies on the
+// observer's connection, or false when they are not ready within 5 s.
+func (r *meshRun) read() (outcome, bool) {
+	ctx, cancel := context.WithTimeout(r.ctx, 5*time.Second)
+	defer cancel()
+	quiet := slog.New(slog.DiscardHandler)
+	copies := map[string]*bus.Copy{}
+	for _, b := range []string{mesh.PlansBucket, mesh.ProvisionsBucket, mesh.RefusedBucket} {
+		copies[b] = bus.Follow(ctx, r.obs, b, bus.Options{Log: quiet})
+	}
+	for _, c := range copies {
+		select {
+		case <-c.Ready():
+		case <-ctx.Done():
+			return outcome{}, false
+		}
+	}
+	o := outcome{plans: map[string]string{}, provisions: map[string]string{}, refused: map[string]string{}, vault: map[string]mesh.State{}}
+	copies[mesh.PlansBucket].Range(func(k string, it bus.Item) bool {
 		o.plans[k] = string(it.Value)
 		return true
 	})
-	r.copies[mesh.ProvisionsBucket].Range(func(k string, it bus.Item) bool {
+	copies[mesh.ProvisionsBucket].Range(func(k string, it bus.Item) bool {
 		var p mesh.Provision
 		if err := json.Unmarshal(it.Value, &p); err != nil {
 			o.provisions[k] = "undecodable: " + err.Error()
 			return true
 		}
 		o.provisions[k] = fmt.Sprintf("%s by %s: %s", p.State, p.Provider, p.Why)
+		if p.Provider.Module == mesh.VaultModule {
+			o.vault[k] = p.State
+		}
 		return true
 	})
-	r.copies[mesh.RefusedBucket].Range(func(k string, it bus.Item) bool {
+	copies[mesh.RefusedBucket].Range(func(k string, it bus.Item) bool {
 		var f mesh.Refusal
 		if err := json.Unmarshal(it.Value, &f); err != nil {
 			o.refused[k] = "undecodable: " + err.Error()
@@ -219,7 +225,24 @@ func (r *meshRun) outcome() outcome {
 		o.refused[k] = f.Why
 		return true
 	})
-	return o
+	return o, true
+}
+
+// settle waits up to d for the mesh to settle and returns what it holds,
+// failing t (with what the components said) when it does not.
+func (r *meshRun) settle(d time.Duration, what string) outcome {
+	r.t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		if o, ok := r.settled(); ok {
+			return o
+		}
+		if time.Now().After(deadline) {
+			r.log.dump(r.t)
+			r.t.Fatalf("%s did not settle in %v (%d compositions)", what, d, r.results.Load())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // states counts the provisions of o by state.
@@ -241,7 +264,7 @@ func diff(t *testing.T, bucket string, got, want map[string]string) {
 		g, ok := got[k]
 		switch {
 		case !ok:
-			t.Errorf("%s: key %s is missing; want %s", bucket, k, want[k])
+			t.Errorf("%s: key %s is missing; want %s", bucket, k, short(want[k]))
 		case g != want[k]:
 			t.Errorf("%s: key %s = %s; want %s", bucket, k, g, want[k])
 		default:
@@ -268,12 +291,21 @@ const (
 	wantAsked    = 814
 )
 
+// short returns v, cut to 100 bytes.
+func short(v string) string {
+	if len(v) > 100 {
+		return v[:100] + "…"
+	}
+	return v
+}
+
 // TestClusterFailover runs a generated mesh of 48 nodes x 8 modules on a
 // three-server JetStream cluster with R3 buckets (the seat, the ask router
 // and the vault each on its own connection, given all three URLs). Once
-// the seat has composed 16 of the 48 nodes, the leader of
-// mesh-provisioner_provisions is moved to the seat's own server and that
-// server is stopped while the seat goes on writing. The mesh must settle on
+// the seat has composed 16 of the 48 nodes, the leaders of
+// mesh-provisioner_provisions and of the seat's lease bucket are moved to
+// the seat's own server, and that server is stopped while the seat goes on
+// writing (its writes in flight fail). The mesh must settle on
 // the two remaining servers exactly as an uninterrupted run on one server
 // does: the same plans (bytes), provisions (state, provider, why) and
 // refusals (429 plans; 756 provisions provided, every vault credential
@@ -289,8 +321,7 @@ func TestClusterFailover(t *testing.T) {
 	// The uninterrupted run, on one server.
 	single := bustest.Server(t)
 	plain := startMesh(t, single.URL(), 0, nil)
-	bustest.WaitFor(t, 30*time.Second, "the single-server run to settle", plain.settled)
-	want := plain.outcome()
+	want := plain.settle(30*time.Second, "the single-server run")
 	ws := want.states()
 	t.Logf("one server: %d plans, %d provisions %v, %d refusals, %d compositions",
 		len(want.plans), len(want.provisions), ws, len(want.refused), plain.results.Load())
@@ -324,6 +355,7 @@ func TestClusterFailover(t *testing.T) {
 				return
 			}
 			c.MoveLeader(stream, at, 10*time.Second)
+			c.MoveLeader("KV_"+mesh.SeatBucket, at, 10*time.Second)
 			stopped = at
 			// The server stops (which takes seconds: it hands its
 			// leaderships over first) while the seat goes on
@@ -345,14 +377,10 @@ func TestClusterFailover(t *testing.T) {
 		t.FailNow()
 	}
 	defer func() { <-down }()
-	if !waitFor(60*time.Second, run.settled) {
-		run.log.dump(t)
-		t.Fatalf("the cluster run did not settle in 60 s after server %d stopped (%d compositions)", stopped+1, run.results.Load())
-	}
+	got := run.settle(60*time.Second, "the cluster run")
 	if os.Getenv("CLUSTER_TEST_LOG") != "" {
 		run.log.dump(t)
 	}
-	got := run.outcome()
 	writeErrs := run.log.count("seat: write failed") + run.log.count("seat: the key changed")
 	rounds := run.log.count("seat: writes the bus did not take")
 	t.Logf("cluster: settled %v after it started: %d plans, %d provisions %v, %d refusals; %d compositions, %d write errors, %d retry rounds",
