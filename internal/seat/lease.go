@@ -1,6 +1,7 @@
 package seat
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -163,35 +164,73 @@ func try(ctx context.Context, js jetstream.JetStream, id string, ttl time.Durati
 	return nil, holder, nil
 }
 
-// hold renews the lease every TTL/3 until ctx is done, and returns
-// ErrLeaseLost when a renewal fails.
+// hold renews the lease every TTL/3 until ctx is done. It returns
+// ErrLeaseLost when the bus refuses a renewal (another instance holds the
+// key, or it lapsed), or when no renewal was written for a whole TTL. A
+// renewal the bus did not answer (a lost connection, the seat's bucket
+// electing a new leader on a cluster) is tried again soon, with backoff:
+// meanwhile the fence counts from the last renewal known written, so that
+// the seat writes on only while the key cannot have lapsed.
 func (l *lease) hold(ctx context.Context) error {
 	b, _ := json.Marshal(mesh.Lease{Holder: l.id, Since: time.Now().UTC()})
+	bo := backoff.NewExponentialBackOff()
+	bo.InitialInterval = min(100*time.Millisecond, l.ttl/10)
+	bo.MaxInterval = max(l.ttl/10, bo.InitialInterval)
+	unsure := false // a renewal the bus did not answer may have been written
+	wait := l.ttl / 3
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(l.ttl / 3):
+		case <-time.After(wait):
 		}
 		if l.wait != nil {
 			l.wait()
 		}
 		sent := time.Now()
-		rev, err := l.kv.Update(ctx, mesh.HolderKey, b, l.rev)
-		l.mu.Lock()
-		if err != nil {
-			l.renewed = time.Time{}
-		} else {
+		rev, err := l.renew(ctx, b, unsure)
+		if err == nil {
+			l.mu.Lock()
 			l.renewed, l.rev = sent, rev
+			l.mu.Unlock()
+			unsure, wait = false, l.ttl/3
+			bo.Reset()
+			continue
 		}
-		l.mu.Unlock()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
+		if ctx.Err() != nil {
+			return nil
+		}
+		age, _ := l.age()
+		if bus.IsConflict(err) || errors.Is(err, jetstream.ErrKeyNotFound) || age >= l.ttl {
+			l.mu.Lock()
+			l.renewed = time.Time{}
+			l.mu.Unlock()
 			return fmt.Errorf("%w: %v", ErrLeaseLost, err)
 		}
+		unsure, wait = true, bo.NextBackOff()
 	}
+}
+
+// renew writes the lease's value b again, expecting its last revision,
+// and waits at most TTL/8 (100 ms at least) for the bus to answer, so that
+// a request lost with a server has time to be tried again before the
+// fence (three quarters of the TTL) stops the seat's writes.
+// After a renewal the bus did not answer (unsure), that renewal may have
+// been written: a conflict whose key holds b itself is taken at the key's
+// revision, by a compare-and-set (a stale replica's answer to the read
+// fails it).
+func (l *lease) renew(ctx context.Context, b []byte, unsure bool) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, max(l.ttl/8, 100*time.Millisecond))
+	defer cancel()
+	rev, err := l.kv.Update(ctx, mesh.HolderKey, b, l.rev)
+	if err == nil || !unsure || !bus.IsConflict(err) {
+		return rev, err
+	}
+	e, gerr := l.kv.Get(ctx, mesh.HolderKey)
+	if gerr != nil || !bytes.Equal(e.Value(), b) {
+		return 0, err
+	}
+	return l.kv.Update(ctx, mesh.HolderKey, b, e.Revision())
 }
 
 // release gives the lease up at once, so that a waiting instance need not
