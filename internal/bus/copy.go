@@ -99,10 +99,18 @@ type Copy struct {
 	broke    bool          // a watch gave up since the last one delivered its initial values (run's own)
 	seen     atomic.Uint64 // the highest revision the watch has delivered
 
-	wmu   sync.Mutex // held across an owner's write, so that its echo is not taken first
-	mu    sync.RWMutex
-	items map[string]Item
-	gone  map[string]uint64 // revision of the delete that removed a key
+	wmu sync.Mutex // held across an owner's write, so that its echo is not taken first
+	// While an owner holds the copy (Hold), the watch goes on reading and
+	// keeps what it reads in held, in order, to take it once released:
+	// the changes wait as key, value and revision, not as messages queued
+	// in the client (each with its subject, reply and headers).
+	hmu     sync.Mutex
+	holders int      // owners holding the copy
+	held    []queued // changes read while held, oldest first
+	resumed chan struct{}
+	mu      sync.RWMutex
+	items   map[string]Item
+	gone    map[string]uint64 // revision of the delete that removed a key
 	// created is when the stream the copy holds was created (zero before
 	// the first watch, after the bucket was found gone, or when the
 	// server does not say).
@@ -125,6 +133,7 @@ func Follow(ctx context.Context, js jetstream.JetStream, bucket string, opts Opt
 		log:     opts.Log,
 		kvReady: make(chan struct{}),
 		ready:   make(chan struct{}),
+		resumed: make(chan struct{}, 1),
 		items:   map[string]Item{},
 		gone:    map[string]uint64{},
 	}
@@ -190,11 +199,74 @@ func (c *Copy) Range(f func(key string, it Item) bool) {
 // owner that writes asynchronously holds the copy from before its first
 // publish until it has called [Copy.Took] for every ack, so that the echo
 // of its own write is never reported as a change, nor taken after a later
-// write of its own. Never call Took's siblings PutIfChanged or
-// DeleteIfPresent while holding.
+// write of its own. The watch goes on reading meanwhile: what it reads
+// waits in the copy (key, value and revision) and is taken, in order, once
+// released. Never call Took's siblings PutIfChanged or DeleteIfPresent
+// while holding.
 func (c *Copy) Hold() (release func()) {
 	c.wmu.Lock()
-	return c.wmu.Unlock
+	c.hmu.Lock()
+	c.holders++
+	c.hmu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			c.hmu.Lock()
+			c.holders--
+			c.hmu.Unlock()
+			c.wmu.Unlock()
+			select {
+			case c.resumed <- struct{}{}:
+			default:
+			}
+		})
+	}
+}
+
+// queued is one change the watch read while the copy was held.
+type queued struct {
+	key      string
+	value    []byte
+	rev      uint64
+	deleted  bool
+	sentinel bool // not a change: the end of the initial values
+}
+
+// queue keeps q to take later when the copy is held, or when changes read
+// earlier still wait (so that changes are taken in order); it reports
+// whether it kept q.
+func (c *Copy) queue(q queued) bool {
+	c.hmu.Lock()
+	defer c.hmu.Unlock()
+	if c.holders == 0 && len(c.held) == 0 {
+		return false
+	}
+	c.held = append(c.held, q)
+	return true
+}
+
+// next returns the oldest change waiting, unless the copy is held or none
+// waits.
+func (c *Copy) next() (queued, bool) {
+	c.hmu.Lock()
+	defer c.hmu.Unlock()
+	if c.holders > 0 || len(c.held) == 0 {
+		return queued{}, false
+	}
+	q := c.held[0]
+	c.held[0] = queued{}
+	c.held = c.held[1:]
+	if len(c.held) == 0 {
+		c.held = nil
+	}
+	return q, true
+}
+
+// waiting returns how many changes wait for the copy to be released.
+func (c *Copy) waiting() int {
+	c.hmu.Lock()
+	defer c.hmu.Unlock()
+	return len(c.held)
 }
 
 // Took takes the owner's own write into the copy at once: value at key with
@@ -414,6 +486,7 @@ var errStreamChanged = errors.New("the bucket was deleted or made anew; the watc
 // as deleted (and is made again with Options.Create); a bucket made anew
 // has its keys taken whatever their revision.
 func (c *Copy) watch(ctx context.Context) error {
+	c.settle(ctx)
 	kv, err := c.handle(ctx)
 	if gone(err) {
 		c.lose()
@@ -482,6 +555,33 @@ func (c *Copy) watch(ctx context.Context) error {
 	defer nc.RemoveStatusListener(reconnected)
 	seen := map[string]bool{}
 	initial := true
+	// apply takes one change read by this watch, or ends its initial
+	// values.
+	apply := func(q queued) {
+		if !q.sentinel {
+			c.apply(q)
+			return
+		}
+		c.dropUnseen(seen, lastSeq, anew)
+		seen = nil
+		if c.broke {
+			countRestart(c.bucket)
+			c.broke = false
+		}
+		c.healthy.Store(true)
+		c.readyOne.Do(func() { close(c.ready) })
+	}
+	// drain takes the changes that waited while the copy was held, unless
+	// it is held again.
+	drain := func() {
+		for {
+			q, ok := c.next()
+			if !ok {
+				return
+			}
+			apply(q)
+		}
+	}
 	for {
 		var e jetstream.KeyValueEntry
 		select {
@@ -489,40 +589,73 @@ func (c *Copy) watch(ctx context.Context) error {
 			return errReconnected
 		case why := <-changed:
 			return why
+		case <-c.resumed:
+			drain()
+			continue
 		case got, ok := <-w.Updates():
 			if !ok {
 				return nil
 			}
 			e = got
 		}
+		drain()
 		if e == nil {
 			if initial {
-				c.dropUnseen(seen, lastSeq, anew)
-				seen = nil
 				initial = false
-				if c.broke {
-					countRestart(c.bucket)
-					c.broke = false
+				q := queued{sentinel: true}
+				if !c.queue(q) {
+					apply(q)
 				}
-				c.healthy.Store(true)
-				c.readyOne.Do(func() { close(c.ready) })
 			}
 			continue
 		}
 		if initial {
 			seen[e.Key()] = true
 		}
-		deleted := e.Operation() != jetstream.KeyValuePut
-		var value []byte
-		if !deleted {
-			value = e.Value()
+		q := queued{key: e.Key(), rev: e.Revision(), deleted: e.Operation() != jetstream.KeyValuePut}
+		if !q.deleted {
+			q.value = e.Value()
 		}
-		if c.take(e.Key(), value, e.Revision(), deleted) && c.opts.OnChange != nil {
-			c.opts.OnChange(Change{Bucket: c.bucket, Key: e.Key(), Value: value, Revision: e.Revision(), Deleted: deleted})
+		if !c.queue(q) {
+			apply(q)
 		}
-		// Seen moves only after OnChange has handed the change on.
-		if r := e.Revision(); r > c.seen.Load() {
-			c.seen.Store(r)
+	}
+}
+
+// apply takes one change into the copy and hands it to OnChange when it
+// changed the copy; then the revisions seen move on.
+func (c *Copy) apply(q queued) {
+	if c.take(q.key, q.value, q.rev, q.deleted) && c.opts.OnChange != nil {
+		c.opts.OnChange(Change{Bucket: c.bucket, Key: q.key, Value: q.value, Revision: q.rev, Deleted: q.deleted})
+	}
+	// Seen moves only after OnChange has handed the change on.
+	if q.rev > c.seen.Load() {
+		c.seen.Store(q.rev)
+	}
+}
+
+// settle waits until the copy is released and takes every change an
+// earlier watch read while it was held (an earlier watch's end of initial
+// values is dropped: the next watch delivers its own). It returns early
+// when ctx is done.
+func (c *Copy) settle(ctx context.Context) {
+	for {
+		for {
+			q, ok := c.next()
+			if !ok {
+				break
+			}
+			if !q.sentinel {
+				c.apply(q)
+			}
+		}
+		if c.waiting() == 0 {
+			return
+		}
+		select {
+		case <-c.resumed:
+		case <-ctx.Done():
+			return
 		}
 	}
 }

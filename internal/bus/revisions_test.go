@@ -147,3 +147,58 @@ func heap() uint64 {
 	runtime.ReadMemStats(&ms)
 	return ms.HeapAlloc
 }
+
+// TestCopyReadsOnWhileHeld holds a copy while its owner writes one key and
+// another writer writes fifty: the watch goes on reading (the changes wait
+// in the copy, not taken), and once released takes them in order,
+// reporting the other writer's fifty and never the owner's own echo.
+func TestCopyReadsOnWhileHeld(t *testing.T) {
+	s := bustest.Server(t)
+	ctx := bustest.Context(t)
+	_, js := bustest.Connect(t, s, "owner")
+	var mu sync.Mutex
+	var reported []string
+	c := bus.Follow(ctx, js, "test_held", bus.Options{Create: true, OnChange: func(ch bus.Change) {
+		mu.Lock()
+		reported = append(reported, ch.Key)
+		mu.Unlock()
+	}})
+	<-c.Ready()
+	kv, err := c.KV(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ojs := bustest.Connect(t, s, "other")
+	okv, err := ojs.KeyValue(ctx, "test_held")
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := c.Hold()
+	rev, err := kv.Put(ctx, "own", []byte(`"mine"`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for i := range 50 {
+		key := fmt.Sprintf("k%02d", i)
+		if _, err := okv.Put(ctx, key, []byte(`1`)); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, key)
+	}
+	bustest.WaitFor(t, 0, "51 changes waiting in the held copy", func() bool { return bus.Waiting(c) == 51 })
+	if _, ok := c.Get("k00"); ok || c.Len() != 0 {
+		t.Errorf("the held copy took changes: Len %d", c.Len())
+	}
+	c.Took("own", []byte(`"mine"`), rev)
+	release()
+	bustest.WaitFor(t, 0, "every change taken", func() bool { return c.Len() == 51 && bus.Waiting(c) == 0 })
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(reported) != fmt.Sprint(want) {
+		t.Errorf("reported %v; want the other writer's %v in order, not the owner's own", reported, want)
+	}
+	if c.Seen() < rev+50 {
+		t.Errorf("Seen = %d; want at least %d", c.Seen(), rev+50)
+	}
+}
