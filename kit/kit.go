@@ -77,6 +77,10 @@ type Kit struct {
 	others map[string]other
 	names  intern.Table
 	ours   map[string][]string // our keys and their depends-on
+	// byConsumer indexes the keys held (provs and others) by their first
+	// two tokens, "<node>.<consumer>": a consumer's provisions without a
+	// scan.
+	byConsumer map[string]map[string]struct{}
 	// dependents indexes ours the other way: a key -> our keys that depend
 	// on it, so that a change finds its dependents without a scan.
 	dependents map[string]map[string]bool
@@ -122,6 +126,7 @@ func Start(ctx context.Context, cfg Config) (*Kit, error) {
 		others:     map[string]other{},
 		ours:       map[string][]string{},
 		dependents: map[string]map[string]bool{},
+		byConsumer: map[string]map[string]struct{}{},
 		done:       map[string]string{},
 		tries:      map[string]*backoff.ExponentialBackOff{},
 		later:      map[string]later{},
@@ -261,6 +266,7 @@ func (k *Kit) took(ch bus.Change) {
 	k.mu.Lock()
 	delete(k.provs, ch.Key)
 	delete(k.others, ch.Key)
+	k.indexConsumer(ch.Key, decoded)
 	if decoded {
 		k.names.Provision(&p)
 		if _, err := mesh.ParseProvisionKey(ch.Key); err != nil || p.Provider == k.self {
@@ -293,6 +299,53 @@ func (k *Kit) took(ch bus.Change) {
 	}
 	for _, key := range dependents {
 		k.q.add(key)
+	}
+}
+
+// indexConsumer puts key into byConsumer (held) or takes it out. k.mu is
+// held.
+func (k *Kit) indexConsumer(key string, held bool) {
+	c := consumerOf(key)
+	set := k.byConsumer[c]
+	if held {
+		if set == nil {
+			set = map[string]struct{}{}
+			k.byConsumer[c] = set
+		}
+		set[key] = struct{}{}
+		return
+	}
+	delete(set, key)
+	if len(set) == 0 {
+		delete(k.byConsumer, c)
+	}
+}
+
+// consumerOf returns the first two tokens of a provision key,
+// "<node>.<consumer>" (the whole key when it has fewer).
+func consumerOf(key string) string {
+	i := strings.IndexByte(key, '.')
+	if i < 0 {
+		return key
+	}
+	if j := strings.IndexByte(key[i+1:], '.'); j >= 0 {
+		return key[:i+1+j]
+	}
+	return key
+}
+
+// ConsumerProvisions calls f for every provision the kit's copy holds whose
+// key starts "<node>.<consumer>." (the provisions of consumer on node, as the
+// seat writes them), in no order, until f returns false; it costs what it
+// finds, not a pass over every provision. f must not call the kit.
+func (k *Kit) ConsumerProvisions(node, consumer string, f func(key string, p mesh.Provision) bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for key := range k.byConsumer[node+"."+consumer] {
+		p, ok := k.provision(key)
+		if ok && !f(key, p) {
+			return
+		}
 	}
 }
 

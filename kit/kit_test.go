@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -629,5 +630,41 @@ func TestKitHoldsOtherProvidersKeysInPart(t *testing.T) {
 	f.kit.Provisions(func(string, mesh.Provision) bool { n++; return true })
 	if n != 6 {
 		t.Errorf("Provisions gave %d keys; want 6", n)
+	}
+}
+
+// TestKitConsumerProvisions finds a consumer's provisions on a node by its
+// index, and follows the provisions that go.
+func TestKitConsumerProvisions(t *testing.T) {
+	f := start(t, newRecorder(func(string, int, mesh.Provision) (kit.Result, error) { return kit.Provided("s", 1), nil }).handler(), 0)
+	a, ap := kittest.Requirement(gitea, "shelf", "a", provider)
+	b, bp := kittest.Requirement(gitea, "shelf", "b", provider)
+	other, op := kittest.Requirement(mesh.Ref{Module: "gitea", Node: "g14"}, "shelf", "a", provider)
+	for _, n := range []struct {
+		key mesh.ProvisionKey
+		p   mesh.Provision
+	}{{a, ap}, {b, bp}, {other, op}} {
+		f.seat.Need(n.key, n.p)
+		waitState(t, f.seat, n.key, mesh.Provided, "")
+	}
+	keys := func() []string {
+		var out []string
+		f.kit.ConsumerProvisions("ace", "gitea", func(key string, p mesh.Provision) bool {
+			if p.Consumer != gitea {
+				t.Errorf("ConsumerProvisions(ace, gitea) gave %s of %+v", key, p.Consumer)
+			}
+			out = append(out, key)
+			return true
+		})
+		slices.Sort(out)
+		return out
+	}
+	if got, want := keys(), []string{a.String(), b.String()}; !slices.Equal(got, want) {
+		t.Errorf("ConsumerProvisions(ace, gitea) = %v; want %v", got, want)
+	}
+	f.seat.Drop(a)
+	bustest.WaitFor(t, 0, "the kit to drop "+a.String(), func() bool { _, ok := f.kit.Provision(a.String()); return !ok })
+	if got, want := keys(), []string{b.String()}; !slices.Equal(got, want) {
+		t.Errorf("ConsumerProvisions(ace, gitea) after %s went = %v; want %v", a, got, want)
 	}
 }

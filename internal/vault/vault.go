@@ -148,14 +148,26 @@ func (v *Vault) credential(key string) (kit.Credential, bool) {
 	return kit.Credential{Key: key, VaultName: val.Name, Generation: val.Generation, Value: val.Value}, true
 }
 
-// credentials returns the credentials reached from the provisions that
-// match: the keys they depend on, and, with self, each such key itself when
-// it is a credential. With only set, only the provision at that key is
-// looked at (a request narrowed to one key costs one lookup, not a pass
-// over every provision).
-func (v *Vault) credentials(self bool, only string, match func(key string, p mesh.Provision) bool) []kit.Credential {
+// provisions calls f for some of the provisions the kit holds (every
+// one, or those a request narrows to), until f returns false.
+type provisions func(f func(key string, p mesh.Provision) bool)
+
+// only returns the provision at key alone, as provisions: a request
+// narrowed to one key costs one lookup, not a pass over every provision.
+func (v *Vault) only(key string) provisions {
+	return func(f func(key string, p mesh.Provision) bool) {
+		if p, ok := v.kit.Provision(key); ok {
+			f(key, p)
+		}
+	}
+}
+
+// credentials returns the credentials reached from the provisions of from
+// that match: the keys they depend on, and, with self, each such key itself
+// when it is a credential.
+func (v *Vault) credentials(self bool, from provisions, match func(key string, p mesh.Provision) bool) []kit.Credential {
 	var keys []string
-	take := func(key string, p mesh.Provision) bool {
+	from(func(key string, p mesh.Provision) bool {
 		if match(key, p) {
 			if self {
 				keys = append(keys, key)
@@ -163,14 +175,7 @@ func (v *Vault) credentials(self bool, only string, match func(key string, p mes
 			keys = append(keys, p.DependsOn...)
 		}
 		return true
-	}
-	if only != "" {
-		if p, ok := v.kit.Provision(only); ok {
-			take(only, p)
-		}
-	} else {
-		v.kit.Provisions(take)
-	}
+	})
 	sort.Strings(keys)
 	keys = slices.Compact(keys)
 	var out []kit.Credential
@@ -187,7 +192,17 @@ func (v *Vault) credentials(self bool, only string, match func(key string, p mes
 func (v *Vault) secrets(module, node string) ([]kit.Secret, error) {
 	var out []kit.Secret
 	var plans []mesh.Plan
-	v.plans.Range(func(key string, it bus.Item) bool {
+	each := v.plans.Range
+	if node != "" {
+		// One plan, not a pass over every plan.
+		each = func(f func(key string, it bus.Item) bool) {
+			key := mesh.NodeModule{Node: node, Module: module}.String()
+			if it, ok := v.plans.Get(key); ok {
+				f(key, it)
+			}
+		}
+	}
+	each(func(key string, it bus.Item) bool {
 		nm, err := mesh.ParseNodeModule(key)
 		if err != nil || nm.Module != module || (node != "" && nm.Node != node) {
 			return true
@@ -241,7 +256,14 @@ func (v *Vault) answerSecret(m *nats.Msg) {
 		v.reply(m, kit.VaultAnswer{Error: why}, "verb", kit.SecretVerb, "user", user)
 		return
 	}
-	a := kit.VaultAnswer{Credentials: v.credentials(true, req.Key, func(key string, p mesh.Provision) bool {
+	from := provisions(v.kit.Provisions)
+	switch {
+	case req.Key != "":
+		from = v.only(req.Key)
+	case req.Node != "":
+		from = func(f func(key string, p mesh.Provision) bool) { v.kit.ConsumerProvisions(req.Node, user, f) }
+	}
+	a := kit.VaultAnswer{Credentials: v.credentials(true, from, func(key string, p mesh.Provision) bool {
 		return p.Consumer.Module == user && (req.Node == "" || p.Consumer.Node == req.Node) && (req.Key == "" || key == req.Key)
 	})}
 	if req.Key == "" {
@@ -260,7 +282,11 @@ func (v *Vault) answerConsumers(m *nats.Msg) {
 		v.reply(m, kit.VaultAnswer{Error: why}, "verb", kit.ConsumersVerb, "user", user)
 		return
 	}
-	creds := v.credentials(false, req.Key, func(key string, p mesh.Provision) bool {
+	from := provisions(v.kit.Provisions)
+	if req.Key != "" {
+		from = v.only(req.Key)
+	}
+	creds := v.credentials(false, from, func(key string, p mesh.Provision) bool {
 		return p.Provider.Module == user && (req.Node == "" || p.Provider.Node == req.Node) && (req.Key == "" || key == req.Key)
 	})
 	v.reply(m, kit.VaultAnswer{Credentials: creds}, "verb", kit.ConsumersVerb, "user", user)

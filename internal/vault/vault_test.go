@@ -232,6 +232,46 @@ func TestVaultAnswersAModulesOwnSecrets(t *testing.T) {
 	if len(theirs.Secrets) != 1 || theirs.Secrets[0].Name != "admin-token" || theirs.Secrets[0].Value == s.Value {
 		t.Errorf("vaultwarden's secrets = %+v; want its admin-token only", theirs.Secrets)
 	}
+
+	// Narrowed to a node (as a node's client asks): that node's plan and
+	// credentials only.
+	g14 := mesh.Ref{Module: "gitea", Node: "g14"}
+	onG14, _ := json.Marshal(mesh.Plan{Node: "g14", Module: "gitea", Secrets: []string{"secret-key"}})
+	plans.Put(ctx, "g14.gitea", onG14)
+	_, aceCred := f.need(gitea, "")
+	_, g14Cred := f.need(g14, "")
+	waitProvided(t, f.seat, aceCred, 1)
+	waitProvided(t, f.seat, g14Cred, 1)
+	bustest.WaitFor(t, 0, "gitea's secrets on both nodes", func() bool {
+		a, err = ask(t, f, "gitea", "gitea", false, kit.VaultRequest{})
+		return err == nil && len(a.Secrets) == 2 && len(a.Credentials) == 2
+	})
+	for _, c := range []struct {
+		node, cred string
+		secrets    int
+	}{
+		{"ace", aceCred.String(), 1},
+		{"g14", g14Cred.String(), 1},
+		{"nowhere", "", 0},
+	} {
+		got, err := ask(t, f, "gitea", "gitea", false, kit.VaultRequest{Node: c.node})
+		var creds []string
+		for _, cr := range got.Credentials {
+			creds = append(creds, cr.Key)
+		}
+		var nodes []string
+		for _, sc := range got.Secrets {
+			nodes = append(nodes, sc.Node)
+		}
+		wantCreds := []string{}
+		if c.cred != "" {
+			wantCreds = []string{c.cred}
+		}
+		if err != nil || fmt.Sprint(creds) != fmt.Sprint(wantCreds) || len(nodes) != c.secrets || (c.secrets == 1 && nodes[0] != c.node) {
+			t.Errorf("gitea's values on %s = credentials %v, secrets of nodes %v, %v; want credentials %v and %d secret(s) of %s",
+				c.node, creds, nodes, err, wantCreds, c.secrets, c.node)
+		}
+	}
 }
 
 func TestVaultRotatesAndRetires(t *testing.T) {
