@@ -131,3 +131,40 @@ func TestPartiesRefusesCollisions(t *testing.T) {
 		}
 	}
 }
+
+// TestRespondersMayPublishTheAcksOfWhatTheyRead checks the ack subjects:
+// a party that may reply may publish the acks of exactly the buckets it
+// reads (so that the server keeps no reply permission per delivered
+// message), and a party that may not reply gets none.
+func TestRespondersMayPublishTheAcksOfWhatTheyRead(t *testing.T) {
+	ps := homelab(t)
+	for user, want := range map[string][]string{
+		"mesh-provisioner": {"$JS.ACK.*.>"},
+		"mesh-asks":        {"$JS.ACK.KV_mesh-asks_records.>"},
+		"redis":            nil,
+		"client-ace":       nil,
+	} {
+		p := ps[user]
+		var acks []string
+		for _, s := range p.Permissions().Publish {
+			if strings.HasPrefix(s, "$JS.ACK.") {
+				acks = append(acks, s)
+			}
+		}
+		if !slices.Equal(acks, want) {
+			t.Errorf("%s may publish acks %v; want %v", user, acks, want)
+		}
+	}
+	vault := ps["mesh-vault"].Permissions()
+	if !vault.Responses {
+		t.Fatal("mesh-vault may not reply; want it to (it answers its verbs)")
+	}
+	for _, r := range ps["mesh-vault"].Rules() {
+		if r.Act != access.Read {
+			continue
+		}
+		if ack := "$JS.ACK.KV_" + r.Target + ".>"; !slices.Contains(vault.Publish, ack) {
+			t.Errorf("mesh-vault reads %s but may not publish %s", r.Target, ack)
+		}
+	}
+}

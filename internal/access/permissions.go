@@ -57,8 +57,26 @@ func (p Party) Permissions() Permissions {
 			perm.Responses = true
 		}
 	}
+	if perm.Responses {
+		// A party that may reply keeps, in the server, a reply permission
+		// for the reply subject of every message delivered to it, for two
+		// minutes: for a watch, every key of the bucket (the ack subject of
+		// its consumer), tens of megabytes in a cold start. Where it may
+		// publish the reply anyway, the server keeps none: so it may
+		// publish the acks of the buckets it reads (the watches' consumers
+		// take no acks; they carry no key and no value).
+		for _, r := range p.Rules() {
+			if r.Act == Read {
+				pub(ackSubject(r.Target))
+			}
+		}
+	}
 	return perm
 }
+
+// ackSubject returns the subject of the acks of bucket's consumers:
+// "$JS.ACK.KV_<bucket>.>", or "$JS.ACK.*.>" for [AnyBucket].
+func ackSubject(bucket string) string { return "$JS.ACK." + stream(bucket) + ".>" }
 
 const apiPrefix = "$JS.API."
 
