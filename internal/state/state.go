@@ -44,6 +44,74 @@ func addTo(m map[string]set, k, v string) {
 	s.add(v)
 }
 
+// few is a set of strings kept for many keys where most sets hold one
+// member (the nodes whose composition needs a key, the keys that depend on
+// a key): the first member inline, a map only for the others. Members are
+// never empty; one is empty only in an empty set.
+type few struct {
+	one  string
+	more set
+}
+
+func (f *few) add(v string) {
+	if f.one == "" || f.one == v {
+		f.one = v
+		return
+	}
+	if f.more == nil {
+		f.more = set{}
+	}
+	f.more.add(v)
+}
+
+func (f *few) remove(v string) {
+	if f.one == v {
+		f.one = ""
+		for k := range f.more {
+			f.one = k
+			delete(f.more, k)
+			break
+		}
+	} else {
+		delete(f.more, v)
+	}
+	if len(f.more) == 0 {
+		f.more = nil
+	}
+}
+
+func (f few) sorted() []string {
+	if f.one == "" {
+		return nil
+	}
+	out := make([]string, 0, 1+len(f.more))
+	out = append(out, f.one)
+	for k := range f.more {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func addToFew(m map[string]few, k, v string) {
+	f := m[k]
+	f.add(v)
+	m[k] = f
+}
+
+func removeFromFew(m map[string]few, k, v string) {
+	f, ok := m[k]
+	if !ok {
+		return
+	}
+	f.remove(v)
+	if f.one == "" {
+		delete(m, k)
+		return
+	}
+	m[k] = f
+}
+
 func removeFrom(m map[string]set, k, v string) {
 	if s := m[k]; s != nil {
 		delete(s, v)
@@ -118,7 +186,7 @@ type Mesh struct {
 
 	provisions map[string]mesh.Provision
 	provByNode map[string][]string // node -> its provision keys, sorted
-	dependents map[string]set      // key -> keys whose depends-on names it
+	dependents map[string]few      // key -> keys whose depends-on names it
 	approved   map[mesh.Ref]set    // provider -> retiring keys approved with a warrant, waiting for it
 
 	plans      map[string][]byte
@@ -128,7 +196,7 @@ type Mesh struct {
 
 	// What the last composition of each node found.
 	needed     map[string]map[string]*compose.Need // node -> key -> need
-	needers    map[string]set                      // key -> nodes whose composition needs it
+	needers    map[string]few                      // key -> nodes whose composition needs it
 	byProvider map[mesh.Ref]set                    // provider -> needed keys it answers
 	requires   map[string][]string                 // node -> modules its modules require
 	consumers  map[string]set                      // module -> nodes that require it
@@ -167,14 +235,14 @@ func New() *Mesh {
 		entries:    map[string]map[string]entry{},
 		provisions: map[string]mesh.Provision{},
 		provByNode: map[string][]string{},
-		dependents: map[string]set{},
+		dependents: map[string]few{},
 		approved:   map[mesh.Ref]set{},
 		plans:      map[string][]byte{},
 		plansOf:    map[string][]string{},
 		refusals:   map[string]mesh.Refusal{},
 		refusalsOf: map[string][]string{},
 		needed:     map[string]map[string]*compose.Need{},
-		needers:    map[string]set{},
+		needers:    map[string]few{},
 		byProvider: map[mesh.Ref]set{},
 		requires:   map[string][]string{},
 		consumers:  map[string]set{},
@@ -587,7 +655,7 @@ func (m *Mesh) takeProvision(ch bus.Change, t *Touch) {
 	}
 	if old, ok := m.provisions[ch.Key]; ok {
 		for _, d := range old.DependsOn {
-			removeFrom(m.dependents, d, ch.Key)
+			removeFromFew(m.dependents, d, ch.Key)
 		}
 		if old.Ask != "" && m.askedBy[old.Ask] == ch.Key {
 			delete(m.askedBy, old.Ask)
@@ -627,7 +695,7 @@ func (m *Mesh) takeProvision(ch bus.Change, t *Touch) {
 		m.askedBy[p.Ask] = ch.Key
 	}
 	for _, d := range p.DependsOn {
-		addTo(m.dependents, d, ch.Key)
+		addToFew(m.dependents, d, ch.Key)
 	}
 	if p.State == mesh.Retiring && p.Warrant != nil {
 		s := m.approved[p.Provider]
@@ -753,7 +821,7 @@ func (m *Mesh) Composed(res *compose.Result) {
 	}
 	node := res.Node
 	for key, n := range m.needed[node] {
-		removeFrom(m.needers, key, node)
+		removeFromFew(m.needers, key, node)
 		if _, still := m.needers[key]; !still {
 			if s := m.byProvider[n.Provider]; s != nil {
 				delete(s, key)
@@ -768,7 +836,7 @@ func (m *Mesh) Composed(res *compose.Result) {
 	}
 	m.needed[node] = res.Needed
 	for key, n := range res.Needed {
-		addTo(m.needers, key, node)
+		addToFew(m.needers, key, node)
 		s := m.byProvider[n.Provider]
 		if s == nil {
 			s = set{}
@@ -785,8 +853,8 @@ func (m *Mesh) Composed(res *compose.Result) {
 // NeedOf returns the need that the last composition of some node found for
 // key, or nil when no composition needs it.
 func (m *Mesh) NeedOf(key string) *compose.Need {
-	for node := range m.needers[key] {
-		return m.needed[node][key]
+	if f, ok := m.needers[key]; ok {
+		return m.needed[f.one][key]
 	}
 	return nil
 }
