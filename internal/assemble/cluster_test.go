@@ -389,6 +389,30 @@ func TestClusterFailover(t *testing.T) {
 	diff(t, mesh.ProvisionsBucket, got.provisions, want.provisions)
 	diff(t, mesh.RefusedBucket, got.refused, want.refused)
 
+	// Every bucket the components made (the seat's, its lease's, the
+	// router's records, the providers' entries) and the operator's have
+	// three replicas.
+	var r1 []string
+	buckets := map[string]bool{}
+	for name := range run.obs.StreamNames(run.ctx).Name() {
+		str, err := run.obs.Stream(run.ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		buckets[strings.TrimPrefix(name, "KV_")] = true
+		if n := str.CachedInfo().Config.Replicas; n != 3 {
+			r1 = append(r1, fmt.Sprintf("%s (%d)", name, n))
+		}
+	}
+	if len(r1) > 0 {
+		t.Errorf("of %d buckets, %v have another replica count than 3", len(buckets), r1)
+	}
+	for _, b := range []string{mesh.PlacementBucket, mesh.PlansBucket, mesh.ProvisionsBucket, mesh.RegistryBucket,
+		mesh.SeatBucket, mesh.RecordsBucket, mesh.BoundBucket(mesh.VaultModule)} {
+		if !buckets[b] {
+			t.Errorf("bucket %s is missing (of %d)", b, len(buckets))
+		}
+	}
 	if n := run.log.count("seat: the lease may have lapsed"); n > 0 {
 		t.Errorf("the seat fenced its writes %d times; want never", n)
 	}
