@@ -111,6 +111,8 @@ type Client struct {
 	plans, applied, collect, registry *bus.Copy
 	ready                             chan struct{}
 
+	retry retry // modules whose apply failed, marked again after a backoff
+
 	mu      sync.Mutex
 	dirty   map[string]bool // modules to apply
 	wake    chan struct{}
@@ -315,8 +317,15 @@ func (c *Client) mark(module string) {
 }
 
 // work applies every marked module until none is left, or until the
-// client no longer holds its node's lease.
+// client no longer holds its node's lease. A module whose apply failed is
+// marked again after a backoff (see retry).
 func (c *Client) work(ctx context.Context) {
+	failed := false
+	defer func() {
+		if !failed {
+			c.retry.applied()
+		}
+	}()
 	for ctx.Err() == nil && c.held.Load() {
 		c.mu.Lock()
 		var next string
@@ -330,7 +339,12 @@ func (c *Client) work(ctx context.Context) {
 			return
 		}
 		if err := c.apply(ctx, next); err != nil && ctx.Err() == nil {
-			c.log.Error("client: apply", "module", next, "err", err)
+			failed = true
+			if wait := c.retry.fail(next, c.mark); wait > 0 {
+				c.log.Error("client: apply; applied again later", "module", next, "err", err, "retry_in", wait)
+			} else {
+				c.log.Error("client: apply; applied again later", "module", next, "err", err)
+			}
 		}
 	}
 }
