@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -45,6 +46,12 @@ type Vault struct {
 	kit   *kit.Kit
 	plans *bus.Copy
 	log   *slog.Logger
+
+	// secretsOf holds, of every plan that names secrets, the names
+	// (key <node>.<module> of mesh-provisioner_plans): the only part of a
+	// plan the vault reads. The plans copy keeps revisions only.
+	mu        sync.Mutex
+	secretsOf map[mesh.NodeModule][]string
 }
 
 // Start opens the vault's store, starts its kit (entries in
@@ -63,8 +70,9 @@ func Start(ctx context.Context, cfg Config, nc *nats.Conn, js jetstream.JetStrea
 	if err != nil {
 		return nil, err
 	}
-	v := &Vault{cfg: cfg, self: mesh.Ref{Module: mesh.VaultModule, Node: cfg.Node}, store: store, log: log.With("component", mesh.VaultModule)}
-	v.plans = bus.Follow(ctx, js, mesh.PlansBucket, bus.Options{Log: v.log})
+	v := &Vault{cfg: cfg, self: mesh.Ref{Module: mesh.VaultModule, Node: cfg.Node}, store: store, log: log.With("component", mesh.VaultModule),
+		secretsOf: map[mesh.NodeModule][]string{}}
+	v.plans = bus.Follow(ctx, js, mesh.PlansBucket, bus.Options{Log: v.log, OnChange: v.tookPlan, RevisionsOnly: true})
 	v.kit, err = kit.Start(ctx, kit.Config{
 		Module: mesh.VaultModule, Node: cfg.Node, JetStream: js, Handler: handler{v}, Log: log,
 		RetryMin: cfg.RetryMin, RetryMax: cfg.RetryMax, Workers: workers,
@@ -187,43 +195,63 @@ func (v *Vault) credentials(self bool, from provisions, match func(key string, p
 	return out
 }
 
+// tookPlan keeps the secrets a changed plan names. A plan that does not
+// decode is said and its secrets are not answered.
+func (v *Vault) tookPlan(ch bus.Change) {
+	nm, err := mesh.ParseNodeModule(ch.Key)
+	if err != nil {
+		v.log.Error("vault: a plan's key is out of shape; its secrets are not answered", "bucket", mesh.PlansBucket, "key", ch.Key, "err", err)
+		return
+	}
+	var p struct {
+		Secrets []string `json:"secrets"`
+	}
+	if !ch.Deleted {
+		if err := json.Unmarshal(ch.Value, &p); err != nil {
+			v.log.Error("vault: a plan does not decode; its secrets are not answered", "bucket", mesh.PlansBucket, "key", ch.Key, "err", err)
+		}
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if len(p.Secrets) == 0 {
+		delete(v.secretsOf, nm)
+		return
+	}
+	v.secretsOf[nm] = p.Secrets
+}
+
 // Secrets returns the own secrets of module (on node, when node is set),
 // generating those not kept yet.
 func (v *Vault) secrets(module, node string) ([]kit.Secret, error) {
-	var out []kit.Secret
-	var plans []mesh.Plan
-	each := v.plans.Range
+	type named struct {
+		nm    mesh.NodeModule
+		names []string
+	}
+	var plans []named
+	v.mu.Lock()
 	if node != "" {
 		// One plan, not a pass over every plan.
-		each = func(f func(key string, it bus.Item) bool) {
-			key := mesh.NodeModule{Node: node, Module: module}.String()
-			if it, ok := v.plans.Get(key); ok {
-				f(key, it)
+		nm := mesh.NodeModule{Node: node, Module: module}
+		if names, ok := v.secretsOf[nm]; ok {
+			plans = append(plans, named{nm, names})
+		}
+	} else {
+		for nm, names := range v.secretsOf {
+			if nm.Module == module {
+				plans = append(plans, named{nm, names})
 			}
 		}
 	}
-	each(func(key string, it bus.Item) bool {
-		nm, err := mesh.ParseNodeModule(key)
-		if err != nil || nm.Module != module || (node != "" && nm.Node != node) {
-			return true
-		}
-		var p mesh.Plan
-		if err := json.Unmarshal(it.Value, &p); err != nil {
-			v.log.Error("vault: a plan does not decode; its secrets are not answered", "bucket", mesh.PlansBucket, "key", key, "err", err)
-			return true
-		}
-		p.Node, p.Module = nm.Node, nm.Module
-		plans = append(plans, p)
-		return true
-	})
-	sort.Slice(plans, func(i, j int) bool { return plans[i].Node < plans[j].Node })
+	v.mu.Unlock()
+	sort.Slice(plans, func(i, j int) bool { return plans[i].nm.Node < plans[j].nm.Node })
+	var out []kit.Secret
 	for _, p := range plans {
-		for _, name := range p.Secrets {
-			val, err := v.store.Ensure(SecretName(p.Node, p.Module, name))
+		for _, name := range p.names {
+			val, err := v.store.Ensure(SecretName(p.nm.Node, p.nm.Module, name))
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, kit.Secret{Node: p.Node, Module: p.Module, Name: name, VaultName: val.Name, Generation: val.Generation, Value: val.Value})
+			out = append(out, kit.Secret{Node: p.nm.Node, Module: p.nm.Module, Name: name, VaultName: val.Name, Generation: val.Generation, Value: val.Value})
 		}
 	}
 	return out, nil
