@@ -196,13 +196,14 @@ func (c *Copy) Range(f func(key string, it Item) bool) {
 }
 
 // Hold keeps the watch from taking changes until release is called. An
-// owner that writes asynchronously holds the copy from before its first
-// publish until it has called [Copy.Took] for every ack, so that the echo
-// of its own write is never reported as a change, nor taken after a later
-// write of its own. The watch goes on reading meanwhile: what it reads
-// waits in the copy (key, value and revision) and is taken, in order, once
-// released. Never call Took's siblings PutIfChanged or DeleteIfPresent
-// while holding.
+// owner that writes asynchronously either holds the copy from before its
+// first publish until it has called [Copy.Took] for every ack, so that the
+// echo of its own write is never reported as a change, nor taken after a
+// later write of its own; or it does not hold it, and leaves out the
+// changes for which Took reported that the watch took them first. The
+// watch goes on reading meanwhile: what it reads waits in the copy (key,
+// value and revision) and is taken, in order, once released. Never call
+// Took's siblings PutIfChanged or DeleteIfPresent while holding.
 func (c *Copy) Hold() (release func()) {
 	c.wmu.Lock()
 	c.hmu.Lock()
@@ -270,25 +271,43 @@ func (c *Copy) waiting() int {
 }
 
 // Took takes the owner's own write into the copy at once: value at key with
-// the revision the write returned, or a delete when value is nil.
-func (c *Copy) Took(key string, value []byte, rev uint64) {
+// the revision the write returned, or a delete when value is nil (rev 0
+// for a delete whose revision is not known). A change of key newer than
+// rev that the copy holds already (a value, or a delete) is kept. Took
+// reports whether the copy held this very write already: its watch took
+// it first, and reported it to [Options].OnChange (or is about to) as if
+// another writer had made it.
+func (c *Copy) Took(key string, value []byte, rev uint64) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if value == nil {
-		if it, ok := c.items[key]; ok {
-			delete(c.items, key)
-			if rev == 0 {
-				rev = it.Revision + 1 // the delete's own revision is newer than the value's
+		it, had := c.items[key]
+		if rev != 0 {
+			if g, ok := c.gone[key]; ok && !had && g >= rev {
+				return g == rev
 			}
+			if had && it.Revision > rev {
+				return false
+			}
+			delete(c.items, key)
 			c.gone[key] = rev
+			return false
 		}
-		return
+		if had {
+			delete(c.items, key)
+			c.gone[key] = it.Revision + 1 // the delete's own revision is newer than the value's
+		}
+		return false
 	}
-	if it, ok := c.items[key]; ok && it.Revision > rev {
-		return
+	if it, ok := c.items[key]; ok && it.Revision >= rev {
+		return it.Revision == rev
+	}
+	if g, ok := c.gone[key]; ok && g > rev {
+		return false
 	}
 	delete(c.gone, key)
 	c.items[key] = c.item(value, rev)
+	return false
 }
 
 // item is what the copy keeps of value at revision rev: without its value

@@ -77,3 +77,28 @@ func (s *Seat) Keeps(bucket, key string) bool {
 	}
 	return false
 }
+
+// HoldAcks keeps the loop of s from taking the acks of its writes, as if
+// the bus were slow to answer, until release is called: its writes are
+// published (and stored by the bus) but do not land.
+func (s *Seat) HoldAcks() (release func()) {
+	s.paused.mu.Lock()
+	defer s.paused.mu.Unlock()
+	g := make(chan struct{})
+	s.paused.acks = g
+	s.paused.acksOn.Store(true)
+	return func() {
+		s.paused.mu.Lock()
+		s.paused.acks = nil
+		s.paused.acksOn.Store(false)
+		s.paused.mu.Unlock()
+		close(g)
+	}
+}
+
+// WaitsFor returns "<bucket> <key>" when the loop of s waits for the write
+// of that key in flight to land before it writes the key again, else "".
+func (s *Seat) WaitsFor() string {
+	w, _ := s.waitsFor.Load().(string)
+	return w
+}

@@ -43,7 +43,9 @@ type Config struct {
 	// Log receives the results and every odd key. Nil means slog.Default().
 	Log *slog.Logger
 	// OnResult, if set, is called on the seat's loop after each node's
-	// result is written. It must not block.
+	// result is written: once the bus acknowledged every write of it (or
+	// refused it), in the order the nodes were composed. It must not
+	// block.
 	OnResult func(*compose.Result)
 	// Slow is the composition time above which a composition that changed
 	// nothing is said in the log. Zero means 5 ms.
@@ -105,6 +107,13 @@ type Seat struct {
 	fenceSaid atomic.Bool  // the lapsed lease was said
 	wrote     atomic.Int64 // writes and deletes the bus acknowledged
 	paused    pause        // tests hold the seat still with it (export_test.go)
+	waitsFor  atomic.Value // "<bucket> <key>" whose write in flight the loop waits for, or ""
+
+	// The write pipeline (write.go), owned by the loop.
+	flights  []*flight          // launched and not landed, oldest first
+	flying   map[string]*flight // flyKey -> the flight holding its key's write
+	inFlight int                // puts published whose ack is not taken
+	echoes   map[string]uint64  // flyKey -> revision of an own write the watch handed to the queue
 }
 
 // lostAsk is an ask that no router recorded in time, or whose record
@@ -144,6 +153,8 @@ func New(js jetstream.JetStream, cfg Config) *Seat {
 		wake:    make(chan struct{}, 1),
 		counts:  map[string]int{},
 		watched: map[string]*bus.Copy{},
+		flying:  map[string]*flight{},
+		echoes:  map[string]uint64{},
 		lease:   LeaseWaiting,
 		leaseIs: "the seat has not started",
 	}
@@ -303,7 +314,7 @@ func (s *Seat) start(ctx context.Context) error {
 				return nil
 			}
 		}
-		d := s.drain()
+		d := s.drain(ctx)
 		if len(d.bound) == 0 {
 			break
 		}
@@ -315,6 +326,7 @@ func (s *Seat) start(ctx context.Context) error {
 	s.log.Info("seat: composing every node", "nodes", len(nodes))
 	s.mu.Lock()
 	s.started = true
+	s.busy = true // until work has composed every node
 	s.mu.Unlock()
 	d := &dirty{nodes: map[string]bool{}, keys: map[string]bool{}}
 	for _, n := range nodes {
@@ -337,13 +349,26 @@ type dirty struct {
 
 // drain takes every queued change into the mesh and returns what they
 // touched.
-func (s *Seat) drain() *dirty {
+func (s *Seat) drain(ctx context.Context) *dirty {
 	d := &dirty{nodes: map[string]bool{}, keys: map[string]bool{}}
-	s.drainInto(d)
+	s.drainInto(ctx, d)
 	return d
 }
 
-func (s *Seat) drainInto(d *dirty) {
+// addJunk notes key of bucket as holding a value not of its kind.
+func (d *dirty) addJunk(bucket, key string) {
+	if d.junk == nil {
+		d.junk = map[string]map[string]bool{}
+	}
+	if d.junk[bucket] == nil {
+		d.junk[bucket] = map[string]bool{}
+	}
+	d.junk[bucket][key] = true
+}
+
+// drainInto takes every queued change into the mesh, leaving out the
+// echoes of the seat's own writes, and notes in d what they touched.
+func (s *Seat) drainInto(ctx context.Context, d *dirty) {
 	s.mu.Lock()
 	q := s.queue
 	s.queue = nil
@@ -356,6 +381,9 @@ func (s *Seat) drainInto(d *dirty) {
 		d.nodes[n] = true
 	}
 	for _, ch := range q {
+		if s.ownEcho(ctx, ch, d) {
+			continue
+		}
 		t := s.mesh.Take(ch)
 		if ch.Bucket == mesh.RecordsBucket && ch.Deleted {
 			if key, ok := s.mesh.AskedBy(ch.Key); ok {
@@ -373,28 +401,25 @@ func (s *Seat) drainInto(d *dirty) {
 		}
 		d.bound = append(d.bound, t.Bound...)
 		if t.Junk {
-			if d.junk == nil {
-				d.junk = map[string]map[string]bool{}
-			}
-			if d.junk[ch.Bucket] == nil {
-				d.junk[ch.Bucket] = map[string]bool{}
-			}
-			d.junk[ch.Bucket][ch.Key] = true
+			d.addJunk(ch.Bucket, ch.Key)
 		}
 	}
 }
 
 // round handles what arrived since the last one.
 func (s *Seat) round(ctx context.Context) {
-	s.work(ctx, s.drain())
+	s.work(ctx, s.drain(ctx))
 }
 
 // work composes dirty nodes one at a time, taking in the changes that
 // arrive meanwhile (a node touched again is composed once more), then
-// re-judges dirty keys, until nothing is dirty.
+// re-judges dirty keys, until nothing is dirty and every write has landed.
+// A node is composed while the writes of the ones before are in flight
+// (write.go).
 func (s *Seat) work(ctx context.Context, d *dirty) {
 	defer s.setBusy(false)
 	for ctx.Err() == nil {
+		s.landReady(ctx, d)
 		for _, p := range d.bound {
 			s.follow(ctx, mesh.BoundBucket(p))
 		}
@@ -402,12 +427,13 @@ func (s *Seat) work(ctx context.Context, d *dirty) {
 		if len(d.nodes) > 0 {
 			node := d.next()
 			s.composeNode(ctx, node, d)
-			s.drainInto(d)
+			s.drainInto(ctx, d)
 			continue
 		}
 		if len(d.junk) > 0 {
-			s.dropJunk(ctx, d.junk)
+			junk := d.junk
 			d.junk = nil
+			s.dropJunk(ctx, junk, d)
 			continue
 		}
 		if lost := s.takeLost(); len(lost) > 0 {
@@ -426,14 +452,21 @@ func (s *Seat) work(ctx context.Context, d *dirty) {
 			sort.Strings(keys)
 			d.keys = map[string]bool{}
 			s.judgeKeys(ctx, keys, d)
-			s.drainInto(d)
+			s.drainInto(ctx, d)
 			continue
 		}
-		s.drainInto(d)
+		if len(s.flights) > 0 {
+			// Nothing to compose: wait for the oldest flight's acks, or
+			// for a change to take in meanwhile.
+			s.landHead(ctx, d, blockOrWake)
+			s.drainInto(ctx, d)
+			continue
+		}
+		s.drainInto(ctx, d)
 		s.mu.Lock()
 		lost := len(s.lost)
 		s.mu.Unlock()
-		if len(d.nodes) == 0 && len(d.keys) == 0 && len(d.bound) == 0 && len(d.junk) == 0 && lost == 0 {
+		if len(d.nodes) == 0 && len(d.keys) == 0 && len(d.bound) == 0 && len(d.junk) == 0 && lost == 0 && len(s.flights) == 0 {
 			return
 		}
 	}
@@ -464,7 +497,8 @@ func (s *Seat) setBusy(b bool) {
 	s.mu.Unlock()
 }
 
-// composeNode composes one node, writes its result and says it.
+// composeNode composes one node and launches its writes; once they have
+// landed, it raises the result's asks and says the result.
 func (s *Seat) composeNode(ctx context.Context, node string, d *dirty) {
 	var res *compose.Result
 	func() {
@@ -481,10 +515,19 @@ func (s *Seat) composeNode(ctx context.Context, node string, d *dirty) {
 	}
 	s.mesh.Composed(res)
 	start := time.Now()
-	changed, wrote := s.write(ctx, res.Plans, res.PlansRemoved, res.Refusals, res.RefusalsRemoved, res.Provisions, d)
-	changed += s.retireAll(ctx, res.Retired, d)
-	s.raise(written(res.Asks, wrote))
-	s.withdraw(res.Withdrawn)
+	w := writes{plans: res.Plans, plansGone: res.PlansRemoved, refusals: res.Refusals, refusalsGone: res.RefusalsRemoved,
+		provs: res.Provisions, retired: res.Retired}
+	s.write(ctx, w, d, func(changed int, wrote map[string]bool) {
+		s.raise(written(res.Asks, wrote))
+		s.withdraw(res.Withdrawn)
+		s.mu.Lock()
+		s.counts[node]++
+		s.mu.Unlock()
+		s.report(res, changed, time.Since(start))
+		if s.cfg.OnResult != nil {
+			s.cfg.OnResult(res)
+		}
+	})
 	// A key that retires no longer depends on another node's key: that node
 	// may now find its own key unneeded.
 	for _, k := range res.Retiring {
@@ -495,58 +538,28 @@ func (s *Seat) composeNode(ctx context.Context, node string, d *dirty) {
 			}
 		}
 	}
-	s.mu.Lock()
-	s.counts[node]++
-	s.mu.Unlock()
-	s.report(res, changed, time.Since(start))
-	if s.cfg.OnResult != nil {
-		s.cfg.OnResult(res)
-	}
 }
 
 // judgeKeys re-judges keys whose provider's entry or have changed, or
-// whose ask's record changed.
+// whose ask's record changed, and launches the writes; once they have
+// landed, it raises the asks and says the result.
 func (s *Seat) judgeKeys(ctx context.Context, keys []string, d *dirty) {
 	res := compose.Judge(s.mesh, keys, s.mesh.NeedOf, s.cfg.Now().UTC(), compose.AskTTL(s.cfg.AskTTL))
 	for _, p := range res.Problems {
 		s.log.Warn("seat: warrant refused", "why", p)
 	}
-	_, wrote := s.write(ctx, nil, nil, nil, nil, res.Provisions, d)
-	for k, p := range res.Provisions {
-		if wrote[k] {
-			s.log.Info("seat: judged", "key", k, "state", p.State, "why", p.Why, "ask", p.Ask)
-		}
-	}
-	s.retireAll(ctx, res.Retired, d)
-	s.raise(written(res.Asks, wrote))
-	s.withdraw(res.Withdrawn)
-	if s.cfg.OnResult != nil && (len(res.Provisions) > 0 || len(res.Retired) > 0 || len(res.Problems) > 0) {
-		s.cfg.OnResult(res)
-	}
-}
-
-// retireAll deletes keys approved with yes whose provider's entry is gone.
-// The nodes of the keys they depended on are composed again: a shared
-// credential may now be unneeded.
-func (s *Seat) retireAll(ctx context.Context, keys []string, d *dirty) int {
-	if len(keys) == 0 {
-		return 0
-	}
-	defer s.copies[mesh.ProvisionsBucket].Hold()()
-	n := 0
-	for _, k := range keys {
-		p, _ := s.mesh.Provision(k)
-		for _, dep := range p.DependsOn {
-			if dk, err := mesh.ParseProvisionKey(dep); err == nil {
-				d.nodes[dk.Node] = true
+	s.write(ctx, writes{provs: res.Provisions, retired: res.Retired}, d, func(_ int, wrote map[string]bool) {
+		for k, p := range res.Provisions {
+			if wrote[k] {
+				s.log.Info("seat: judged", "key", k, "state", p.State, "why", p.Why, "ask", p.Ask)
 			}
 		}
-		if s.del(ctx, mesh.ProvisionsBucket, k) == 1 {
-			s.log.Info("seat: "+retire.WhyRetired, "key", k)
-			n++
+		s.raise(written(res.Asks, wrote))
+		s.withdraw(res.Withdrawn)
+		if s.cfg.OnResult != nil && (len(res.Provisions) > 0 || len(res.Retired) > 0 || len(res.Problems) > 0) {
+			s.cfg.OnResult(res)
 		}
-	}
-	return n
+	})
 }
 
 // written returns the asks whose key's write (naming the ask's id) the bus
@@ -669,17 +682,18 @@ func (s *Seat) clearLost(ctx context.Context, lost []lostAsk, d *dirty) {
 		}
 		out[l.key] = p
 	}
-	_, wrote := s.write(ctx, nil, nil, nil, nil, out, d)
-	for _, key := range sortedKeys(vanished) {
-		if !wrote[key] {
-			continue
+	s.write(ctx, writes{provs: out}, d, func(_ int, wrote map[string]bool) {
+		for _, key := range sortedKeys(vanished) {
+			if !wrote[key] {
+				continue
+			}
+			s.log.Warn("seat: the record of the key's ask vanished from "+mesh.RecordsBucket+
+				" before anyone answered it; the ask is cleared and asked again", "key", key, "ask", vanished[key])
+			if k, err := mesh.ParseProvisionKey(key); err == nil {
+				d.nodes[k.Node] = true
+			}
 		}
-		s.log.Warn("seat: the record of the key's ask vanished from "+mesh.RecordsBucket+
-			" before anyone answered it; the ask is cleared and asked again", "key", key, "ask", vanished[key])
-		if k, err := mesh.ParseProvisionKey(key); err == nil {
-			d.nodes[k.Node] = true
-		}
-	}
+	})
 }
 
 // Wrote returns how many writes and deletes of this seat the bus
@@ -708,156 +722,6 @@ func (s *Seat) report(res *compose.Result, changed int, write time.Duration) {
 		s.log.Warn("seat: slow composition changed nothing", attrs...)
 	default:
 		s.log.Debug("seat: composed, nothing changed", attrs...)
-	}
-}
-
-// write applies writes: puts are published together and their acks
-// awaited as one batch, deletes follow. Nothing is written unless
-// [Seat.Fence] passes, and each write is conditional on the revision of the
-// key the seat's mesh holds, so that a write based on a value another
-// writer has changed meanwhile is refused by the bus (said; the change
-// composes the key's node again when it arrives). Each write is taken into
-// the seat's copy and mesh once acknowledged. Keys whose state or why
-// changed have their dependents marked for re-judging (a dependent quotes
-// the why of a key it waits for). It returns how many keys it wrote or
-// deleted, and the provision keys it wrote; a failed write is logged, and its node
-// composed again after a backoff (see retry).
-func (s *Seat) write(ctx context.Context, plans map[string][]byte, plansGone []string,
-	refusals map[string]mesh.Refusal, refusalsGone []string, provs map[string]mesh.Provision, d *dirty) (int, map[string]bool) {
-	if len(plans)+len(plansGone)+len(refusals)+len(refusalsGone)+len(provs) == 0 || s.Fence() != nil {
-		return 0, nil
-	}
-	// The copies written to are held until every write is taken in: the
-	// echo of a write taken before it would reach the loop as a change,
-	// and could bring back a key the seat deletes right after.
-	for _, b := range []string{mesh.PlansBucket, mesh.ProvisionsBucket, mesh.RefusedBucket} {
-		defer s.copies[b].Hold()()
-	}
-	var batch []pending
-	for _, k := range sortedKeys(plans) {
-		batch = append(batch, pending{bucket: mesh.PlansBucket, key: k, value: plans[k]})
-	}
-	for _, k := range sortedKeys(refusals) {
-		b, _ := json.Marshal(refusals[k])
-		batch = append(batch, pending{bucket: mesh.RefusedBucket, key: k, value: b})
-	}
-	for _, k := range sortedKeys(provs) {
-		p := provs[k]
-		old, had := s.mesh.Provision(k)
-		if !had || old.State != p.State || old.Why != p.Why {
-			for _, dep := range s.mesh.DependentsOf(k) {
-				d.keys[dep] = true
-			}
-		}
-		b, _ := json.Marshal(p)
-		batch = append(batch, pending{bucket: mesh.ProvisionsBucket, key: k, value: b})
-	}
-	wrote := map[string]bool{}
-	n := s.putAll(ctx, batch, wrote)
-	for _, k := range plansGone {
-		n += s.del(ctx, mesh.PlansBucket, k)
-	}
-	for _, k := range refusalsGone {
-		n += s.del(ctx, mesh.RefusedBucket, k)
-	}
-	return n, wrote
-}
-
-// pending is one put of a batch.
-type pending struct {
-	bucket, key string
-	value       []byte
-	ack         jetstream.PubAckFuture
-}
-
-// putAll publishes every put without waiting, each conditional on the
-// revision of its key that the seat's mesh holds, then waits for each ack
-// and takes the write in. It returns how many were written, and marks the
-// provision keys written in wrote. The caller holds the copies.
-func (s *Seat) putAll(ctx context.Context, batch []pending, wrote map[string]bool) int {
-	for i := range batch {
-		p := &batch[i]
-		ack, err := s.js.PublishAsync("$KV."+p.bucket+"."+p.key, p.value,
-			jetstream.WithExpectLastSequencePerSubject(s.mesh.Revision(p.bucket, p.key)))
-		if err != nil {
-			s.writeFailed(p.bucket, p.key, err)
-			continue
-		}
-		p.ack = ack
-	}
-	n := 0
-	for _, p := range batch {
-		if p.ack == nil {
-			continue
-		}
-		select {
-		case ack := <-p.ack.Ok():
-			s.copies[p.bucket].Took(p.key, p.value, ack.Sequence)
-			s.mesh.Take(bus.Change{Bucket: p.bucket, Key: p.key, Value: p.value, Revision: ack.Sequence})
-			s.wrote.Add(1)
-			if p.bucket == mesh.ProvisionsBucket {
-				wrote[p.key] = true
-			}
-			n++
-		case err := <-p.ack.Err():
-			s.writeFailed(p.bucket, p.key, err)
-		case <-ctx.Done():
-			return n
-		}
-	}
-	return n
-}
-
-// writeFailed says a write the bus refused or did not take. A write the
-// bus did not take for another reason than a conflict has its node
-// composed again after a backoff (see retry).
-func (s *Seat) writeFailed(bucket, key string, err error) {
-	if bus.IsConflict(err) {
-		s.log.Warn("seat: the key changed since the seat read it; not written, its node is composed again when that change arrives",
-			"bucket", bucket, "key", key, "err", err)
-	} else {
-		s.log.Error("seat: write failed", "bucket", bucket, "key", key, "err", err)
-		s.retry.fail(key, s.poke, s.log)
-	}
-	if s.cfg.OnWriteError != nil {
-		s.cfg.OnWriteError(bucket, key, err)
-	}
-}
-
-// del deletes key once [Seat.Fence] passes, conditional on the revision of
-// the key the seat's mesh holds; the caller holds the copy.
-func (s *Seat) del(ctx context.Context, bucket, key string) int {
-	if s.Fence() != nil {
-		return 0
-	}
-	rev, err := bus.DeleteAt(ctx, s.js, bucket, key, s.mesh.Revision(bucket, key))
-	if err != nil {
-		s.writeFailed(bucket, key, err)
-		return 0
-	}
-	s.copies[bucket].Took(key, nil, rev)
-	s.mesh.Take(bus.Change{Bucket: bucket, Key: key, Deleted: true, Revision: rev})
-	s.wrote.Add(1)
-	return 1
-}
-
-// dropJunk deletes the values of the seat's own buckets that are not of
-// their kind (forged, or written by an older or foreign writer) and that no
-// composition wrote anew: the seat alone writes those buckets.
-func (s *Seat) dropJunk(ctx context.Context, junk map[string]map[string]bool) {
-	for _, bucket := range sortedKeys(junk) {
-		func() {
-			defer s.copies[bucket].Hold()()
-			for _, key := range sortedKeys(junk[bucket]) {
-				if _, ok := s.mesh.Junk(bucket, key); !ok {
-					continue // written anew or deleted meanwhile
-				}
-				if s.del(ctx, bucket, key) == 1 {
-					s.log.Warn("seat: deleted a value that is not of its kind from a bucket the seat alone writes",
-						"bucket", bucket, "key", key)
-				}
-			}
-		}()
 	}
 }
 

@@ -46,7 +46,8 @@ func (s *Seat) takeUnkeeps() []*nats.Msg {
 
 // unkeep clears the operator's no from each requested retiring key (its
 // warrant and ask), so that the composition of its node, marked dirty,
-// asks the operator again; and replies to each request.
+// asks the operator again; and replies to each request (once the key's
+// write has landed).
 func (s *Seat) unkeep(ctx context.Context, msgs []*nats.Msg, d *dirty) {
 	for _, m := range msgs {
 		var req mesh.UnkeepRequest
@@ -71,14 +72,17 @@ func (s *Seat) unkeep(ctx context.Context, msgs []*nats.Msg, d *dirty) {
 			np := p
 			np.Warrant, np.Ask = nil, ""
 			np.At = s.cfg.Now().UTC()
-			_, wrote := s.write(ctx, nil, nil, nil, nil, map[string]mesh.Provision{req.Key: np}, d)
-			if !wrote[req.Key] {
-				rep.Error = whyUnkeepNoWrite
-				break
-			}
-			s.log.Info("seat: unkept; the key is asked again", "key", req.Key, "by", req.By, "was", was.Option, "answered_by", was.By.Who)
-			rep.Cleared = &was
-			d.nodes[k.Node] = true
+			s.write(ctx, writes{provs: map[string]mesh.Provision{req.Key: np}}, d, func(_ int, wrote map[string]bool) {
+				if !wrote[req.Key] {
+					rep.Error = whyUnkeepNoWrite
+				} else {
+					s.log.Info("seat: unkept; the key is asked again", "key", req.Key, "by", req.By, "was", was.Option, "answered_by", was.By.Who)
+					rep.Cleared = &was
+					d.nodes[k.Node] = true
+				}
+				s.reply(m, rep)
+			})
+			continue
 		}
 		s.reply(m, rep)
 	}

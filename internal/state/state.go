@@ -350,6 +350,14 @@ func (m *Mesh) noteJunk(ch bus.Change, t *Touch) {
 	delete(j, ch.Key)
 }
 
+// Wrote notes rev as the revision of key of bucket (plans, provisions or
+// refused) once the seat's own write of it is acknowledged: the mesh took
+// the written value when it was published (with the revision it expected),
+// and the key's next conditional write expects rev.
+func (m *Mesh) Wrote(bucket, key string, rev uint64) {
+	m.noteRevision(bus.Change{Bucket: bucket, Key: key, Revision: rev})
+}
+
 // Revision returns the revision (stream sequence) of the last change taken
 // at key of bucket, one of the buckets the seat alone writes (plans,
 // provisions, refused), a delete's included; 0 when none was taken. It is

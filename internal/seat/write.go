@@ -1,0 +1,448 @@
+package seat
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/retire"
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
+)
+
+// The seat's write path is a pipeline: the puts of one composition (or one
+// judgement) are published together without waiting for their acks, as a
+// flight, and the loop goes on to the next node while they are in flight.
+// Flights land in the order they were launched: once every ack of the
+// oldest is in, its writes are taken into the seat's copies and what its
+// composition does after its writes (asks raised, OnResult) is done.
+//
+// What a composition reads stays what the serial seat read: each put is
+// taken into the seat's mesh when it is published, so that the next node is
+// composed on this node's result; a put the bus refuses is taken back out
+// (the mesh gets the copy's value again, and the keys that depend on it are
+// judged again). A key has at most one write in flight: its next write (or
+// delete) waits until the first has landed, and expects its revision.
+
+// maxFlying is how many puts the seat publishes without their acks before
+// it waits for the oldest (below jetstream's own limit of 4000 pending
+// asynchronous publishes, past which a publish fails).
+const maxFlying = 1024
+
+// writes is what one composition or judgement writes.
+type writes struct {
+	plans        map[string][]byte // plan key -> value
+	plansGone    []string
+	refusals     map[string]mesh.Refusal
+	refusalsGone []string
+	provs        map[string]mesh.Provision
+	retired      []string // provision keys approved with yes whose entry is gone: deleted
+}
+
+func (w *writes) empty() bool {
+	return len(w.plans)+len(w.plansGone)+len(w.refusals)+len(w.refusalsGone)+len(w.provs)+len(w.retired) == 0
+}
+
+// flight is one batch of puts in flight, and what to do once it landed.
+type flight struct {
+	puts []pending
+	// deleted is how many deletes the batch made (they are made at once,
+	// not in flight).
+	deleted int
+	// then is called on the loop once every put's ack is in, with how many
+	// keys the batch wrote or deleted and the provision keys it wrote.
+	then func(n int, wrote map[string]bool)
+	// acked counts the puts, from the first, known to be acknowledged
+	// (makeRoom's cursor).
+	acked int
+	// Once landed: how many puts were written, and the provision keys.
+	landed bool
+	n      int
+	wrote  map[string]bool
+}
+
+// pending is one put of a flight.
+type pending struct {
+	bucket, key string
+	value       []byte
+	prev        uint64 // the revision the put expects
+	ack         jetstream.PubAckFuture
+	done        bool   // the ack (or its error) is in
+	seq         uint64 // the put's revision, once acknowledged
+	err         error  // why the bus refused or did not take the put
+}
+
+// flyKey names key of bucket in Seat.flying and Seat.echoes.
+func flyKey(bucket, key string) string { return bucket + "\x00" + key }
+
+// owned reports whether the seat alone writes bucket.
+func owned(bucket string) bool {
+	return bucket == mesh.PlansBucket || bucket == mesh.ProvisionsBucket || bucket == mesh.RefusedBucket
+}
+
+// write launches w as a flight: its puts are published without waiting,
+// each conditional on the revision of its key that the seat's mesh holds
+// (so that a write based on a value another writer has changed meanwhile is
+// refused by the bus: said, and the change composes the key's node again
+// when it arrives), and taken into the mesh at once; its deletes are made
+// at once. Nothing is written unless [Seat.Fence] passes before each write.
+// Keys whose state or why changed have their dependents marked for
+// re-judging (a dependent quotes the why of a key it waits for). then is
+// called on the loop once every put has landed (see land), after the
+// flights launched before; nil means nothing to do.
+//
+// A key both put and deleted by w (a retiring key whose warrant is written
+// and which is retired at once) is deleted once its put has landed, with
+// the put's revision; the flight then lands at once.
+func (s *Seat) write(ctx context.Context, w writes, d *dirty, then func(n int, wrote map[string]bool)) {
+	f := &flight{}
+	s.flights = append(s.flights, f)
+	if !w.empty() && s.Fence() == nil {
+		s.publishAll(ctx, w, f, d)
+		for _, k := range w.plansGone {
+			f.deleted += s.del(ctx, mesh.PlansBucket, k, d)
+		}
+		for _, k := range w.refusalsGone {
+			f.deleted += s.del(ctx, mesh.RefusedBucket, k, d)
+		}
+		f.deleted += s.retireAll(ctx, w.retired, d)
+	}
+	if f.landed {
+		if then != nil {
+			then(f.n+f.deleted, f.wrote)
+		}
+		return
+	}
+	f.then = then
+}
+
+func (s *Seat) publishAll(ctx context.Context, w writes, f *flight, d *dirty) {
+	for _, k := range sortedKeys(w.plans) {
+		if !s.publish(ctx, f, d, mesh.PlansBucket, k, w.plans[k]) {
+			return
+		}
+	}
+	for _, k := range sortedKeys(w.refusals) {
+		b, _ := json.Marshal(w.refusals[k])
+		if !s.publish(ctx, f, d, mesh.RefusedBucket, k, b) {
+			return
+		}
+	}
+	for _, k := range sortedKeys(w.provs) {
+		p := w.provs[k]
+		old, had := s.mesh.Provision(k)
+		if !had || old.State != p.State || old.Why != p.Why {
+			for _, dep := range s.mesh.DependentsOf(k) {
+				d.keys[dep] = true
+			}
+		}
+		b, _ := json.Marshal(p)
+		if !s.publish(ctx, f, d, mesh.ProvisionsBucket, k, b) {
+			return
+		}
+	}
+}
+
+// publish puts value at key of bucket into flight f once the key's write
+// in flight (if any) has landed and [Seat.Fence] passes, and takes it into
+// the mesh. It reports false when the fence failed: nothing more is
+// written.
+func (s *Seat) publish(ctx context.Context, f *flight, d *dirty, bucket, key string, value []byte) bool {
+	fk := flyKey(bucket, key)
+	if g := s.flying[fk]; g != nil {
+		s.waitKey(ctx, g, d, bucket, key)
+	}
+	s.makeRoom(ctx, f, d)
+	if s.Fence() != nil {
+		return false
+	}
+	prev := s.mesh.Revision(bucket, key)
+	ack, err := s.js.PublishAsync("$KV."+bucket+"."+key, value, jetstream.WithExpectLastSequencePerSubject(prev))
+	if err != nil {
+		s.writeFailed(bucket, key, err)
+		return true
+	}
+	f.puts = append(f.puts, pending{bucket: bucket, key: key, value: value, prev: prev, ack: ack})
+	s.flying[fk] = f
+	s.inFlight++
+	s.mesh.Take(bus.Change{Bucket: bucket, Key: key, Value: value, Revision: prev})
+	return true
+}
+
+// waitKey lands flights up to g, which holds a write of key of bucket that
+// the loop must see acknowledged before it writes the key again.
+func (s *Seat) waitKey(ctx context.Context, g *flight, d *dirty, bucket, key string) {
+	s.waitsFor.Store(bucket + " " + key)
+	defer s.waitsFor.Store("")
+	s.landThrough(ctx, g, d)
+}
+
+// makeRoom waits while maxFlying puts are not acknowledged: it lands the
+// oldest flights, and when only f (which write is filling, the newest) is
+// left, waits for its oldest acks.
+func (s *Seat) makeRoom(ctx context.Context, f *flight, d *dirty) {
+	for s.inFlight >= maxFlying && ctx.Err() == nil {
+		if len(s.flights) > 1 {
+			s.landHead(ctx, d, block)
+			continue
+		}
+		if f.acked < len(f.puts) && s.await(ctx, &f.puts[f.acked], block) {
+			f.acked++
+		}
+	}
+}
+
+// How land and await wait for an ack.
+type waitMode int
+
+const (
+	poll        waitMode = iota // not at all
+	block                       // until it is in, or ctx is done
+	blockOrWake                 // until it is in, a change arrives, or ctx is done
+)
+
+// await takes p's ack (or its error) when it is in, waiting as mode says,
+// and reports whether it is in.
+func (s *Seat) await(ctx context.Context, p *pending, mode waitMode) bool {
+	if p.done {
+		return true
+	}
+	var wake <-chan struct{}
+	if mode == blockOrWake {
+		wake = s.wake
+	}
+	if held := s.paused.acksHeld(); held != nil {
+		// A test holds the acks back: they are not in yet.
+		if mode == poll {
+			return false
+		}
+		select {
+		case <-held:
+		case <-wake:
+			return false // the caller drains what arrived
+		case <-ctx.Done():
+			return false
+		}
+	}
+	if mode == poll {
+		select {
+		case a := <-p.ack.Ok():
+			p.seq, p.done = a.Sequence, true
+		case err := <-p.ack.Err():
+			p.err, p.done = err, true
+		default:
+			return false
+		}
+		s.inFlight--
+		return true
+	}
+	select {
+	case a := <-p.ack.Ok():
+		p.seq, p.done = a.Sequence, true
+	case err := <-p.ack.Err():
+		p.err, p.done = err, true
+	case <-wake: // the caller drains what arrived
+		return false
+	case <-ctx.Done():
+		return false
+	}
+	s.inFlight--
+	return true
+}
+
+// landHead lands the oldest flight once every ack of it is in, waiting as
+// mode says; it reports whether it landed.
+func (s *Seat) landHead(ctx context.Context, d *dirty, mode waitMode) bool {
+	f := s.flights[0]
+	for i := range f.puts {
+		if !s.await(ctx, &f.puts[i], mode) {
+			return false
+		}
+	}
+	s.flights = s.flights[1:]
+	s.land(f, d)
+	return true
+}
+
+// landReady lands the oldest flights whose acks are all in, without
+// waiting.
+func (s *Seat) landReady(ctx context.Context, d *dirty) {
+	for len(s.flights) > 0 && s.landHead(ctx, d, poll) {
+	}
+}
+
+// landThrough lands every flight up to and including f, waiting for their
+// acks (or until ctx is done).
+func (s *Seat) landThrough(ctx context.Context, f *flight, d *dirty) {
+	for len(s.flights) > 0 && ctx.Err() == nil {
+		h := s.flights[0]
+		if !s.landHead(ctx, d, block) {
+			continue
+		}
+		if h == f {
+			return
+		}
+	}
+}
+
+// landAll lands every flight.
+func (s *Seat) landAll(ctx context.Context, d *dirty) {
+	for len(s.flights) > 0 && ctx.Err() == nil {
+		s.landHead(ctx, d, block)
+	}
+}
+
+// land takes a flight whose acks are all in: each acknowledged put into
+// the seat's copy (the mesh took it when it was published) with its
+// revision; each refused put is said and taken back out of the mesh. Then
+// the flight's then is called.
+func (s *Seat) land(f *flight, d *dirty) {
+	n := 0
+	wrote := map[string]bool{}
+	for i := range f.puts {
+		p := &f.puts[i]
+		fk := flyKey(p.bucket, p.key)
+		if s.flying[fk] == f {
+			delete(s.flying, fk)
+		}
+		if p.err != nil {
+			s.writeFailed(p.bucket, p.key, p.err)
+			s.takeBack(p, d)
+			continue
+		}
+		if s.copies[p.bucket].Took(p.key, p.value, p.seq) {
+			// The watch took the write first and handed it to the queue:
+			// that change is the seat's own, not another writer's.
+			s.echoes[fk] = p.seq
+		}
+		s.mesh.Wrote(p.bucket, p.key, p.seq)
+		s.wrote.Add(1)
+		if p.bucket == mesh.ProvisionsBucket {
+			wrote[p.key] = true
+		}
+		n++
+	}
+	f.landed, f.n, f.wrote = true, n, wrote
+	if f.then != nil {
+		f.then(n+f.deleted, wrote)
+	}
+}
+
+// takeBack takes a put the bus refused back out of the mesh: the key gets
+// the value the seat's copy holds (or none), and the keys that depend on it
+// are judged again. Its node is composed again when the change that made
+// the bus refuse it arrives, or after a backoff (writeFailed).
+func (s *Seat) takeBack(p *pending, d *dirty) {
+	ch := bus.Change{Bucket: p.bucket, Key: p.key, Revision: p.prev, Deleted: true}
+	if it, ok := s.copies[p.bucket].Get(p.key); ok {
+		ch = bus.Change{Bucket: p.bucket, Key: p.key, Value: it.Value, Revision: it.Revision}
+	}
+	t := s.mesh.Take(ch)
+	if t.Junk {
+		d.addJunk(p.bucket, p.key)
+	}
+	if p.bucket == mesh.ProvisionsBucket {
+		for _, dep := range s.mesh.DependentsOf(p.key) {
+			d.keys[dep] = true
+		}
+	}
+}
+
+// writeFailed says a write the bus refused or did not take. A write the
+// bus did not take for another reason than a conflict has its node
+// composed again after a backoff (see retry).
+func (s *Seat) writeFailed(bucket, key string, err error) {
+	if bus.IsConflict(err) {
+		s.log.Warn("seat: the key changed since the seat read it; not written, its node is composed again when that change arrives",
+			"bucket", bucket, "key", key, "err", err)
+	} else {
+		s.log.Error("seat: write failed", "bucket", bucket, "key", key, "err", err)
+		s.retry.fail(key, s.poke, s.log)
+	}
+	if s.cfg.OnWriteError != nil {
+		s.cfg.OnWriteError(bucket, key, err)
+	}
+}
+
+// del deletes key once its write in flight (if any) has landed and
+// [Seat.Fence] passes, conditional on the revision of the key the seat's
+// mesh holds, and waits for the bus's answer. It returns 1 when deleted.
+func (s *Seat) del(ctx context.Context, bucket, key string, d *dirty) int {
+	fk := flyKey(bucket, key)
+	if g := s.flying[fk]; g != nil {
+		s.waitKey(ctx, g, d, bucket, key)
+	}
+	if s.Fence() != nil {
+		return 0
+	}
+	rev, err := bus.DeleteAt(ctx, s.js, bucket, key, s.mesh.Revision(bucket, key))
+	if err != nil {
+		s.writeFailed(bucket, key, err)
+		return 0
+	}
+	if s.copies[bucket].Took(key, nil, rev) {
+		s.echoes[fk] = rev
+	}
+	s.mesh.Take(bus.Change{Bucket: bucket, Key: key, Deleted: true, Revision: rev})
+	s.wrote.Add(1)
+	return 1
+}
+
+// ownEcho reports whether ch, a change of a bucket the seat alone writes
+// taken by its watch, is the seat's own write (or older than it), which
+// the mesh holds already. A write of ch's key in flight lands first.
+func (s *Seat) ownEcho(ctx context.Context, ch bus.Change, d *dirty) bool {
+	if !owned(ch.Bucket) || ch.Revision == 0 {
+		return false // a key found gone has no revision: always taken
+	}
+	fk := flyKey(ch.Bucket, ch.Key)
+	if g := s.flying[fk]; g != nil {
+		s.waitKey(ctx, g, d, ch.Bucket, ch.Key)
+	}
+	rev, ok := s.echoes[fk]
+	if !ok || ch.Revision > rev {
+		return false
+	}
+	if ch.Revision == rev {
+		delete(s.echoes, fk)
+	}
+	return true
+}
+
+// retireAll deletes keys approved with yes whose provider's entry is gone,
+// and returns how many it deleted. The nodes of the keys they depended on
+// are composed again: a shared credential may now be unneeded.
+func (s *Seat) retireAll(ctx context.Context, keys []string, d *dirty) int {
+	n := 0
+	for _, k := range keys {
+		p, _ := s.mesh.Provision(k)
+		for _, dep := range p.DependsOn {
+			if dk, err := mesh.ParseProvisionKey(dep); err == nil {
+				d.nodes[dk.Node] = true
+			}
+		}
+		if s.del(ctx, mesh.ProvisionsBucket, k, d) == 1 {
+			s.log.Info("seat: "+retire.WhyRetired, "key", k)
+			n++
+		}
+	}
+	return n
+}
+
+// dropJunk deletes the values of the seat's own buckets that are not of
+// their kind (forged, or written by an older or foreign writer) and that no
+// composition wrote anew: the seat alone writes those buckets.
+func (s *Seat) dropJunk(ctx context.Context, junk map[string]map[string]bool, d *dirty) {
+	for _, bucket := range sortedKeys(junk) {
+		for _, key := range sortedKeys(junk[bucket]) {
+			if _, ok := s.mesh.Junk(bucket, key); !ok {
+				continue // written anew or deleted meanwhile
+			}
+			if s.del(ctx, bucket, key, d) == 1 {
+				s.log.Warn("seat: deleted a value that is not of its kind from a bucket the seat alone writes",
+					"bucket", bucket, "key", key)
+			}
+		}
+	}
+}
