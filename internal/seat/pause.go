@@ -15,10 +15,10 @@ import (
 type pause struct {
 	on     atomic.Bool // set while gate is not nil
 	acksOn atomic.Bool // set while acks is not nil
-	mu    sync.Mutex
-	gate  chan struct{} // closed when the loop goes on; nil when off
-	renew chan struct{} // closed when the renewal goes on; nil when off
-	kept  []bus.Change
+	mu     sync.Mutex
+	gate   chan struct{} // closed when the loop goes on; nil when off
+	renew  chan struct{} // closed when the renewal goes on; nil when off
+	kept   []bus.Change
 	// acks, while not nil, keeps the loop from taking the acks of its
 	// writes until it is closed (export_test.go's HoldAcks).
 	acks chan struct{}
