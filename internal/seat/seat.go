@@ -314,7 +314,7 @@ func (s *Seat) start(ctx context.Context) error {
 				return nil
 			}
 		}
-		d := s.drain(ctx)
+		d := s.drain()
 		if len(d.bound) == 0 {
 			break
 		}
@@ -349,9 +349,9 @@ type dirty struct {
 
 // drain takes every queued change into the mesh and returns what they
 // touched.
-func (s *Seat) drain(ctx context.Context) *dirty {
+func (s *Seat) drain() *dirty {
 	d := &dirty{nodes: map[string]bool{}, keys: map[string]bool{}}
-	s.drainInto(ctx, d)
+	s.drainInto(d)
 	return d
 }
 
@@ -368,7 +368,7 @@ func (d *dirty) addJunk(bucket, key string) {
 
 // drainInto takes every queued change into the mesh, leaving out the
 // echoes of the seat's own writes, and notes in d what they touched.
-func (s *Seat) drainInto(ctx context.Context, d *dirty) {
+func (s *Seat) drainInto(d *dirty) {
 	s.mu.Lock()
 	q := s.queue
 	s.queue = nil
@@ -381,34 +381,41 @@ func (s *Seat) drainInto(ctx context.Context, d *dirty) {
 		d.nodes[n] = true
 	}
 	for _, ch := range q {
-		if s.ownEcho(ctx, ch, d) {
-			continue
+		s.take(ch, d)
+	}
+}
+
+// take takes one change into the mesh and notes in d what it touched. A
+// change of a key whose write is in flight waits until that write has
+// landed (see ownEcho).
+func (s *Seat) take(ch bus.Change, d *dirty) {
+	if s.ownEcho(ch) {
+		return
+	}
+	t := s.mesh.Take(ch)
+	if ch.Bucket == mesh.RecordsBucket && ch.Deleted {
+		if key, ok := s.mesh.AskedBy(ch.Key); ok {
+			s.vanished(key)
 		}
-		t := s.mesh.Take(ch)
-		if ch.Bucket == mesh.RecordsBucket && ch.Deleted {
-			if key, ok := s.mesh.AskedBy(ch.Key); ok {
-				s.vanished(key)
-			}
-		}
-		if t.Odd != nil {
-			s.log.Warn("seat: odd change", "bucket", ch.Bucket, "key", ch.Key, "why", t.Odd)
-		}
-		for _, n := range t.Nodes {
-			d.nodes[n] = true
-		}
-		for _, k := range t.Keys {
-			d.keys[k] = true
-		}
-		d.bound = append(d.bound, t.Bound...)
-		if t.Junk {
-			d.addJunk(ch.Bucket, ch.Key)
-		}
+	}
+	if t.Odd != nil {
+		s.log.Warn("seat: odd change", "bucket", ch.Bucket, "key", ch.Key, "why", t.Odd)
+	}
+	for _, n := range t.Nodes {
+		d.nodes[n] = true
+	}
+	for _, k := range t.Keys {
+		d.keys[k] = true
+	}
+	d.bound = append(d.bound, t.Bound...)
+	if t.Junk {
+		d.addJunk(ch.Bucket, ch.Key)
 	}
 }
 
 // round handles what arrived since the last one.
 func (s *Seat) round(ctx context.Context) {
-	s.work(ctx, s.drain(ctx))
+	s.work(ctx, s.drain())
 }
 
 // work composes dirty nodes one at a time, taking in the changes that
@@ -427,7 +434,7 @@ func (s *Seat) work(ctx context.Context, d *dirty) {
 		if len(d.nodes) > 0 {
 			node := d.next()
 			s.composeNode(ctx, node, d)
-			s.drainInto(ctx, d)
+			s.drainInto(d)
 			continue
 		}
 		if len(d.junk) > 0 {
@@ -452,17 +459,17 @@ func (s *Seat) work(ctx context.Context, d *dirty) {
 			sort.Strings(keys)
 			d.keys = map[string]bool{}
 			s.judgeKeys(ctx, keys, d)
-			s.drainInto(ctx, d)
+			s.drainInto(d)
 			continue
 		}
 		if len(s.flights) > 0 {
 			// Nothing to compose: wait for the oldest flight's acks, or
 			// for a change to take in meanwhile.
 			s.landHead(ctx, d, blockOrWake)
-			s.drainInto(ctx, d)
+			s.drainInto(d)
 			continue
 		}
-		s.drainInto(ctx, d)
+		s.drainInto(d)
 		s.mu.Lock()
 		lost := len(s.lost)
 		s.mu.Unlock()

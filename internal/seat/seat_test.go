@@ -34,8 +34,9 @@ type harness struct {
 	seat *seat.Seat
 	stop func()
 
-	mu      sync.Mutex
-	results []*compose.Result
+	mu        sync.Mutex
+	results   []*compose.Result
+	writeErrs []string // "<bucket> <key>: <error>" of every write the bus refused
 }
 
 func homelab(t *testing.T) []byte {
@@ -85,6 +86,10 @@ func (h *harness) startSeat() {
 	h.seat = seat.New(sjs, seat.Config{AskTTL: h.opts.askTTL, OnResult: func(r *compose.Result) {
 		h.mu.Lock()
 		h.results = append(h.results, r)
+		h.mu.Unlock()
+	}, OnWriteError: func(bucket, key string, err error) {
+		h.mu.Lock()
+		h.writeErrs = append(h.writeErrs, bucket+" "+key+": "+err.Error())
 		h.mu.Unlock()
 	}})
 	ctx, cancel := context.WithCancel(h.ctx)

@@ -53,6 +53,9 @@ type flight struct {
 	// then is called on the loop once every put's ack is in, with how many
 	// keys the batch wrote or deleted and the provision keys it wrote.
 	then func(n int, wrote map[string]bool)
+	// later holds the changes of its keys that the seat's watches took
+	// while it was in flight: taken once it landed (see ownEcho).
+	later []bus.Change
 	// acked counts the puts, from the first, known to be acknowledged
 	// (makeRoom's cursor).
 	acked int
@@ -324,6 +327,11 @@ func (s *Seat) land(f *flight, d *dirty) {
 		n++
 	}
 	f.landed, f.n, f.wrote = true, n, wrote
+	later := f.later
+	f.later = nil
+	for _, ch := range later {
+		s.take(ch, d)
+	}
 	if f.then != nil {
 		f.then(n+f.deleted, wrote)
 	}
@@ -389,16 +397,19 @@ func (s *Seat) del(ctx context.Context, bucket, key string, d *dirty) int {
 	return 1
 }
 
-// ownEcho reports whether ch, a change of a bucket the seat alone writes
-// taken by its watch, is the seat's own write (or older than it), which
-// the mesh holds already. A write of ch's key in flight lands first.
-func (s *Seat) ownEcho(ctx context.Context, ch bus.Change, d *dirty) bool {
+// ownEcho reports whether ch, a change taken by the seat's watches, is
+// to be left out for now: a change of a key whose write is in flight waits
+// in that flight until it has landed (only then is it known whether it is
+// the seat's own write); the echo of the seat's own write (or a change
+// older than it), which the mesh holds already, is left out.
+func (s *Seat) ownEcho(ch bus.Change) bool {
 	if !owned(ch.Bucket) || ch.Revision == 0 {
 		return false // a key found gone has no revision: always taken
 	}
 	fk := flyKey(ch.Bucket, ch.Key)
-	if g := s.flying[fk]; g != nil {
-		s.waitKey(ctx, g, d, ch.Bucket, ch.Key)
+	if f := s.flying[fk]; f != nil {
+		f.later = append(f.later, ch)
+		return true
 	}
 	rev, ok := s.echoes[fk]
 	if !ok || ch.Revision > rev {
