@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -327,20 +328,14 @@ func runUp(ctx context.Context, out io.Writer, f upFlags, args []string) error {
 		}
 		fmt.Fprintf(progress, "node clients: %d, roots under %s\n", len(file.Nodes), filepath.Join(f.data, "nodes"))
 	}
-	if err := waitSettled(ctx, st, ojs, results, progress, seatDone); err != nil {
-		return err
-	}
-	providers, err := startProviders(ctx, asm, file, f, progress)
+	// The providers start at once beside the seat, so that they provide
+	// while it composes.
+	providers, err := startProviders(ctx, asm, ojs, file, f, progress)
 	if err != nil {
 		return err
 	}
-	if len(providers) > 0 {
-		if err := waitAnswered(ctx, ojs, providers); err != nil {
-			return err
-		}
-		if err := waitSettled(ctx, st, ojs, results, progress, seatDone); err != nil {
-			return err
-		}
+	if err := waitQuiet(ctx, st, ojs, providers, results, progress, seatDone); err != nil {
+		return err
 	}
 	if f.clients {
 		if err := waitApplied(ctx, ojs); err != nil {
@@ -452,10 +447,17 @@ func upWeb(ctx context.Context, asm *assemble.Assembly, f upFlags, out io.Writer
 
 // startProviders runs the vault on the node mesh-vault is placed on, and
 // the postgres provider on postgres' node when a DSN is given, each on its
-// own connection. It returns the modules it runs.
-func startProviders(ctx context.Context, asm *assemble.Assembly, file *meshfile.File, f upFlags, out io.Writer) ([]string, error) {
+// own connection, once the operator's connection js has made the
+// provider's <provider>_bound bucket (so that none waits for the seat to
+// make it). It returns the modules it runs.
+func startProviders(ctx context.Context, asm *assemble.Assembly, js jetstream.JetStream, file *meshfile.File, f upFlags, out io.Writer) ([]string, error) {
 	var running []string
 	for _, c := range assemble.Mesh(file) {
+		if c.Role == assemble.Vault || c.Role == assemble.Postgres && f.postgres != "" {
+			if _, err := bus.Bucket(ctx, js, mesh.BoundBucket(c.Module()), 0); err != nil {
+				return nil, err
+			}
+		}
 		switch {
 		case c.Role == assemble.Vault:
 			dir := filepath.Join(f.data, "vault", c.Node)
@@ -477,14 +479,47 @@ func startProviders(ctx context.Context, asm *assemble.Assembly, file *meshfile.
 	return running, nil
 }
 
-// waitAnswered waits until the provider of every needed key among
-// providers has an entry for it, so that the seat's states settle. It keeps
-// only the keys one of providers answers, each with its provider: its
-// copies keep revisions only, and each provision is decoded once per
-// change (a mesh of 10,000 nodes holds over 300,000).
-func waitAnswered(ctx context.Context, js jetstream.JetStream, providers []string) error {
+// waitQuiet waits until the mesh is quiet: the provider of every needed
+// key among providers (those up runs) has an entry for it, the seat has
+// taken and judged every write made so far to the buckets it follows (the
+// bound buckets of the providers included: [seat.Seat.Marks]) and has
+// nothing left to do, and nothing was written to those buckets meanwhile.
+// It prints the seat's results as they come.
+func waitQuiet(ctx context.Context, st *seat.Seat, js jetstream.JetStream, providers []string,
+	results <-chan *compose.Result, out io.Writer, seatDone <-chan error) error {
+	if len(providers) == 0 {
+		return waitSettled(ctx, st, js, results, out, seatDone)
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	answered, err := followAnswers(ctx, js, providers)
+	if err != nil {
+		return err
+	}
+	for {
+		if err := pollUntil(ctx, answered); err != nil {
+			return err
+		}
+		marks := st.Marks(ctx, js)
+		if err := waitSettledAt(ctx, st, marks, results, out, seatDone); err != nil {
+			return err
+		}
+		// A provider that answered late, or keys the seat wrote meanwhile
+		// that a provider has yet to answer: once more.
+		if answered() && maps.Equal(st.Marks(ctx, js), marks) {
+			return nil
+		}
+	}
+}
+
+// followAnswers follows the provisions and the bound buckets of providers
+// until ctx is done, and returns once each copy holds its bucket's keys,
+// with a function that reports whether the provider of every needed key
+// among providers has an entry for it. It keeps only the keys one of
+// providers answers, each with its provider: its copies keep revisions
+// only, and each provision is decoded once per change (a mesh of 10,000
+// nodes holds over 300,000).
+func followAnswers(ctx context.Context, js jetstream.JetStream, providers []string) (answered func() bool, err error) {
 	bound := map[string]*bus.Copy{}
 	var copies []*bus.Copy
 	for _, p := range providers {
@@ -507,9 +542,9 @@ func waitAnswered(ctx context.Context, js jetstream.JetStream, providers []strin
 		delete(answers, ch.Key)
 	}})
 	if err := ready(ctx, append(copies, provs)...); err != nil {
-		return err
+		return nil, err
 	}
-	return pollUntil(ctx, func() bool {
+	return func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		for key, p := range answers {
@@ -518,7 +553,7 @@ func waitAnswered(ctx context.Context, js jetstream.JetStream, providers []strin
 			}
 		}
 		return true
-	})
+	}, nil
 }
 
 // ready waits until every copy holds its bucket's keys.
@@ -576,9 +611,15 @@ func waitApplied(ctx context.Context, js jetstream.JetStream) error {
 }
 
 // waitSettled prints results until the seat has taken every write made so
-// far and has nothing left to do.
+// far to the buckets it follows ([seat.Seat.Marks]) and has nothing left to
+// do.
 func waitSettled(ctx context.Context, st *seat.Seat, js jetstream.JetStream, results <-chan *compose.Result, out io.Writer, seatDone <-chan error) error {
-	marks := seat.Marks(ctx, js)
+	return waitSettledAt(ctx, st, st.Marks(ctx, js), results, out, seatDone)
+}
+
+// waitSettledAt prints results until the seat has taken every write up to
+// marks and has nothing left to do.
+func waitSettledAt(ctx context.Context, st *seat.Seat, marks map[string]uint64, results <-chan *compose.Result, out io.Writer, seatDone <-chan error) error {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {

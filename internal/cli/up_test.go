@@ -85,6 +85,22 @@ func TestUpOnceHomelab(t *testing.T) {
 	if p := kept.Provisions["ace.gitea.database.main"]; p.State != mesh.Asked || !strings.Contains(p.Why, "postgres_bound") {
 		t.Errorf("ace.gitea.database.main = %+v; want asked, waiting for postgres' entry", p)
 	}
+	// up --once prints the settled final state: the vault runs beside the
+	// seat, and every key it answers is printed as its entry says, none as
+	// the seat judged it before the vault's last entries reached it.
+	vaultKeys := 0
+	for k, p := range kept.Provisions {
+		if p.Provider.Module != mesh.VaultModule {
+			continue
+		}
+		vaultKeys++
+		if p.State != mesh.Provided {
+			t.Errorf("%s = %s (%s); want provided by the vault", k, p.State, p.Why)
+		}
+	}
+	if vaultKeys == 0 {
+		t.Error("no key answered by the vault printed")
+	}
 
 	// Every module's folders exist under its node's root.
 	for key, plan := range kept.Plans {

@@ -102,3 +102,12 @@ func (s *Seat) WaitsFor() string {
 	w, _ := s.waitsFor.Load().(string)
 	return w
 }
+
+// HoldCopy keeps the watch of bucket in s from taking changes, as a slow
+// connection would, until release is called. The seat follows bucket.
+func (s *Seat) HoldCopy(bucket string) (release func()) {
+	s.mu.Lock()
+	c := s.watched[bucket]
+	s.mu.Unlock()
+	return c.Hold()
+}

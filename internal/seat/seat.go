@@ -750,15 +750,28 @@ func (s *Seat) Compositions(node string) int {
 
 // Settled reports whether the seat has composed every node once, holds
 // every write made to the buckets it follows up to marks (bucket -> stream
-// sequence, see [Marks]), and has nothing left to do.
+// sequence, see [Marks] and [Seat.Marks]), has every write of its own
+// acknowledged, and has nothing left to do. A mark of a <provider>_bound
+// bucket the seat does not follow is left out (the seat judges nothing on
+// it); a bucket it follows must have delivered its initial values.
 func (s *Seat) Settled(marks map[string]uint64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.started || s.busy || len(s.queue) > 0 || s.asking > 0 || len(s.lost) > 0 || s.retry.pending() {
 		return false
 	}
+	for _, c := range s.watched {
+		select {
+		case <-c.Ready():
+		default:
+			return false
+		}
+	}
 	for b, seq := range marks {
 		c, ok := s.watched[b]
+		if !ok && strings.HasSuffix(b, boundSuffix) {
+			continue
+		}
 		if !ok || c.Seen() < seq {
 			return false
 		}
@@ -766,24 +779,61 @@ func (s *Seat) Settled(marks map[string]uint64) bool {
 	return true
 }
 
-// Marks returns the last stream sequence of each bucket the seat reads
-// (missing buckets are left out): pass it to [Seat.Settled] to wait until
-// the seat has taken every write made before.
+// boundSuffix ends the name of every <provider>_bound bucket.
+var boundSuffix = mesh.BoundBucket("")
+
+// inputBuckets are the buckets whose changes the seat composes on, besides
+// the providers' bound buckets.
+var inputBuckets = []string{mesh.PlacementBucket, mesh.WantsBucket, mesh.ModulesBucket,
+	mesh.ManifestsBucket, mesh.BuildsBucket, mesh.HaveBucket}
+
+// Marks returns the last stream sequence of each bucket the seat composes
+// on, read through js (missing and empty buckets are left out): pass it to
+// [Seat.Settled] to wait until the seat has taken every write made before.
+// It covers placement, wants, modules, manifests, builds and have, not the
+// providers' <provider>_bound buckets: see [Seat.Marks].
 func Marks(ctx context.Context, js jetstream.JetStream) map[string]uint64 {
 	marks := map[string]uint64{}
-	for _, b := range []string{mesh.PlacementBucket, mesh.WantsBucket, mesh.ModulesBucket,
-		mesh.ManifestsBucket, mesh.BuildsBucket, mesh.HaveBucket} {
-		str, err := js.Stream(ctx, "KV_"+b)
-		if err != nil {
-			continue
-		}
-		info, err := str.Info(ctx)
-		if err != nil {
-			continue
-		}
-		if info.State.Msgs > 0 {
-			marks[b] = info.State.LastSeq
-		}
+	for _, b := range inputBuckets {
+		mark(ctx, js, b, marks)
 	}
 	return marks
+}
+
+// Marks returns, as [Marks] does, the last stream sequence of each bucket
+// the seat composes on, and of each <provider>_bound bucket it follows
+// now (whose entries it judges keys on), read through js: once
+// [Seat.Settled] holds for them, the seat has judged every entry written
+// before. A bound bucket the seat starts to follow later is waited for by
+// Settled until its initial values are in.
+func (s *Seat) Marks(ctx context.Context, js jetstream.JetStream) map[string]uint64 {
+	marks := Marks(ctx, js)
+	s.mu.Lock()
+	var bound []string
+	for b := range s.watched {
+		if strings.HasSuffix(b, boundSuffix) {
+			bound = append(bound, b)
+		}
+	}
+	s.mu.Unlock()
+	for _, b := range bound {
+		mark(ctx, js, b, marks)
+	}
+	return marks
+}
+
+// mark puts bucket's last stream sequence into marks, unless the bucket is
+// missing, empty or cannot be read.
+func mark(ctx context.Context, js jetstream.JetStream, bucket string, marks map[string]uint64) {
+	str, err := js.Stream(ctx, "KV_"+bucket)
+	if err != nil {
+		return
+	}
+	info, err := str.Info(ctx)
+	if err != nil {
+		return
+	}
+	if info.State.Msgs > 0 {
+		marks[bucket] = info.State.LastSeq
+	}
 }
