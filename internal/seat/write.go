@@ -70,7 +70,11 @@ type pending struct {
 	bucket, key string
 	value       []byte
 	prev        uint64 // the revision the put expects
-	ack         jetstream.PubAckFuture
+	// old is what the mesh held at the key before (a plan's []byte, a
+	// mesh.Provision or a mesh.Refusal; nil when none): taken back when the
+	// bus refuses the put.
+	old any
+	ack jetstream.PubAckFuture
 	done        bool   // the ack (or its error) is in
 	seq         uint64 // the put's revision, once acknowledged
 	err         error  // why the bus refused or did not take the put
@@ -166,7 +170,7 @@ func (s *Seat) publish(ctx context.Context, f *flight, d *dirty, bucket, key str
 		s.writeFailed(bucket, key, err)
 		return true
 	}
-	f.puts = append(f.puts, pending{bucket: bucket, key: key, value: value, prev: prev, ack: ack})
+	f.puts = append(f.puts, pending{bucket: bucket, key: key, value: value, prev: prev, old: s.held(bucket, key), ack: ack})
 	s.flying[fk] = f
 	s.inFlight++
 	s.mesh.Take(bus.Change{Bucket: bucket, Key: key, Value: value, Revision: prev})
@@ -337,19 +341,41 @@ func (s *Seat) land(f *flight, d *dirty) {
 	}
 }
 
+// held returns what the mesh holds at key of bucket (plans, provisions or
+// refused), or nil.
+func (s *Seat) held(bucket, key string) any {
+	switch bucket {
+	case mesh.PlansBucket:
+		if v, ok := s.mesh.Plan(key); ok {
+			return v
+		}
+	case mesh.ProvisionsBucket:
+		if p, ok := s.mesh.Provision(key); ok {
+			return p
+		}
+	case mesh.RefusedBucket:
+		if r, ok := s.mesh.Refusal(key); ok {
+			return r
+		}
+	}
+	return nil
+}
+
 // takeBack takes a put the bus refused back out of the mesh: the key gets
-// the value the seat's copy holds (or none), and the keys that depend on it
-// are judged again. Its node is composed again when the change that made
-// the bus refuse it arrives, or after a backoff (writeFailed).
+// the value the mesh held before (or none) with the revision it held, and
+// the keys that depend on it are judged again. Its node is composed again
+// when the change that made the bus refuse it arrives, or after a backoff
+// (writeFailed).
 func (s *Seat) takeBack(p *pending, d *dirty) {
 	ch := bus.Change{Bucket: p.bucket, Key: p.key, Revision: p.prev, Deleted: true}
-	if it, ok := s.copies[p.bucket].Get(p.key); ok {
-		ch = bus.Change{Bucket: p.bucket, Key: p.key, Value: it.Value, Revision: it.Revision}
+	switch old := p.old.(type) {
+	case []byte:
+		ch.Value, ch.Deleted = old, false
+	case mesh.Provision, mesh.Refusal:
+		b, _ := json.Marshal(old)
+		ch.Value, ch.Deleted = b, false
 	}
-	t := s.mesh.Take(ch)
-	if t.Junk {
-		d.addJunk(p.bucket, p.key)
-	}
+	s.mesh.Take(ch)
 	if p.bucket == mesh.ProvisionsBucket {
 		for _, dep := range s.mesh.DependentsOf(p.key) {
 			d.keys[dep] = true
