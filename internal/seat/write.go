@@ -73,11 +73,11 @@ type pending struct {
 	// old is what the mesh held at the key before (a plan's []byte, a
 	// mesh.Provision or a mesh.Refusal; nil when none): taken back when the
 	// bus refuses the put.
-	old any
-	ack jetstream.PubAckFuture
-	done        bool   // the ack (or its error) is in
-	seq         uint64 // the put's revision, once acknowledged
-	err         error  // why the bus refused or did not take the put
+	old  any
+	ack  jetstream.PubAckFuture
+	done bool   // the ack (or its error) is in
+	seq  uint64 // the put's revision, once acknowledged
+	err  error  // why the bus refused or did not take the put
 }
 
 // flyKey names key of bucket in Seat.flying and Seat.echoes.
