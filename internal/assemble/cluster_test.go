@@ -110,6 +110,9 @@ type meshRun struct {
 	first   *seat.Seat
 	obs     jetstream.JetStream
 	results atomic.Int64 // compositions of a node the seat reported
+	// started is closed once the router and the vault run: the seat
+	// composes while they start.
+	started chan struct{}
 }
 
 // startMesh applies the generated mesh at url (a comma-separated list for
@@ -118,7 +121,7 @@ type meshRun struct {
 func startMesh(t *testing.T, url string, replicas int, onResult func(r *meshRun, res *compose.Result, n int64)) *meshRun {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &meshRun{t: t, ctx: ctx, log: newCounter()}
+	r := &meshRun{t: t, ctx: ctx, log: newCounter(), started: make(chan struct{})}
 	log := slog.New(r.log)
 	f, err := meshfile.Parse("gen", gen.Generate(failoverNodes, failoverModules, 1))
 	if err != nil {
@@ -157,6 +160,7 @@ func startMesh(t *testing.T, url string, replicas int, onResult func(r *meshRun,
 	if _, err := a.StartVault(ctx, vault.Config{Dir: t.TempDir(), Node: gen.Control}); err != nil {
 		t.Fatal(err)
 	}
+	close(r.started)
 	return r
 }
 
@@ -348,6 +352,10 @@ func TestClusterFailover(t *testing.T) {
 		}
 		stopOnce.Do(func() {
 			defer close(stopping)
+			// A vault still connecting to the server stopped fails to
+			// start: the seat's pipelined writes reach the 16th
+			// composition before it may have.
+			<-r.started
 			nc, _ := r.seat.Conn()
 			at := c.Index(nc.ConnectedServerName())
 			if at < 0 {
