@@ -3,6 +3,8 @@ package seat
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -29,6 +31,14 @@ import (
 // it waits for the oldest (below jetstream's own limit of 4000 pending
 // asynchronous publishes, past which a publish fails).
 const maxFlying = 1024
+
+// ackTimeout is how long the seat waits for the ack of a put: one that
+// has not come by then (the connection was lost with the put in flight) is
+// a write the bus did not take, tried again after a backoff (retry).
+const ackTimeout = 5 * time.Second
+
+// errNoAck is the error of a put whose ack did not come within ackTimeout.
+var errNoAck = fmt.Errorf("seat: no acknowledgement within %v", ackTimeout)
 
 // writes is what one composition or judgement writes.
 type writes struct {
@@ -75,9 +85,10 @@ type pending struct {
 	// bus refuses the put.
 	old  any
 	ack  jetstream.PubAckFuture
-	done bool   // the ack (or its error) is in
-	seq  uint64 // the put's revision, once acknowledged
-	err  error  // why the bus refused or did not take the put
+	at   time.Time // when it was published
+	done bool      // the ack (or its error) is in
+	seq  uint64    // the put's revision, once acknowledged
+	err  error     // why the bus refused or did not take the put
 }
 
 // flyKey names key of bucket in Seat.flying and Seat.echoes.
@@ -170,7 +181,7 @@ func (s *Seat) publish(ctx context.Context, f *flight, d *dirty, bucket, key str
 		s.writeFailed(bucket, key, err)
 		return true
 	}
-	f.puts = append(f.puts, pending{bucket: bucket, key: key, value: value, prev: prev, old: s.held(bucket, key), ack: ack})
+	f.puts = append(f.puts, pending{bucket: bucket, key: key, value: value, prev: prev, old: s.held(bucket, key), ack: ack, at: time.Now()})
 	s.flying[fk] = f
 	s.inFlight++
 	s.mesh.Take(bus.Change{Bucket: bucket, Key: key, Value: value, Revision: prev})
@@ -210,7 +221,8 @@ const (
 )
 
 // await takes p's ack (or its error) when it is in, waiting as mode says,
-// and reports whether it is in.
+// and reports whether it is in. An ack that has not come ackTimeout after
+// the put was published is taken as the error errNoAck.
 func (s *Seat) await(ctx context.Context, p *pending, mode waitMode) bool {
 	if p.done {
 		return true
@@ -226,33 +238,42 @@ func (s *Seat) await(ctx context.Context, p *pending, mode waitMode) bool {
 		}
 		select {
 		case <-held:
+			p.at = time.Now() // the wait for the ack starts now
 		case <-wake:
 			return false // the caller drains what arrived
 		case <-ctx.Done():
 			return false
 		}
 	}
-	if mode == poll {
-		select {
-		case a := <-p.ack.Ok():
-			p.seq, p.done = a.Sequence, true
-		case err := <-p.ack.Err():
-			p.err, p.done = err, true
-		default:
-			return false
-		}
-		s.inFlight--
-		return true
-	}
 	select {
 	case a := <-p.ack.Ok():
 		p.seq, p.done = a.Sequence, true
 	case err := <-p.ack.Err():
 		p.err, p.done = err, true
-	case <-wake: // the caller drains what arrived
+	default:
+	}
+	late := time.Until(p.at.Add(ackTimeout))
+	switch {
+	case p.done:
+	case late <= 0:
+		p.err, p.done = errNoAck, true
+	case mode == poll:
 		return false
-	case <-ctx.Done():
-		return false
+	default:
+		timer := time.NewTimer(late)
+		defer timer.Stop()
+		select {
+		case a := <-p.ack.Ok():
+			p.seq, p.done = a.Sequence, true
+		case err := <-p.ack.Err():
+			p.err, p.done = err, true
+		case <-timer.C:
+			p.err, p.done = errNoAck, true
+		case <-wake: // the caller drains what arrived
+			return false
+		case <-ctx.Done():
+			return false
+		}
 	}
 	s.inFlight--
 	return true
