@@ -1,6 +1,7 @@
 package meshfile
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"time"
@@ -103,16 +104,8 @@ func Apply(ctx context.Context, js jetstream.JetStream, f *File, now time.Time) 
 	for bucket, n := range d.Unchanged {
 		stats.add(bucket, Counts{Unchanged: n})
 	}
-	for _, put := range d.Puts {
-		wrote, err := bus.PutIfChanged(ctx, copies[put.Bucket], put.Key, put.Value)
-		if err != nil {
-			return stats, fmt.Errorf("apply %s: %w", f.Name, err)
-		}
-		if wrote {
-			stats.add(put.Bucket, Counts{Written: 1})
-		} else {
-			stats.add(put.Bucket, Counts{Unchanged: 1})
-		}
+	if err := putAll(ctx, js, copies, d.Puts, &stats); err != nil {
+		return stats, fmt.Errorf("apply %s: %w", f.Name, err)
 	}
 	for _, rm := range d.Removes {
 		removed, err := bus.DeleteIfPresent(ctx, copies[rm.Bucket], rm.Key)
@@ -135,4 +128,69 @@ func maxPayload(js jetstream.JetStream) int {
 		}
 	}
 	return DefaultMaxPayload
+}
+
+// applyWindow is how many puts Apply publishes before it waits for their
+// acks; applyAckTimeout is how long it waits for one.
+const (
+	applyWindow     = 1000
+	applyAckTimeout = 10 * time.Second
+)
+
+// putAll writes each of puts whose bytes differ from what its bucket's copy
+// holds: published without waiting for the acks (up to applyWindow
+// unacknowledged), every ack of one bucket's puts awaited before the next
+// bucket's first put is published, so that the buckets are written in the
+// order of puts (manifests before placement) and the keys of one bucket in
+// their order (one stream stores one connection's publishes in order).
+// Each write is taken into its copy once acknowledged and counted in
+// stats. It returns the first write the bus refused or did not
+// acknowledge within applyAckTimeout, wrapped, or ctx's error.
+func putAll(ctx context.Context, js jetstream.JetStream, copies map[string]*bus.Copy, puts []Put, stats *Stats) error {
+	type flying struct {
+		put Put
+		ack jetstream.PubAckFuture
+	}
+	var batch []flying
+	land := func() error {
+		defer func() { batch = batch[:0] }()
+		for _, f := range batch {
+			timer := time.NewTimer(applyAckTimeout)
+			select {
+			case a := <-f.ack.Ok():
+				timer.Stop()
+				copies[f.put.Bucket].Took(f.put.Key, f.put.Value, a.Sequence)
+				stats.add(f.put.Bucket, Counts{Written: 1})
+			case err := <-f.ack.Err():
+				timer.Stop()
+				return fmt.Errorf("bus: put %s %s: %w", f.put.Bucket, f.put.Key, err)
+			case <-timer.C:
+				return fmt.Errorf("bus: put %s %s: no acknowledgement within %v", f.put.Bucket, f.put.Key, applyAckTimeout)
+			case <-ctx.Done():
+				timer.Stop()
+				return ctx.Err()
+			}
+		}
+		return nil
+	}
+	for i, put := range puts {
+		if len(batch) >= applyWindow || i > 0 && put.Bucket != puts[i-1].Bucket {
+			if err := land(); err != nil {
+				return err
+			}
+		}
+		if old, ok := copies[put.Bucket].Get(put.Key); ok && bytes.Equal(old.Value, put.Value) {
+			stats.add(put.Bucket, Counts{Unchanged: 1})
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		ack, err := js.PublishAsync("$KV."+put.Bucket+"."+put.Key, put.Value)
+		if err != nil {
+			return fmt.Errorf("bus: put %s %s: %w", put.Bucket, put.Key, err)
+		}
+		batch = append(batch, flying{put: put, ack: ack})
+	}
+	return land()
 }
