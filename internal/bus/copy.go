@@ -537,12 +537,15 @@ func (c *Copy) watch(ctx context.Context) error {
 		lastSeq = info.State.LastSeq
 	}
 	nc := c.js.Conn()
-	changed := make(chan error, 1)
+	// Room for a few advisories: one of the stream's own creation, which the
+	// watch passes over, must not crowd out a deletion or a new leader.
+	changed := make(chan error, 8)
 	adv, err := nc.Subscribe("$JS.EVENT.ADVISORY.STREAM.*.KV_"+c.bucket, func(m *nats.Msg) {
 		var why error
 		switch {
-		case strings.HasPrefix(m.Subject, "$JS.EVENT.ADVISORY.STREAM.CREATED."),
-			strings.HasPrefix(m.Subject, "$JS.EVENT.ADVISORY.STREAM.DELETED."):
+		case strings.HasPrefix(m.Subject, "$JS.EVENT.ADVISORY.STREAM.CREATED."):
+			why = errStreamCreated
+		case strings.HasPrefix(m.Subject, "$JS.EVENT.ADVISORY.STREAM.DELETED."):
 			why = errStreamChanged
 		case strings.HasPrefix(m.Subject, "$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED."):
 			why = errNewLeader
@@ -607,7 +610,14 @@ func (c *Copy) watch(ctx context.Context) error {
 		case <-reconnected:
 			return errReconnected
 		case why := <-changed:
-			return why
+			if why == errStreamCreated && c.follows(ctx, kv, info) {
+				// The advisory of the stream this watch follows (the
+				// copy's own creation of the bucket, or another
+				// component's just before the watch started).
+				c.log.Debug("bus: the stream the watch follows is the one created; the watch goes on", "bucket", c.bucket)
+				continue
+			}
+			return errStreamChanged
 		case <-c.resumed:
 			drain()
 			continue
@@ -677,6 +687,25 @@ func (c *Copy) settle(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// errStreamCreated is what the advisory of a stream's creation hands the
+// watch; it ends the watch (as errStreamChanged) unless the stream is the
+// one the watch follows (see follows).
+var errStreamCreated = errors.New("the bucket's stream was created")
+
+// follows reports whether the bucket's stream is still the one whose info
+// (taken before the watch started) the watch follows: the same creation
+// time, and no fewer messages. False when either info cannot be had.
+func (c *Copy) follows(ctx context.Context, kv jetstream.KeyValue, had *jetstream.StreamInfo) bool {
+	if had == nil || had.Created.IsZero() {
+		return false
+	}
+	now, err := c.info(ctx, kv)
+	if err != nil || now == nil {
+		return false
+	}
+	return now.Created.Equal(had.Created) && now.State.LastSeq >= had.State.LastSeq
 }
 
 // errNewLeader ends a watch when its bucket's stream (replicated on a

@@ -403,3 +403,44 @@ func TestCopyOfAServerBackOnAWipedStore(t *testing.T) {
 		}
 	}
 }
+
+// TestCopyGoesOnAfterTheCreationOfItsOwnStream hands a copy the server's
+// advisory that its bucket's stream was created while the stream is still
+// the one its watch follows (the advisory of the copy's own creation of the
+// bucket, which the server sends a moment after the watch started): the
+// watch goes on, neither giving up nor saying that the bucket was made
+// anew. A cold start of `up` said "the bucket was deleted or made anew" of
+// postgres_bound, a bucket the seat had just made.
+func TestCopyGoesOnAfterTheCreationOfItsOwnStream(t *testing.T) {
+	s := bustest.Server(t)
+	ctx := bustest.Context(t)
+	nc, js := bustest.Connect(t, s, "writer")
+	const bucket = "test_advised"
+	_, rjs := bustest.Connect(t, s, "reader")
+	log := &logBuffer{}
+	c := bus.Follow(ctx, rjs, bucket, bus.Options{Create: true,
+		Log: slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	<-c.Ready()
+	before := bus.WatchCounts()[bucket].GiveUps
+	if err := nc.Publish("$JS.EVENT.ADVISORY.STREAM.CREATED.KV_"+bucket, []byte(`{"stream":"KV_`+bucket+`","action":"create"}`)); err != nil {
+		t.Fatal(err)
+	}
+	const goesOn = "bus: the stream the watch follows is the one created"
+	bustest.WaitFor(t, 0, "the copy to take the advisory", func() bool {
+		return log.has(goesOn) || log.has("bus: watch gave up")
+	})
+	if log.has("bus: watch gave up") || log.has("made anew") {
+		t.Errorf("the copy took the creation of its own stream as a bucket made anew:\n%s", log)
+	}
+	if n := bus.WatchCounts()[bucket].GiveUps; n != before {
+		t.Errorf("give-ups of %s = %d, want %d", bucket, n, before)
+	}
+	kv, err := js.KeyValue(ctx, bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, "later", []byte(`1`)); err != nil {
+		t.Fatal(err)
+	}
+	bustest.WaitFor(t, 0, "later in the copy", func() bool { _, ok := c.Get("later"); return ok })
+}
