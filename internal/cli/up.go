@@ -256,11 +256,23 @@ func runUp(ctx context.Context, out io.Writer, f upFlags, args []string) error {
 		if err != nil {
 			return err
 		}
-		if placed := current[mesh.PlacementBucket]; len(placed) > 0 {
+		held := 0
+		for _, keys := range current {
+			held += len(keys)
+		}
+		switch placed := current[mesh.PlacementBucket]; {
+		case len(placed) > 0:
 			apply = false
 			file = liveFile(file, placed)
 			fmt.Fprintf(progress, "%s already holds a mesh (%d nodes placed): running it as it is, not the bundled example; \"up MESHFILE\" or \"apply -f MESHFILE\" changes it\n",
 				f.data, len(placed))
+		case held > 0:
+			// An apply cut short before its placement: the operator's
+			// mesh in part, never to be replaced by the example.
+			apply = false
+			file = liveFile(file, placed)
+			fmt.Fprintf(progress, "%s holds a mesh written in part (%d keys, no placement: an apply was cut short): running it as it is, not the bundled example; \"up MESHFILE\" or \"apply -f MESHFILE\" completes it\n",
+				f.data, held)
 		}
 	}
 	if apply {
