@@ -202,7 +202,15 @@ func (s *Seat) Drop(key mesh.ProvisionKey) {
 // and waits with the entry's why, asked when there is no entry; a retiring
 // key approved with "yes" whose entry is gone is deleted.
 func (s *Seat) Judge(providers ...string) {
-	ctx := testContext(s.t)
+	// The judging loop has stopped before the seat's connection closes
+	// (cleanups run last first): a judge under way when the test ends
+	// would otherwise fail it with a put on a closed connection.
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	s.t.Cleanup(func() {
+		cancel()
+		<-done
+	})
 	s.mu.Lock()
 	for _, m := range providers {
 		c := bus.Follow(ctx, s.js, mesh.BoundBucket(m), bus.Options{Create: true, OnChange: func(bus.Change) { s.poke() }})
@@ -212,6 +220,7 @@ func (s *Seat) Judge(providers ...string) {
 	s.mu.Unlock()
 	s.poke()
 	go func() {
+		defer close(done)
 		for {
 			select {
 			case <-ctx.Done():
