@@ -275,6 +275,14 @@ func runUp(ctx context.Context, out io.Writer, f upFlags, args []string) error {
 				f.data, held)
 		}
 	}
+	if apply && len(args) == 0 && sc.ConfigFile == existing {
+		// The users were made for the file up last ran with, which never
+		// got written: the bundled example's parties may have none.
+		if err := haveUsers(authDir, file); err != nil {
+			return fmt.Errorf("%s holds no mesh, and its NATS users were made for another mesh file (%w): run \"up MESHFILE\" with that file, or remove %s to start with the bundled example",
+				f.data, err, f.data)
+		}
+	}
 	if apply {
 		stats, err := meshfile.Apply(ctx, ojs, file, time.Now())
 		if err != nil {
@@ -420,6 +428,22 @@ func liveFile(file *meshfile.File, placement map[string][]byte) *meshfile.File {
 	}
 	sort.Strings(lf.Nodes)
 	return &lf
+}
+
+// haveUsers returns an error naming the first party of file that has no
+// credentials file in the users' directory dir, nil when every one has.
+func haveUsers(dir string, file *meshfile.File) error {
+	parties, err := access.Parties(auth.MeshOf(file, nil))
+	if err != nil {
+		return err
+	}
+	for _, p := range parties {
+		path := auth.CredsPath(dir, p.User)
+		if _, err := os.Stat(path); err != nil {
+			return fmt.Errorf("no %s", path)
+		}
+	}
+	return nil
 }
 
 // meshName is the mesh's name: flag (--mesh-name) when given, else the

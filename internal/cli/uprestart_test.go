@@ -12,6 +12,7 @@ import (
 	"github.com/mesh-provisioner/mesh-provisioner/internal/auth"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus/bustest"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/meshfile"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
 
@@ -112,6 +113,52 @@ func TestUpRestartAfterAnInterruptedApply(t *testing.T) {
 	for key := range plans {
 		if !strings.HasPrefix(key, "control.") {
 			t.Errorf("up with no file after an interrupted apply kept plan %s: the bundled example was applied over the mesh", key)
+		}
+	}
+}
+
+// TestUpWithNoFileOnUsersOfAnotherMesh checks that up with no file on a
+// data directory whose users were made for another mesh file (up FILE
+// stopped before its apply wrote a key) refuses, naming what to run, and
+// writes nothing: it used to apply the bundled example and then fail on
+// the missing client-ace.creds, and to fail so at every later start.
+func TestUpWithNoFileOnUsersOfAnotherMesh(t *testing.T) {
+	data := t.TempDir()
+	small, err := meshfile.Parse("small.yaml", []byte(smallMesh))
+	if err != nil {
+		t.Fatal(err)
+	}
+	parties, err := access.Parties(auth.MeshOf(small, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := filepath.Join(data, "nats")
+	if _, err := auth.Gen(filepath.Join(data, AuthDir), parties, auth.Options{StoreDir: store, Source: "small.yaml"}); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = run(t, "up", "--once", "-o", "json", "--data", data, "--listen", "127.0.0.1:0", "--log-level", "error")
+	if err == nil || !strings.Contains(err.Error(), "up MESHFILE") {
+		t.Fatalf("up with no file on the users of another mesh: %v; want a refusal naming up MESHFILE", err)
+	}
+	srv, err := bus.StartServer(bus.ServerConfig{Dir: store, Listen: "127.0.0.1:0",
+		ConfigFile: filepath.Join(data, AuthDir, auth.ConfigFile)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	nc, js, err := bus.Connect(bus.Dial{URL: srv.URL(), Name: "operator",
+		Creds: auth.CredsPath(filepath.Join(data, AuthDir), access.DefaultOperator)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	current, err := meshfile.Current(bustest.Context(t), js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for bucket, keys := range current {
+		if len(keys) > 0 {
+			t.Errorf("%s holds %d keys after the refusal; want none", bucket, len(keys))
 		}
 	}
 }
