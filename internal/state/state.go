@@ -661,7 +661,18 @@ func (m *Mesh) takeProvision(ch bus.Change, t *Touch) {
 		t.Odd = odd(ch, "%v", err)
 		return
 	}
-	if old, ok := m.provisions[ch.Key]; ok {
+	old, had := m.provisions[ch.Key]
+	// The keys that depend on this one quote its state and why: when they
+	// change (or the key comes or goes), they are judged again, whichever
+	// node they are on (a shared credential's dependents are on its
+	// consumers' nodes, not composed with the key's own).
+	defer func() {
+		now, has := m.provisions[ch.Key]
+		if had != has || now.State != old.State || now.Why != old.Why {
+			t.Keys = append(t.Keys, m.dependents[ch.Key].sorted()...)
+		}
+	}()
+	if had {
 		for _, d := range old.DependsOn {
 			removeFromFew(m.dependents, d, ch.Key)
 		}
