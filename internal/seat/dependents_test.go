@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/seat"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
 
@@ -82,5 +83,25 @@ func TestDependentsJudgedAgainOnATakenChange(t *testing.T) {
 	}
 	if p, _ := h.provision(sharedCred); p.State != mesh.Provided {
 		t.Errorf("%s = %s: %s; want provided", sharedCred, p.State, p.Why)
+	}
+}
+
+// A write to the seat's own buckets that its watch has not brought back yet
+// (a write of its own whose acknowledgement was lost with a server, and
+// which landed after all) keeps the seat from being settled: once it is,
+// the bus holds the seat's word.
+func TestNotSettledBeforeItsOwnBucketsCaughtUp(t *testing.T) {
+	h := start(t, []byte(labMesh))
+	const key = "lab.web.database"
+	h.waitState(key, mesh.Waits, "waits for lab.web.credential.db_database, which is asked")
+	release := h.seat.HoldCopy(mesh.ProvisionsBucket)
+	h.put(mesh.ProvisionsBucket, key, `{"state":"provided"}`)
+	if marks := seat.Marks(h.ctx, h.js); h.seat.Settled(marks) {
+		t.Errorf("settled on marks %v while its copy of %s had not brought back the write of %s", marks, mesh.ProvisionsBucket, key)
+	}
+	release()
+	h.settle()
+	if p, _ := h.provision(key); p.State != mesh.Waits || !strings.Contains(p.Why, "lab.web.credential.db_database") {
+		t.Errorf("settled with %s = %s: %q; want the seat's word (waits for its credential)", key, p.State, p.Why)
 	}
 }

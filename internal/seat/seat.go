@@ -787,14 +787,24 @@ var boundSuffix = mesh.BoundBucket("")
 var inputBuckets = []string{mesh.PlacementBucket, mesh.WantsBucket, mesh.ModulesBucket,
 	mesh.ManifestsBucket, mesh.BuildsBucket, mesh.HaveBucket}
 
+// ownBuckets are the buckets the seat alone writes.
+var ownBuckets = []string{mesh.PlansBucket, mesh.ProvisionsBucket, mesh.RefusedBucket}
+
 // Marks returns the last stream sequence of each bucket the seat composes
 // on, read through js (missing and empty buckets are left out): pass it to
 // [Seat.Settled] to wait until the seat has taken every write made before.
-// It covers placement, wants, modules, manifests, builds and have, not the
-// providers' <provider>_bound buckets: see [Seat.Marks].
+// It covers placement, wants, modules, manifests, builds and have, and the
+// seat's own plans, provisions and refused (a write of the seat's whose
+// acknowledgement was lost with a server may have landed after all: the
+// seat is settled only once its watch has brought it back and the seat
+// judged on it), not the providers' <provider>_bound buckets: see
+// [Seat.Marks].
 func Marks(ctx context.Context, js jetstream.JetStream) map[string]uint64 {
 	marks := map[string]uint64{}
 	for _, b := range inputBuckets {
+		mark(ctx, js, b, marks)
+	}
+	for _, b := range ownBuckets {
 		mark(ctx, js, b, marks)
 	}
 	return marks
