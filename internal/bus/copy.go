@@ -270,6 +270,21 @@ func (c *Copy) waiting() int {
 	return len(c.held)
 }
 
+// DeletedAt returns the revision of the delete (or purge) that removed key,
+// as far as the copy knows it, and whether it knows one; false when the
+// copy holds a value at key. It covers a delete the copy took of a key it
+// never held (its watch's initial values after a restart), which is not
+// reported to OnChange: a conditional write of key expects this revision.
+func (c *Copy) DeletedAt(key string) (uint64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, held := c.items[key]; held {
+		return 0, false
+	}
+	rev, ok := c.gone[key]
+	return rev, ok
+}
+
 // Took takes the owner's own write into the copy at once: value at key with
 // the revision the write returned, or a delete when value is nil (rev 0
 // for a delete whose revision is not known). A change of key newer than

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus/bustest"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
 
@@ -95,4 +96,32 @@ func TestBurstCoalesces(t *testing.T) {
 		t.Errorf("100 changes composed shanks %d times; want a handful (1 to 20)", n)
 	}
 	t.Logf("100 changes composed shanks %d times", n)
+}
+
+// TestPlanRemovedBeforeARestartComesBack removes a module, starts the seat
+// again (its watch finds the plan's delete, a key it never held) and places
+// the module back: the plan is written again. The seat used to put it
+// expecting no earlier write of the key, be refused (wrong last sequence:
+// the delete's), and wait for a change of the key that never came: `up`
+// restarted between removing vaultwarden and putting it back never wrote
+// ace.vaultwarden again.
+func TestPlanRemovedBeforeARestartComesBack(t *testing.T) {
+	h := start(t, homelab(t))
+	h.apply(withoutVaultwarden(t))
+	var plan mesh.Plan
+	if h.get(mesh.PlansBucket, "ace.vaultwarden", &plan) {
+		t.Fatal("plan ace.vaultwarden still there after vaultwarden left ace")
+	}
+	h.stopSeat()
+	h.startSeat()
+	h.apply(homelab(t))
+	bustest.WaitFor(t, 0, "plan ace.vaultwarden back", func() bool {
+		return h.get(mesh.PlansBucket, "ace.vaultwarden", &plan)
+	})
+	h.waitState("ace.vaultwarden.route", mesh.Asked, noEntry)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, e := range h.writeErrs {
+		t.Errorf("write refused: %s", e)
+	}
 }

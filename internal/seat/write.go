@@ -176,6 +176,15 @@ func (s *Seat) publish(ctx context.Context, f *flight, d *dirty, bucket, key str
 		return false
 	}
 	prev := s.mesh.Revision(bucket, key)
+	if prev == 0 {
+		// A key the mesh never held may still have a delete on the bus
+		// (a plan removed before this seat started): expect it.
+		if c := s.copies[bucket]; c != nil {
+			if rev, ok := c.DeletedAt(key); ok {
+				prev = rev
+			}
+		}
+	}
 	ack, err := s.js.PublishAsync("$KV."+bucket+"."+key, value, jetstream.WithExpectLastSequencePerSubject(prev))
 	if err != nil {
 		s.writeFailed(bucket, key, err)
