@@ -335,3 +335,36 @@ func TestVanishedAskIsAskedAgain(t *testing.T) {
 		}
 	}
 }
+
+// TestOrphanedAskWithdrawnAtStart stops the seat after the key of an open
+// ask was written needed again (state asked, no ask id) but before the seat
+// withdrew the ask, as a seat stopped (SIGSTOP, its lease taken over) right
+// after that write does: the seat that starts next withdraws the ask that no
+// key names any more. Before, it stayed open for its whole time to live,
+// and the key's next retirement made a second open ask of the same key
+// (two serve --lease 3s, the holder stopped 0.3 s after putting a module
+// back: 63 asks open for keys no longer retiring, then 2 and 3 open asks
+// per key).
+func TestOrphanedAskWithdrawnAtStart(t *testing.T) {
+	h := startWith(t, homelab(t), options{router: true})
+	got := h.retired()
+	h.stopSeat()
+	h.seat = nil // no seat to settle while the test writes
+	const key = "ace.vaultwarden.route"
+	p, ok := h.provision(key)
+	if !ok || p.Ask != got[key].ID {
+		t.Fatalf("%s = %+v; want it naming ask %s", key, p, got[key].ID)
+	}
+	p.State, p.Why, p.Ask, p.Warrant = mesh.Asked, "asked of route-proxy on control; "+noEntry+"route-proxy_bound", "", nil
+	h.put(mesh.ProvisionsBucket, key, p)
+	h.apply(homelab(t))
+	h.startSeat()
+	var r mesh.Record
+	bustest.WaitFor(t, 0, "the orphaned ask of "+key+" withdrawn", func() bool {
+		r, _ = h.record(got[key].ID)
+		return r.State == mesh.RecordExpired
+	})
+	if r.Warrant == nil || r.Warrant.By.Kind != mesh.KindWithdrawn || !strings.Contains(r.Warrant.Why, key) {
+		t.Errorf("record of %s = %+v; want withdrawn by the seat, naming the key", key, r.Warrant)
+	}
+}

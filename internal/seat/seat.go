@@ -334,6 +334,7 @@ func (s *Seat) start(ctx context.Context) error {
 	}
 	// Records that vanished while no seat followed them.
 	s.mesh.Provisions(func(key string, _ mesh.Provision) { s.vanished(key) })
+	s.withdrawOrphans()
 	s.work(ctx, d)
 	return nil
 }
@@ -644,6 +645,23 @@ func (s *Seat) withdraw(asked map[string]string) {
 			}
 		}()
 	}
+}
+
+// withdrawOrphans withdraws every open ask of the seat's that no key names
+// any more: a seat stopped (its lease taken over) after it wrote the key
+// needed again or asked anew, and before it withdrew the old ask, left it
+// open for the operator with nothing to answer.
+func (s *Seat) withdrawOrphans() {
+	s.mesh.Records(func(id string, r mesh.Record) {
+		if r.State != mesh.RecordOpen || r.Ask.Asker != retire.Asker {
+			return
+		}
+		if _, named := s.mesh.AskedBy(id); named {
+			return
+		}
+		// One at a time: two orphans may be of the same key.
+		s.withdraw(map[string]string{strings.TrimPrefix(r.Ask.About, "provision."): id})
+	})
 }
 
 // vanished notes the ask of key as lost when the key is retiring, waits for

@@ -1004,6 +1004,14 @@ func (m *Mesh) AskedBy(id string) (string, bool) {
 	return k, ok
 }
 
+// Records calls f for every record of mesh-asks_records the seat keeps,
+// by ask id.
+func (m *Mesh) Records(f func(id string, r mesh.Record)) {
+	for id, r := range m.records {
+		f(id, r)
+	}
+}
+
 func (m *Mesh) Record(id string) (mesh.Record, bool) {
 	r, ok := m.records[id]
 	return r, ok
