@@ -436,8 +436,11 @@ func TestClusterFailover(t *testing.T) {
 	if rounds > 8 {
 		t.Errorf("the seat retried its failed writes %d times; want at most 8 (backoff)", rounds)
 	}
-	if n, most := run.results.Load(), plain.results.Load()+failoverNodes; n > most {
-		t.Errorf("the seat composed %d times; want at most %d (the single-server run's %d, and each node once more)",
+	// A node is composed again for each write of its that failed and for
+	// each of its writes taken as failed (its ack lost with the server)
+	// that comes back from the bus: at most three times more each.
+	if n, most := run.results.Load(), plain.results.Load()+3*failoverNodes; n > most {
+		t.Errorf("the seat composed %d times; want at most %d (the single-server run's %d, and each node three times more)",
 			n, most, plain.results.Load())
 	}
 	if t.Failed() {

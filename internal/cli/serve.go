@@ -28,7 +28,9 @@ vault ("vault --node N"), its providers and a client per node ("client --node N"
 provided and its asks to be recorded.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := seat.CheckLease(ttl); err != nil {
+			if !cmd.Flags().Changed("lease") {
+				ttl = 0 // the assembly's default: 10 s, or 30 s with replicated buckets
+			} else if err := seat.CheckLease(ttl); err != nil {
 				return usageError{fmt.Errorf("serve --lease %v: %w", ttl, err)}
 			}
 			log, err := logger(logLevel, os.Stderr)
@@ -50,7 +52,7 @@ provided and its asks to be recorded.`,
 	bf.add(cmd)
 	bf.addReplicas(cmd)
 	cmd.Flags().StringVar(&id, "id", "", "this instance's name in the seat's lease (default: host, pid and start time)")
-	cmd.Flags().DurationVar(&ttl, "lease", 10*time.Second, "how long the seat's lease outlives a holder that stopped (at least 100ms)")
+	cmd.Flags().DurationVar(&ttl, "lease", 10*time.Second, "how long the seat's lease outlives a holder that stopped (at least 100ms; default 30s with --replicas over 1, so that a leader election of the lease bucket does not lose it)")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	cmd.Flags().StringVar(&metricsAddr, "metrics", "", "serve Prometheus metrics (/metrics) and a health check (/healthz) on this address, e.g. 127.0.0.1:9464")
 	return cmd
