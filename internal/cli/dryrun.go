@@ -47,7 +47,7 @@ func runDry(cmd *cobra.Command, js jetstream.JetStream, f *meshfile.File, output
 		enc.SetIndent("", "  ")
 		return enc.Encode(rep)
 	}
-	fmt.Fprintf(out, "dry run of %s: %d keys to write, %d to remove; nothing written\n", f.Name, len(d.Puts), len(d.Removes))
+	fmt.Fprintf(out, "dry run of %s: %s to write, %d to remove; nothing written\n", f.Name, countKeys(len(d.Puts)), len(d.Removes))
 	if len(rep.Nodes) == 0 {
 		fmt.Fprintln(out, "the seat would write nothing")
 		return nil
@@ -92,4 +92,12 @@ func runDry(cmd *cobra.Command, js jetstream.JetStream, f *meshfile.File, output
 		fmt.Fprintln(out, "odd:", strings.Join(rep.Odd, "; "))
 	}
 	return nil
+}
+
+// countKeys says n keys: "1 key", "2 keys".
+func countKeys(n int) string {
+	if n == 1 {
+		return "1 key"
+	}
+	return fmt.Sprintf("%d keys", n)
 }

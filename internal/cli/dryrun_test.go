@@ -91,3 +91,11 @@ func keysOf(t *testing.T, s *bus.Server, bucket string) []string {
 	sort.Strings(keys)
 	return keys
 }
+
+func TestCountKeys(t *testing.T) {
+	for n, want := range map[int]string{0: "0 keys", 1: "1 key", 2: "2 keys"} {
+		if got := countKeys(n); got != want {
+			t.Errorf("countKeys(%d) = %q; want %q", n, got, want)
+		}
+	}
+}
