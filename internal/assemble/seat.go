@@ -18,24 +18,14 @@ import (
 	"github.com/mesh-provisioner/mesh-provisioner/internal/seat"
 )
 
-// ReplicatedLease is the seat's lease when its buckets are replicated and
-// no lease is given: 30 s. A lease bucket whose leader's server stops has
-// no leader until the others elect one, which nats-server does in 4 to 9
-// s; the seat renews every third of its lease and stops writing at three
-// quarters of it (its fence), so a 10 s lease renewed 3 s before such a
-// stop would fence the seat (and lose its lease) in every failover of the
-// lease bucket. With 30 s, a renewal up to 10 s old and an election of 9 s
-// stay inside the 22.5 s fence.
-const ReplicatedLease = 30 * time.Second
-
 // SeatConfig configures the seat [Assembly.StartSeat] runs.
 type SeatConfig struct {
 	// ID names this instance in the seat's lease. Empty means host name,
 	// process id and start time.
 	ID string
 	// LeaseTTL is how long the lease outlives a holder that stopped. Zero
-	// means the seat's default (10 s), or [ReplicatedLease] when the
-	// assembly makes replicated buckets ([Assembly.Replicas] over 1).
+	// means the seat's default (10 s, or [seat.ReplicatedLease] on a
+	// connection that makes replicated buckets).
 	LeaseTTL time.Duration
 	// OnResult, if set, is called after each node's result is written, on
 	// the seat's loop: it must not block.
@@ -76,9 +66,6 @@ func (s *SeatRunning) Seat() *seat.Seat {
 // subscription fails, or the metrics address cannot be listened on.
 func (a *Assembly) StartSeat(ctx context.Context, cfg SeatConfig) (*SeatRunning, error) {
 	s := &SeatRunning{}
-	if cfg.LeaseTTL == 0 && a.Replicas > 1 {
-		cfg.LeaseTTL = ReplicatedLease
-	}
 	r, err := a.start(ctx, Component{Role: Seat}, func(nc *nats.Conn, js jetstream.JetStream) (func() error, error) {
 		p := &seatProcess{nc: nc, js: js, cfg: cfg, log: a.log(), holder: s}
 		if err := provisioning.Start(ctx, nc, js, provisioning.Options{Log: p.log}); err != nil {

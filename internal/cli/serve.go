@@ -29,7 +29,7 @@ provided and its asks to be recorded.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !cmd.Flags().Changed("lease") {
-				ttl = 0 // the assembly's default: 10 s, or 30 s with replicated buckets
+				ttl = 0 // the seat's default: 10 s, or 30 s with replicated buckets
 			} else if err := seat.CheckLease(ttl); err != nil {
 				return usageError{fmt.Errorf("serve --lease %v: %w", ttl, err)}
 			}

@@ -37,7 +37,9 @@ type Config struct {
 	// ID names this instance in the lease. Empty means host name, process
 	// id and start time.
 	ID string
-	// LeaseTTL is how long the lease outlives its holder. Zero means 10 s;
+	// LeaseTTL is how long the lease outlives its holder. Zero means 10 s,
+	// or [ReplicatedLease] when the seat's connection makes replicated
+	// buckets;
 	// under [MinLease], [Seat.Run] refuses to start ([ErrBadLease]).
 	LeaseTTL time.Duration
 	// Log receives the results and every odd key. Nil means slog.Default().
@@ -123,6 +125,16 @@ type lostAsk struct {
 	vanished bool
 }
 
+// ReplicatedLease is the seat's lease when its connection makes replicated
+// buckets ([bus.ReplicasOf] over 1) and no lease is given: 30 s. A lease
+// bucket whose leader's server stops has no leader until the others elect
+// one, which nats-server does in 4 to 9 s; the seat renews every third of
+// its lease and stops writing at three quarters of it (its fence), so a 10
+// s lease renewed 3 s before such a stop would fence the seat (and lose its
+// lease) in every failover of the lease bucket. With 30 s, a renewal up to
+// 10 s old and an election of 9 s stay inside the 22.5 s fence.
+const ReplicatedLease = 30 * time.Second
+
 // New returns a seat that will work through js, the seat's own connection.
 func New(js jetstream.JetStream, cfg Config) *Seat {
 	if cfg.Log == nil {
@@ -130,6 +142,9 @@ func New(js jetstream.JetStream, cfg Config) *Seat {
 	}
 	if cfg.LeaseTTL == 0 {
 		cfg.LeaseTTL = 10 * time.Second
+		if bus.ReplicasOf(js) > 1 {
+			cfg.LeaseTTL = ReplicatedLease
+		}
 	}
 	if cfg.Slow == 0 {
 		cfg.Slow = 5 * time.Millisecond
@@ -297,10 +312,7 @@ func (s *Seat) enqueue(ch bus.Change) {
 	s.mu.Lock()
 	s.queue = append(s.queue, ch)
 	s.mu.Unlock()
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
+	s.poke()
 }
 
 // start waits for every copy's initial values (also of bound buckets found
@@ -611,10 +623,7 @@ func (s *Seat) raise(asks []mesh.Ask) {
 			if err != nil {
 				s.log.Error("seat: no ask router recorded the ask; it is asked again at the key's next change",
 					"key", key, "ask", a.ID, "err", err)
-				select {
-				case s.wake <- struct{}{}:
-				default:
-				}
+				s.poke()
 			}
 		}()
 	}
@@ -853,15 +862,11 @@ func (s *Seat) Marks(ctx context.Context, js jetstream.JetStream) map[string]uin
 // mark puts bucket's last stream sequence into marks, unless the bucket is
 // missing, empty or cannot be read.
 func mark(ctx context.Context, js jetstream.JetStream, bucket string, marks map[string]uint64) {
-	str, err := js.Stream(ctx, "KV_"+bucket)
+	str, err := js.Stream(ctx, "KV_"+bucket) // asks the server for the stream's info
 	if err != nil {
 		return
 	}
-	info, err := str.Info(ctx)
-	if err != nil {
-		return
-	}
-	if info.State.Msgs > 0 {
+	if info := str.CachedInfo(); info.State.Msgs > 0 {
 		marks[bucket] = info.State.LastSeq
 	}
 }

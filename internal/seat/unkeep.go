@@ -25,10 +25,7 @@ func (s *Seat) subscribeUnkeep(ctx context.Context) (func(), error) {
 		s.mu.Lock()
 		s.unkeeps = append(s.unkeeps, m)
 		s.mu.Unlock()
-		select {
-		case s.wake <- struct{}{}:
-		default:
-		}
+		s.poke()
 	})
 	if err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -96,7 +97,7 @@ func flyKey(bucket, key string) string { return bucket + "\x00" + key }
 
 // owned reports whether the seat alone writes bucket.
 func owned(bucket string) bool {
-	return bucket == mesh.PlansBucket || bucket == mesh.ProvisionsBucket || bucket == mesh.RefusedBucket
+	return slices.Contains(ownBuckets, bucket)
 }
 
 // write launches w as a flight: its puts are published without waiting,
@@ -320,13 +321,6 @@ func (s *Seat) landThrough(ctx context.Context, f *flight, d *dirty) {
 		if h == f {
 			return
 		}
-	}
-}
-
-// landAll lands every flight.
-func (s *Seat) landAll(ctx context.Context, d *dirty) {
-	for len(s.flights) > 0 && ctx.Err() == nil {
-		s.landHead(ctx, d, block)
 	}
 }
 
