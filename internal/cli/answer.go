@@ -7,9 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/mesh-provisioner/mesh-provisioner/internal/access"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/asks"
-	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 )
 
 func init() { commands = append(commands, newAnswerCmd) }
@@ -31,12 +29,7 @@ func newAnswerCmd() *cobra.Command {
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if user == "" {
-				user = bus.CredsUser(bf.credsOrDefault())
-			}
-			if user == "" {
-				user = access.DefaultOperator
-			}
+			user = bf.user(user)
 			nc, _, err := bf.connect("cli-answer")
 			if err != nil {
 				return err

@@ -36,6 +36,19 @@ func (f *busFlags) credsOrDefault() string {
 	return defaultCreds()
 }
 
+// user returns the operator an operator's command acts as: given, else
+// the user of its credentials ([bus.CredsUser] of credsOrDefault), else
+// [access.DefaultOperator].
+func (f *busFlags) user(given string) string {
+	if given != "" {
+		return given
+	}
+	if u := bus.CredsUser(f.credsOrDefault()); u != "" {
+		return u
+	}
+	return access.DefaultOperator
+}
+
 // userOf returns the NATS user component c connects as (package access):
 // the seat "mesh-provisioner", the router "mesh-asks", the vault
 // "mesh-vault", the postgres provider "postgres", a node's client

@@ -35,6 +35,7 @@ operator's bus user may publish on the verb. A key that is not retiring with a n
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			user = bf.user(user)
 			nc, _, err := bf.connect("cli-unkeep")
 			if err != nil {
 				return fmt.Errorf("unkeep: %w", err)
@@ -64,6 +65,6 @@ operator's bus user may publish on the verb. A key that is not retiring with a n
 		},
 	}
 	bf.add(cmd)
-	cmd.Flags().StringVar(&user, "user", "operator", "the operator you unkeep as (said in the seat's log)")
+	cmd.Flags().StringVar(&user, "user", "", "the operator you unkeep as, said in the seat's log (default: the user of the credentials, else operator)")
 	return cmd
 }

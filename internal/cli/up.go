@@ -172,7 +172,7 @@ func runUp(ctx context.Context, out io.Writer, f upFlags, args []string) error {
 	if f.meshName, err = meshName(file, f.meshName, f.postgres != ""); err != nil {
 		return err
 	}
-	if w := listenWarning(f.listen); w != "" {
+	if w := listenWarning(f.listen); w != "" && f.noAuth {
 		fmt.Fprintln(os.Stderr, w)
 	}
 	lock, err := lockData(f.data)

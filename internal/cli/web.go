@@ -37,6 +37,7 @@ can open the page answers as that user, so keep it on loopback or behind your ow
 				return err
 			}
 			bf.log = log
+			user = bf.user(user)
 			nc, js, err := bf.connect("operator-web")
 			if err != nil {
 				return err
@@ -51,7 +52,7 @@ can open the page answers as that user, so keep it on loopback or behind your ow
 	}
 	bf.add(cmd)
 	cmd.Flags().StringVar(&listen, "listen", defaultWeb, "address the page listens on (port 0 picks a free one)")
-	cmd.Flags().StringVar(&user, "user", "operator", "the NATS user --creds connects as: answers go as this user")
+	cmd.Flags().StringVar(&user, "user", "", "the NATS user --creds connects as: answers go as this user (default: the user of the credentials, else operator)")
 	cmd.Flags().StringVar(&logLevel, "log-level", "warn", "log level on stderr: debug, info, warn or error")
 	return cmd
 }
