@@ -15,14 +15,15 @@ import (
 // its own change through the seat's watch, which composes the node again;
 // these bring none, so the node is composed again (and its keys written
 // anew) after a backoff that grows with each failed try and starts again
-// once a try writes. Its methods are safe for concurrent use.
+// once every node tried again has had a write land. Its methods are safe
+// for concurrent use.
 type retry struct {
-	mu     sync.Mutex
-	bo     *backoff.ExponentialBackOff
-	nodes  map[string]bool // failed, waiting for the backoff
-	due    []string        // the backoff is over: for the loop
-	armed  bool            // a timer will hand nodes to the loop
-	failed bool            // a write failed since the last take
+	mu    sync.Mutex
+	bo    *backoff.ExponentialBackOff
+	nodes map[string]bool // failed, waiting for the backoff
+	due   []string        // the backoff is over: for the loop
+	armed bool            // a timer will hand nodes to the loop
+	tried map[string]bool // handed to the loop again, until a write of theirs lands
 }
 
 // The backoff of the seat's failed writes: from 250 ms, growing to 10 s.
@@ -47,7 +48,6 @@ func (r *retry) fail(key string, wake func(), log *slog.Logger) {
 		r.bo.MaxInterval = retryMax
 	}
 	r.nodes[node] = true
-	r.failed = true
 	if r.armed {
 		return
 	}
@@ -67,20 +67,36 @@ func (r *retry) fail(key string, wake func(), log *slog.Logger) {
 }
 
 // take returns the nodes whose backoff is over, for the loop to compose
-// again. When no write failed since the last take, the backoff starts
-// again from its least.
+// again.
 func (r *retry) take() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	due := r.due
 	r.due = nil
-	if !r.failed && !r.armed && r.bo != nil {
-		r.bo.Reset()
-	}
-	if len(due) > 0 {
-		r.failed = false
+	for _, n := range due {
+		if r.tried == nil {
+			r.tried = map[string]bool{}
+		}
+		r.tried[n] = true
 	}
 	return due
+}
+
+// landed notes that a write of key landed. Once every node tried again has
+// had one land and none waits for the backoff, the backoff starts again
+// from its least; until then each failure waits longer than the last
+// (whether its write failed at once or only when its ack did not come).
+func (r *retry) landed(key string) {
+	node, _, _ := strings.Cut(key, ".")
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.tried[node] {
+		return
+	}
+	delete(r.tried, node)
+	if len(r.tried) == 0 && len(r.nodes) == 0 && len(r.due) == 0 && !r.armed {
+		r.bo.Reset()
+	}
 }
 
 // pending reports whether failed nodes wait to be composed again.

@@ -348,6 +348,7 @@ func (s *Seat) land(f *flight, d *dirty) {
 			s.echoes[fk] = p.seq
 		}
 		s.mesh.Wrote(p.bucket, p.key, p.seq)
+		s.retry.landed(p.key)
 		s.wrote.Add(1)
 		if p.bucket == mesh.ProvisionsBucket {
 			wrote[p.key] = true
