@@ -138,13 +138,14 @@ func (s *Seat) write(ctx context.Context, w writes, d *dirty, then func(n int, w
 
 func (s *Seat) publishAll(ctx context.Context, w writes, f *flight, d *dirty) {
 	for _, k := range sortedKeys(w.plans) {
-		if !s.publish(ctx, f, d, mesh.PlansBucket, k, w.plans[k]) {
+		if !s.publish(ctx, f, d, mesh.PlansBucket, k, w.plans[k], nil) {
 			return
 		}
 	}
 	for _, k := range sortedKeys(w.refusals) {
-		b, _ := json.Marshal(w.refusals[k])
-		if !s.publish(ctx, f, d, mesh.RefusedBucket, k, b) {
+		r := w.refusals[k]
+		b, _ := json.Marshal(r)
+		if !s.publish(ctx, f, d, mesh.RefusedBucket, k, b, r) {
 			return
 		}
 	}
@@ -157,7 +158,7 @@ func (s *Seat) publishAll(ctx context.Context, w writes, f *flight, d *dirty) {
 			}
 		}
 		b, _ := json.Marshal(p)
-		if !s.publish(ctx, f, d, mesh.ProvisionsBucket, k, b) {
+		if !s.publish(ctx, f, d, mesh.ProvisionsBucket, k, b, p) {
 			return
 		}
 	}
@@ -165,9 +166,9 @@ func (s *Seat) publishAll(ctx context.Context, w writes, f *flight, d *dirty) {
 
 // publish puts value at key of bucket into flight f once the key's write
 // in flight (if any) has landed and [Seat.Fence] passes, and takes it into
-// the mesh. It reports false when the fence failed: nothing more is
-// written.
-func (s *Seat) publish(ctx context.Context, f *flight, d *dirty, bucket, key string, value []byte) bool {
+// the mesh (see put). It reports false when the fence failed: nothing more
+// is written.
+func (s *Seat) publish(ctx context.Context, f *flight, d *dirty, bucket, key string, value []byte, v any) bool {
 	fk := flyKey(bucket, key)
 	if g := s.flying[fk]; g != nil {
 		s.waitKey(ctx, g, d, bucket, key)
@@ -194,8 +195,25 @@ func (s *Seat) publish(ctx context.Context, f *flight, d *dirty, bucket, key str
 	f.puts = append(f.puts, pending{bucket: bucket, key: key, value: value, prev: prev, old: s.held(bucket, key), ack: ack, at: time.Now()})
 	s.flying[fk] = f
 	s.inFlight++
-	s.mesh.Take(bus.Change{Bucket: bucket, Key: key, Value: value, Revision: prev})
+	s.put(bucket, key, value, v, prev)
 	return true
+}
+
+// put takes a put of value at key of bucket (plans, provisions or refused)
+// that expects revision rev into the mesh, without decoding it: v is what
+// value encodes (a mesh.Provision or a mesh.Refusal), or nil for a plan,
+// which names its key's node and module (a composition writes the plan of
+// each of its node's modules at that module's key).
+func (s *Seat) put(bucket, key string, value []byte, v any, rev uint64) {
+	switch v := v.(type) {
+	case mesh.Provision:
+		s.mesh.PutProvision(key, v, rev)
+	case mesh.Refusal:
+		s.mesh.PutRefusal(key, v, rev)
+	default:
+		k, _ := mesh.ParseNodeModule(key) // a key out of shape is odd in PutPlan
+		s.mesh.PutPlan(key, value, k, rev)
+	}
 }
 
 // waitKey lands flights up to g, which holds a write of key of bucket that
@@ -392,15 +410,14 @@ func (s *Seat) held(bucket, key string) any {
 // when the change that made the bus refuse it arrives, or after a backoff
 // (writeFailed).
 func (s *Seat) takeBack(p *pending, d *dirty) {
-	ch := bus.Change{Bucket: p.bucket, Key: p.key, Revision: p.prev, Deleted: true}
 	switch old := p.old.(type) {
 	case []byte:
-		ch.Value, ch.Deleted = old, false
+		s.put(p.bucket, p.key, old, nil, p.prev)
 	case mesh.Provision, mesh.Refusal:
-		b, _ := json.Marshal(old)
-		ch.Value, ch.Deleted = b, false
+		s.put(p.bucket, p.key, nil, old, p.prev)
+	default:
+		s.mesh.Take(bus.Change{Bucket: p.bucket, Key: p.key, Revision: p.prev, Deleted: true})
 	}
-	s.mesh.Take(ch)
 	if p.bucket == mesh.ProvisionsBucket {
 		for _, dep := range s.mesh.DependentsOf(p.key) {
 			d.keys[dep] = true

@@ -302,17 +302,11 @@ func (m *Mesh) Take(ch bus.Change) Touch {
 	case ch.Bucket == mesh.ManifestsBucket:
 		m.takeManifest(ch, &t)
 	case ch.Bucket == mesh.ProvisionsBucket:
-		m.noteRevision(ch)
-		m.takeProvision(ch, &t)
-		m.noteJunk(ch, &t)
+		m.takeOwn(ch, &t, func() { m.takeProvision(ch, nil, &t) })
 	case ch.Bucket == mesh.PlansBucket:
-		m.noteRevision(ch)
-		m.takePlan(ch, &t)
-		m.noteJunk(ch, &t)
+		m.takeOwn(ch, &t, func() { m.takePlan(ch, nil, &t) })
 	case ch.Bucket == mesh.RefusedBucket:
-		m.noteRevision(ch)
-		m.takeRefusal(ch, &t)
-		m.noteJunk(ch, &t)
+		m.takeOwn(ch, &t, func() { m.takeRefusal(ch, nil, &t) })
 	case ch.Bucket == mesh.RecordsBucket:
 		m.takeRecord(ch, &t)
 	case strings.HasSuffix(ch.Bucket, "_bound"):
@@ -320,6 +314,58 @@ func (m *Mesh) Take(ch bus.Change) Touch {
 	default:
 		t.Odd = odd(ch, "not a bucket the seat follows")
 	}
+	return t
+}
+
+// takeOwn takes ch, a change of a bucket the seat alone writes, with take:
+// its revision is noted, then take takes it, then it is noted as junk or
+// not.
+func (m *Mesh) takeOwn(ch bus.Change, t *Touch, take func()) {
+	m.noteRevision(ch)
+	take()
+	m.noteJunk(ch, t)
+}
+
+// The seat takes each of its own puts into its mesh when it publishes it
+// (and takes back the value it held when the bus refuses the put). The put
+// methods below take such a value as it was before it was encoded, and do
+// what [Mesh.Take] does with the put's change (the same code, without the
+// decoding): a put whose key or value is out of shape is odd and junk
+// there as here. The value must be one that JSON gives back as it is: its
+// strings valid UTF-8, its times in UTC within the years 0 to 9999 (the
+// seat's own values are; the decoding path would change the others).
+
+// PutProvision takes a put of p at key of [mesh.ProvisionsBucket] that
+// expects revision rev, as [Mesh.Take] takes the change of that put
+// (Revision rev, Value the JSON of p), and returns what it touches. p's
+// lists and pointers are kept, never changed: the caller must not change
+// them either.
+func (m *Mesh) PutProvision(key string, p mesh.Provision, rev uint64) Touch {
+	var t Touch
+	ch := bus.Change{Bucket: mesh.ProvisionsBucket, Key: key, Revision: rev}
+	m.takeOwn(ch, &t, func() { m.takeProvision(ch, &p, &t) })
+	return t
+}
+
+// PutPlan takes a put of value at key of [mesh.PlansBucket] that expects
+// revision rev, as [Mesh.Take] takes the change of that put, and returns
+// what it touches. value must be the JSON of a [mesh.Plan] whose node and
+// module are those of names (what Take reads of a plan besides its bytes);
+// it is kept, never changed: the caller must not change it either.
+func (m *Mesh) PutPlan(key string, value []byte, names mesh.NodeModule, rev uint64) Touch {
+	var t Touch
+	ch := bus.Change{Bucket: mesh.PlansBucket, Key: key, Value: value, Revision: rev}
+	m.takeOwn(ch, &t, func() { m.takePlan(ch, &names, &t) })
+	return t
+}
+
+// PutRefusal takes a put of r at key of [mesh.RefusedBucket] that expects
+// revision rev, as [Mesh.Take] takes the change of that put (Revision rev,
+// Value the JSON of r), and returns what it touches.
+func (m *Mesh) PutRefusal(key string, r mesh.Refusal, rev uint64) Touch {
+	var t Touch
+	ch := bus.Change{Bucket: mesh.RefusedBucket, Key: key, Revision: rev}
+	m.takeOwn(ch, &t, func() { m.takeRefusal(ch, &r, &t) })
 	return t
 }
 
@@ -655,7 +701,9 @@ func (m *Mesh) takeEntry(ch bus.Change, t *Touch) {
 	t.Keys = append(t.Keys, ch.Key)
 }
 
-func (m *Mesh) takeProvision(ch bus.Change, t *Touch) {
+// takeProvision takes ch, a change of a provision key: put, the value of a
+// put when the caller has it decoded, else the decoded ch.Value.
+func (m *Mesh) takeProvision(ch bus.Change, put *mesh.Provision, t *Touch) {
 	k, err := mesh.ParseProvisionKey(ch.Key)
 	if err != nil {
 		t.Odd = odd(ch, "%v", err)
@@ -695,7 +743,11 @@ func (m *Mesh) takeProvision(ch bus.Change, t *Touch) {
 		return
 	}
 	var p mesh.Provision
-	err = decode(ch, &p)
+	if put != nil {
+		p = decoded(*put)
+	} else {
+		err = decode(ch, &p)
+	}
 	if err == nil {
 		err = checkProvision(ch, k, p)
 	}
@@ -726,6 +778,24 @@ func (m *Mesh) takeProvision(ch bus.Change, t *Touch) {
 	}
 }
 
+// decoded returns p as decoding its JSON gives it: an empty depends-on is
+// left out of the JSON (nil when decoded), and the reference and warrant
+// are the mesh's own copies.
+func decoded(p mesh.Provision) mesh.Provision {
+	if len(p.DependsOn) == 0 {
+		p.DependsOn = nil
+	}
+	if p.Reference != nil {
+		r := *p.Reference
+		p.Reference = &r
+	}
+	if p.Warrant != nil {
+		w := *p.Warrant
+		p.Warrant = &w
+	}
+	return p
+}
+
 // checkProvision says why a decoded provision is not one the seat writes at
 // key k: its provision, local and consumer must be the key's, its provider
 // named, its state one of the five, every key it depends on in shape.
@@ -751,7 +821,10 @@ func checkProvision(ch bus.Change, k mesh.ProvisionKey, p mesh.Provision) error 
 	return nil
 }
 
-func (m *Mesh) takePlan(ch bus.Change, t *Touch) {
+// takePlan takes ch, a change of a plan key: put, when set, names the node
+// and module of the plan ch.Value holds (the caller decoded it), else they
+// are decoded from ch.Value.
+func (m *Mesh) takePlan(ch bus.Change, put *mesh.NodeModule, t *Touch) {
 	k, err := mesh.ParseNodeModule(ch.Key)
 	if err != nil {
 		t.Odd = odd(ch, "%v", err)
@@ -763,9 +836,15 @@ func (m *Mesh) takePlan(ch bus.Change, t *Touch) {
 		removeSorted(m.plansOf, k.Node, ch.Key)
 		return
 	}
-	var p mesh.Plan
-	err = decode(ch, &p)
-	if err == nil && (p.Node != k.Node || p.Module != k.Module) {
+	var p mesh.NodeModule
+	if put != nil {
+		p = *put
+	} else {
+		var plan mesh.Plan
+		err = decode(ch, &plan)
+		p = mesh.NodeModule{Node: plan.Node, Module: plan.Module}
+	}
+	if err == nil && p != k {
 		err = odd(ch, "value is the plan of %q on %q, not the key's", p.Module, p.Node)
 	}
 	if err != nil {
@@ -780,7 +859,9 @@ func (m *Mesh) takePlan(ch bus.Change, t *Touch) {
 	addSorted(m.plansOf, k.Node, ch.Key)
 }
 
-func (m *Mesh) takeRefusal(ch bus.Change, t *Touch) {
+// takeRefusal takes ch, a change of a refusal key: put, the value of a put
+// when the caller has it decoded, else the decoded ch.Value.
+func (m *Mesh) takeRefusal(ch bus.Change, put *mesh.Refusal, t *Touch) {
 	k, err := mesh.ParseRefusalKey(ch.Key)
 	if err != nil {
 		t.Odd = odd(ch, "%v", err)
@@ -793,7 +874,11 @@ func (m *Mesh) takeRefusal(ch bus.Change, t *Touch) {
 		return
 	}
 	var r mesh.Refusal
-	err = decode(ch, &r)
+	if put != nil {
+		r = *put
+	} else {
+		err = decode(ch, &r)
+	}
 	if err == nil && (r.Node != k.Node || r.Module != k.Module || r.Why == "") {
 		err = odd(ch, "value is not the refusal of %q on %q with a why", k.Module, k.Node)
 	}
