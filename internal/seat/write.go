@@ -2,7 +2,6 @@ package seat
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -144,7 +143,7 @@ func (s *Seat) publishAll(ctx context.Context, w writes, f *flight, d *dirty) {
 	}
 	for _, k := range sortedKeys(w.refusals) {
 		r := w.refusals[k]
-		b, _ := json.Marshal(r)
+		b, _ := encodeRefusal(&r)
 		if !s.publish(ctx, f, d, mesh.RefusedBucket, k, b, r) {
 			return
 		}
@@ -157,7 +156,7 @@ func (s *Seat) publishAll(ctx context.Context, w writes, f *flight, d *dirty) {
 				d.keys[dep] = true
 			}
 		}
-		b, _ := json.Marshal(p)
+		b, _ := encodeProvision(&p)
 		if !s.publish(ctx, f, d, mesh.ProvisionsBucket, k, b, p) {
 			return
 		}
