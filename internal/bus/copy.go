@@ -653,10 +653,14 @@ func (c *Copy) watch(ctx context.Context) error {
 			}
 			continue
 		}
+		// The key is cloned out of the message's subject
+		// ("$KV.<bucket>.<key>", which it would otherwise keep whole in
+		// the copy's map and in every owner's state that keeps it).
+		key := strings.Clone(e.Key())
 		if initial {
-			seen[e.Key()] = true
+			seen[key] = true
 		}
-		q := queued{key: e.Key(), rev: e.Revision(), deleted: e.Operation() != jetstream.KeyValuePut}
+		q := queued{key: key, rev: e.Revision(), deleted: e.Operation() != jetstream.KeyValuePut}
 		if !q.deleted {
 			q.value = e.Value()
 		}
