@@ -7,7 +7,8 @@
 // out, with every key out of its bucket's shape and every value that does
 // not decode listed under odd with why. [Start] answers the verb
 // on the bus from watched copies of the buckets (never key by key per
-// request). [DropNeeds] deletes the leftovers of the retired needs state.
+// request), each followed only while requests read it.
+// [DropNeeds] deletes the leftovers of the retired needs state.
 package provisioning
 
 import (

@@ -31,6 +31,12 @@ type fixture struct {
 // operator's connection.
 func serve(t *testing.T) fixture {
 	t.Helper()
+	return serveWith(t, provisioning.Options{})
+}
+
+// serveWith is serve with the verb's options.
+func serveWith(t *testing.T, opts provisioning.Options) fixture {
+	t.Helper()
 	s := bustest.Server(t)
 	ctx := bustest.Context(t)
 	seatNC, seat := bustest.Connect(t, s, "seat")
@@ -53,11 +59,13 @@ func serve(t *testing.T) fixture {
 			t.Fatal(err)
 		}
 	}
-	reg := bus.Follow(ctx, seat, mesh.RegistryBucket, bus.Options{Create: true})
+	regCtx, regDone := context.WithCancel(ctx)
+	reg := bus.Follow(regCtx, seat, mesh.RegistryBucket, bus.Options{Create: true})
 	<-reg.Ready()
 	if _, err := registry.Sync(ctx, reg, registry.Compiled()); err != nil {
 		t.Fatal(err)
 	}
+	regDone() // the registry's watch, so that the verb's own are the only ones
 	put(mesh.RegistryBucket, "Bad_Kind", []byte(`{}`))
 
 	gitea := mesh.Plan{Node: "ace", Module: "gitea", Fingerprint: "b7c100", Manifest: "sha256:b7",
@@ -115,7 +123,7 @@ func serve(t *testing.T) fixture {
 	put(mesh.CollectBucket, "control.shell=ZZzsh.node-tools", []byte(`{"item":"x"}`))        // does not decode
 	put(mesh.CollectBucket, "ace.environment.redis", []byte(`{"item":"x","module":"nope"}`)) // not its key
 
-	if err := provisioning.Start(ctx, seatNC, seat, provisioning.Options{}); err != nil {
+	if err := provisioning.Start(ctx, seatNC, seat, opts); err != nil {
 		t.Fatal(err)
 	}
 	nc, _ := bustest.Connect(t, s, "operator")
@@ -331,4 +339,51 @@ func TestVerbAnswersNothingFromABucketGone(t *testing.T) {
 	bustest.WaitFor(t, 0, "the verb to answer no plan and no need", func() bool {
 		return len(f.ask(t, `{"what":"plans"}`).Entries) == 0 && len(f.ask(t, `{"what":"needs"}`).Entries) == 0
 	})
+}
+
+// TestVerbFollowsABucketOnlyWhileAsked counts the watches (consumers) of
+// the verb's buckets: none before a request, one of the plans bucket after
+// a request of needs, none again once no request has read it for the idle
+// time, and the same answer when it is asked again.
+func TestVerbFollowsABucketOnlyWhileAsked(t *testing.T) {
+	f := serveWith(t, provisioning.Options{Idle: 300 * time.Millisecond})
+	ctx := bustest.Context(t)
+	consumers := func(bucket string) int {
+		t.Helper()
+		st, err := f.js.Stream(ctx, "KV_"+bucket)
+		if err != nil {
+			t.Fatalf("stream of %s: %v", bucket, err)
+		}
+		info, err := st.Info(ctx)
+		if err != nil {
+			t.Fatalf("stream info of %s: %v", bucket, err)
+		}
+		return info.State.Consumers
+	}
+	watched := func() map[string]int {
+		out := map[string]int{}
+		for _, b := range provisioning.Buckets {
+			if n := consumers(b); n != 0 {
+				out[b] = n
+			}
+		}
+		return out
+	}
+	bustest.WaitFor(t, 0, "the registry's watch of the fixture to stop", func() bool { return consumers(mesh.RegistryBucket) == 0 })
+	if got := watched(); len(got) != 0 {
+		t.Errorf("watches of the verb's buckets before any request = %v; want none", got)
+	}
+	want := []string{"ace.gitea.config.domain", "ace.gitea.dir.state", "ace.gitea.dir.tmp", "ace.gitea.port.http",
+		"ace.gitea.provision.database_main", "ace.gitea.provision.route", "ace.gitea.secret.secret-key"}
+	req := `{"what":"needs","node":"ace","module":"gitea"}`
+	if got := entryKeys(f.ask(t, req)); !reflect.DeepEqual(got, want) {
+		t.Errorf("ask %s: entries %q; want %q", req, got, want)
+	}
+	if got := watched(); !reflect.DeepEqual(got, map[string]int{mesh.PlansBucket: 1}) {
+		t.Errorf("watches of the verb's buckets after a request of needs = %v; want one of %s", got, mesh.PlansBucket)
+	}
+	bustest.WaitFor(t, 0, "the verb to stop following the plans", func() bool { return len(watched()) == 0 })
+	if got := entryKeys(f.ask(t, req)); !reflect.DeepEqual(got, want) {
+		t.Errorf("ask %s again: entries %q; want %q", req, got, want)
+	}
 }

@@ -2,9 +2,12 @@ package provisioning
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -22,38 +25,96 @@ type Options struct {
 	// Log says each request that gets an error answer and each reply that
 	// cannot be sent. Nil means slog.Default().
 	Log *slog.Logger
+	// Idle is how long the verb keeps following a bucket that no request
+	// has read: a bucket is followed from the first request that needs it
+	// until no request has needed it for Idle. Zero means [DefaultIdle].
+	Idle time.Duration
+	// Wait is how long a request waits for a bucket's copy to hold every
+	// key before it is answered with an error. Zero means [DefaultWait].
+	Wait time.Duration
 }
 
-// Start follows the buckets of [Buckets] through js into watched copies
-// (creating missing buckets), waits until every copy is ready, then answers
+// DefaultIdle is how long the verb keeps following a bucket no request
+// has read, by default.
+const DefaultIdle = time.Minute
+
+// DefaultWait is how long a request waits for its bucket's copy, by
+// default: under the 10 s an operator's get waits for the answer.
+const DefaultWait = 8 * time.Second
+
+// bucketOf returns the bucket a request of what reads: needs are derived
+// from the plans.
+func bucketOf(what string) string {
+	switch what {
+	case WhatNeeds, WhatPlans:
+		return mesh.PlansBucket
+	case WhatApplied:
+		return mesh.AppliedBucket
+	case WhatCollect:
+		return mesh.CollectBucket
+	case WhatProvisions:
+		return mesh.ProvisionsBucket
+	case WhatRefused:
+		return mesh.RefusedBucket
+	default:
+		return mesh.RegistryBucket
+	}
+}
+
+// Start makes every bucket of [Buckets] that is missing, then answers
 // mesh-provisioner.provisioning on nc in queue group [Queue] until ctx is
 // done. It returns once the verb is answered, or ctx's error when ctx ends
-// first, or an error when it cannot subscribe.
+// first, or an error when a bucket cannot be made or the verb cannot be
+// subscribed to.
+//
+// Each request is answered from a watched copy of the one bucket it reads
+// (the plans for needs), followed through js from the first request that
+// needs it, kept current while requests come, and stopped once no request
+// has needed it for Options.Idle: a process that is not asked holds no
+// copy (the seat's process holds its own copies of the plans and
+// provisions, decoded, which the verb's raw values would double). A
+// request whose bucket's copy does not hold every key within Options.Wait
+// (the first request, on a bus that does not answer) is answered with an
+// error saying so.
 func Start(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, opts Options) error {
 	log := opts.Log
 	if log == nil {
 		log = slog.Default()
 	}
-	src := Sources{}
 	for _, b := range Buckets {
-		c := bus.Follow(ctx, js, b, bus.Options{Create: true, Log: log})
-		src[b] = c
-	}
-	for _, b := range Buckets {
-		select {
-		case <-src[b].(*bus.Copy).Ready():
-		case <-ctx.Done():
-			return ctx.Err()
+		if _, err := bus.Bucket(ctx, js, b, 0); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("provisioning: bucket %s: %w", b, err)
 		}
 	}
+	f := newFollower(ctx, js, log, opts.Idle)
+	wait := opts.Wait
+	if wait <= 0 {
+		wait = DefaultWait
+	}
 	sub, err := nc.QueueSubscribe(mesh.ProvisioningSubject, Queue, func(m *nats.Msg) {
+		src := Sources{}
+		if req, err := ParseRequest(m.Data); err == nil {
+			b := bucketOf(req.What)
+			c, done := f.take(b)
+			defer done()
+			select {
+			case <-c.Ready():
+				src[b] = c
+			case <-time.After(wait):
+				answer(log, m, req.What, whyNotReady(b, wait))
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
 		out, err := Handle(m.Data, src)
 		if err != nil {
 			log.Warn("provisioning: request answered with an error", "subject", m.Subject, "request", string(m.Data), "err", err)
 		}
-		if err := m.Respond(out); err != nil && !errors.Is(err, nats.ErrMsgNoReply) {
-			log.Error("provisioning: reply", "subject", m.Subject, "err", err)
-		}
+		respond(log, m, out)
 	})
 	if err != nil {
 		return fmt.Errorf("provisioning: subscribe %s: %w", mesh.ProvisioningSubject, err)
@@ -67,6 +128,91 @@ func Start(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, opts Opti
 		sub.Unsubscribe()
 	}()
 	return nil
+}
+
+// answer answers m with an error reply of why, and says it.
+func answer(log *slog.Logger, m *nats.Msg, what, why string) {
+	log.Warn("provisioning: request answered with an error", "subject", m.Subject, "request", string(m.Data), "err", why)
+	out, _ := json.Marshal(Reply{What: what, Entries: []Entry{}, Odd: []Odd{}, Error: why}) // plain strings always encode
+	respond(log, m, out)
+}
+
+func respond(log *slog.Logger, m *nats.Msg, out []byte) {
+	if err := m.Respond(out); err != nil && !errors.Is(err, nats.ErrMsgNoReply) {
+		log.Error("provisioning: reply", "subject", m.Subject, "err", err)
+	}
+}
+
+// follower keeps the verb's watched copies, one per bucket asked of, each
+// from the first request that takes it until it has been idle (not taken)
+// for idle.
+type follower struct {
+	ctx    context.Context
+	js     jetstream.JetStream
+	log    *slog.Logger
+	idle   time.Duration
+	mu     sync.Mutex
+	copies map[string]*followed
+}
+
+// followed is one bucket's copy while the verb follows it.
+type followed struct {
+	c      *bus.Copy
+	stop   context.CancelFunc
+	users  int       // requests that took it and are not done
+	last   time.Time // when the last of them was done
+	expiry *time.Timer
+}
+
+func newFollower(ctx context.Context, js jetstream.JetStream, log *slog.Logger, idle time.Duration) *follower {
+	if idle <= 0 {
+		idle = DefaultIdle
+	}
+	return &follower{ctx: ctx, js: js, log: log, idle: idle, copies: map[string]*followed{}}
+}
+
+// take returns the copy of bucket, following it from now if the verb does
+// not yet, and done, which the request calls once it has read the copy.
+func (f *follower) take(bucket string) (*bus.Copy, func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fl, ok := f.copies[bucket]
+	if !ok {
+		ctx, stop := context.WithCancel(f.ctx)
+		fl = &followed{c: bus.Follow(ctx, f.js, bucket, bus.Options{Create: true, Log: f.log}), stop: stop}
+		f.copies[bucket] = fl
+		fl.expiry = time.AfterFunc(f.idle, func() { f.expire(bucket, fl) })
+	}
+	fl.users++
+	var once sync.Once
+	return fl.c, func() {
+		once.Do(func() {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			fl.users--
+			fl.last = time.Now()
+		})
+	}
+}
+
+// expire stops following bucket when no request has taken its copy for
+// f.idle and none reads it now; otherwise it looks again when that time
+// will have passed.
+func (f *follower) expire(bucket string, fl *followed) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.copies[bucket] != fl {
+		return
+	}
+	if left := f.idle - time.Since(fl.last); fl.users > 0 || left > 0 {
+		if fl.users > 0 {
+			left = f.idle
+		}
+		fl.expiry.Reset(left)
+		return
+	}
+	delete(f.copies, bucket)
+	fl.stop()
 }
 
 // DropNeeds deletes every key of the retired bucket mesh-provisioner_needs

@@ -3,6 +3,7 @@ package provisioning
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
@@ -31,4 +32,8 @@ func whyBadJSON(err error) string {
 
 func whyUnknownWhat(what string) string {
 	return fmt.Sprintf("unknown what %q; ask for one of %v", what, Whats)
+}
+
+func whyNotReady(bucket string, wait time.Duration) string {
+	return fmt.Sprintf("the verb could not read %s within %s; ask again", bucket, wait)
 }
