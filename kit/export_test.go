@@ -1,5 +1,7 @@
 package kit
 
+import "github.com/mesh-provisioner/mesh-provisioner/internal/bus"
+
 // Idle reports whether the kit has no key queued or being handled and no
 // entry write queued or in flight.
 func (k *Kit) Idle() bool {
@@ -14,3 +16,6 @@ func (k *Kit) Idle() bool {
 
 // Held returns how many provisions k holds whole and how many in part.
 func Held(k *Kit) (whole, part int) { return k.held() }
+
+// Take hands k one change of the provisions bucket, as its copy does.
+func Take(k *Kit, ch bus.Change) { k.took(ch) }

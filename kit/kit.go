@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -79,8 +80,12 @@ type Kit struct {
 	ours   map[string][]string // our keys and their depends-on
 	// byConsumer indexes the keys held (provs and others) by their first
 	// two tokens, "<node>.<consumer>": a consumer's provisions without a
-	// scan.
-	byConsumer map[string]map[string]struct{}
+	// scan. A consumer has a few keys on a node, so they are a list, in no
+	// order (a small map per consumer cost five times the memory).
+	byConsumer map[string][]string
+	// heads reads the provider of a value before deciding whether to
+	// decode it whole.
+	heads headReader
 	// dependents indexes ours the other way: a key -> our keys that depend
 	// on it, so that a change finds its dependents without a scan.
 	dependents map[string]map[string]bool
@@ -126,7 +131,7 @@ func Start(ctx context.Context, cfg Config) (*Kit, error) {
 		others:     map[string]other{},
 		ours:       map[string][]string{},
 		dependents: map[string]map[string]bool{},
-		byConsumer: map[string]map[string]struct{}{},
+		byConsumer: map[string][]string{},
 		done:       map[string]string{},
 		tries:      map[string]*backoff.ExponentialBackOff{},
 		later:      map[string]later{},
@@ -137,6 +142,7 @@ func Start(ctx context.Context, cfg Config) (*Kit, error) {
 		k.log = slog.Default()
 	}
 	k.log = k.log.With("provider", cfg.Module, "node", cfg.Node)
+	k.heads.self = k.self
 	// The echo of the kit's own writes never reaches OnChange (the writer
 	// holds the copy until it has taken them in): a change is another
 	// writer's, or the bucket lost, and the key is provided again.
@@ -251,29 +257,58 @@ func (k *Kit) Again(key string) {
 	k.q.add(key)
 }
 
-// took takes one change of the provisions copy: it keeps the decoded value
-// and queues the key if it is ours, and every key of ours that depends on it.
+// took takes one change of the provisions copy: it keeps the value (whole
+// when it is the provider's, in part when not) and queues the key if it is
+// ours, and every key of ours that depends on it.
+//
+// Most of the bucket is other providers' (two thirds of it for the vault
+// at a cold start), so a value is first read only as far as its head (see
+// [headReader]): its provider, state, reference and depends-on, every
+// other field skipped. A value whose head names the provider, whose key is
+// out of shape, or that the head does not read as encoding/json would (see
+// errNotPlain) is decoded whole; one that does not decode is said and left
+// out. Another provider's value whose head reads is kept in part even if a
+// field the kit does not read would not decode (the seat, which decodes
+// every provision, says that value).
 func (k *Kit) took(ch bus.Change) {
-	var p mesh.Provision
-	decoded := false
+	var (
+		p       mesh.Provision
+		o       other
+		whole   bool // p holds the value, decoded whole
+		decoded bool
+	)
 	if !ch.Deleted {
-		if err := json.Unmarshal(ch.Value, &p); err != nil {
-			k.log.Error("kit: a provision does not decode; it is left out", "bucket", ch.Bucket, "key", ch.Key, "err", err)
-		} else {
+		_, keyErr := mesh.ParseProvisionKey(ch.Key)
+		h, err := k.heads.read(ch.Value)
+		if keyErr == nil && err == nil && h.provider != k.self {
+			o = other{provider: h.provider, state: h.state, reference: h.reference, dependsOn: h.dependsOn}
 			decoded = true
+		} else if err := json.Unmarshal(ch.Value, &p); err != nil {
+			k.log.Error("kit: a provision does not decode; it is left out", "bucket", ch.Bucket, "key", ch.Key, "err", err)
+		} else if keyErr == nil && p.Provider != k.self {
+			// Decoded whole (its head was not plain) and not ours: kept
+			// in part, as any other provider's.
+			o = other{provider: p.Provider, state: p.State, reference: p.Reference, dependsOn: p.DependsOn}
+			decoded = true
+		} else {
+			whole, decoded = true, true
 		}
 	}
 	k.mu.Lock()
 	delete(k.provs, ch.Key)
 	delete(k.others, ch.Key)
 	k.indexConsumer(ch.Key, decoded)
-	if decoded {
+	switch {
+	case whole:
 		k.names.Provision(&p)
-		if _, err := mesh.ParseProvisionKey(ch.Key); err != nil || p.Provider == k.self {
-			k.provs[ch.Key] = p
-		} else {
-			k.others[ch.Key] = other{provider: p.Provider, state: p.State, reference: p.Reference, dependsOn: p.DependsOn}
+		k.provs[ch.Key] = p
+	case decoded:
+		o.provider = k.names.Ref(o.provider)
+		o.state = mesh.State(k.names.String(string(o.state)))
+		for i, d := range o.dependsOn {
+			o.dependsOn[i] = k.names.String(d)
 		}
+		k.others[ch.Key] = o
 	}
 	dependents := make([]string, 0, len(k.dependents[ch.Key]))
 	for key := range k.dependents[ch.Key] {
@@ -281,7 +316,7 @@ func (k *Kit) took(ch bus.Change) {
 	}
 	_, wasOurs := k.ours[ch.Key]
 	k.unindex(ch.Key)
-	ours := decoded && p.Provider == k.self
+	ours := whole && p.Provider == k.self
 	if ours {
 		k.ours[ch.Key] = p.DependsOn
 		for _, d := range p.DependsOn {
@@ -306,18 +341,21 @@ func (k *Kit) took(ch bus.Change) {
 // held.
 func (k *Kit) indexConsumer(key string, held bool) {
 	c := consumerOf(key)
-	set := k.byConsumer[c]
-	if held {
-		if set == nil {
-			set = map[string]struct{}{}
-			k.byConsumer[c] = set
+	keys := k.byConsumer[c]
+	i := slices.Index(keys, key)
+	switch {
+	case held && i < 0:
+		k.byConsumer[c] = append(keys, key)
+	case !held && i >= 0:
+		// The last key takes the place of the one that goes: a
+		// consumer's keys are in no order.
+		keys[i] = keys[len(keys)-1]
+		keys[len(keys)-1] = ""
+		if keys = keys[:len(keys)-1]; len(keys) == 0 {
+			delete(k.byConsumer, c)
+		} else {
+			k.byConsumer[c] = keys
 		}
-		set[key] = struct{}{}
-		return
-	}
-	delete(set, key)
-	if len(set) == 0 {
-		delete(k.byConsumer, c)
 	}
 }
 
@@ -341,7 +379,7 @@ func consumerOf(key string) string {
 func (k *Kit) ConsumerProvisions(node, consumer string, f func(key string, p mesh.Provision) bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	for key := range k.byConsumer[node+"."+consumer] {
+	for _, key := range k.byConsumer[node+"."+consumer] {
 		p, ok := k.provision(key)
 		if ok && !f(key, p) {
 			return

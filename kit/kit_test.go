@@ -668,3 +668,91 @@ func TestKitConsumerProvisions(t *testing.T) {
 		t.Errorf("ConsumerProvisions(ace, gitea) after %s went = %v; want %v", a, got, want)
 	}
 }
+
+// TestKitReadsWhoseEachValueIs writes provision values as the seat writes
+// them and forged or odd ones beside them, and checks which the kit takes
+// as its provider's (provides them), which it keeps in part as another
+// provider's, and which it says do not decode (never dropped quietly).
+func TestKitReadsWhoseEachValueIs(t *testing.T) {
+	url := kittest.Server(t)
+	ctx := bustest.Context(t)
+	_, sjs := kittest.Connect(t, url, "mesh-provisioner")
+	kv, err := bus.Bucket(ctx, sjs, mesh.ProvisionsBucket, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := func(provision, local string) mesh.ProvisionKey {
+		return mesh.ProvisionKey{Node: gitea.Node, Consumer: gitea.Module, Provision: provision, Local: local}
+	}
+	plain, _ := json.Marshal(mesh.Provision{Provision: "shelf", Local: "plain", Consumer: gitea, Provider: provider, State: mesh.Asked, Why: "asked of shelf"})
+	const consumer = `"provision":"shelf","consumer":{"module":"gitea","node":"ace"},"state":"asked"`
+	values := []struct {
+		key   mesh.ProvisionKey
+		value string
+	}{
+		{key("shelf", "plain"), string(plain)},
+		// encoding/json reads a field's name in any case, and the last of
+		// a name given twice: both are the provider's.
+		{key("shelf", "upper"), `{"local":"upper",` + consumer + `,"Provider":{"module":"shelf","node":"control"}}`},
+		{key("shelf", "twice"), `{"local":"twice",` + consumer + `,"provider":{"module":"postgres","node":"control"},"provider":{"module":"shelf","node":"control"}}`},
+		{key("shelf", "back"), `{"local":"back",` + consumer + `,"provider":{"module":"shelf","node":"control"},"provider":{"module":"postgres","node":"control"}}`},
+		// The provider's name deeper in another provider's value does not
+		// make it the provider's.
+		{key("database", ""), `{"provision":"database","consumer":{"module":"gitea","node":"ace"},"provider":{"module":"postgres","node":"control"},"state":"asked",` +
+			`"warrant":{"ask":"a","provider":{"module":"shelf","node":"control"}},"x":{"provider":{"module":"shelf","node":"control"}}}`},
+		// Another provider's value with a field the kit does not read
+		// that would not decode: kept in part.
+		{key("route", ""), `{"provision":"route","consumer":{"module":"gitea","node":"ace"},"provider":{"module":"route-proxy","node":"control"},"state":"asked","at":5}`},
+		// The provider's own with such a field, and a value cut short:
+		// said, left out.
+		{key("shelf", "late"), `{"local":"late",` + consumer + `,"provider":{"module":"shelf","node":"control"},"at":5}`},
+		{key("shelf", "cut"), `{"local":"cut",` + consumer + `,"provider":{"module":"shelf","node":"control"},`},
+	}
+	for _, v := range values {
+		if _, err := kv.Put(ctx, v.key.String(), []byte(v.value)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	r := newRecorder(func(string, int, mesh.Provision) (kit.Result, error) { return kit.Provided("shelf-a", 1), nil })
+	_, js := kittest.Connect(t, url, provider.Module)
+	log, said := kittest.Log()
+	k, err := kit.Start(ctx, kit.Config{Module: provider.Module, Node: provider.Node, JetStream: js, Handler: r.handler(), Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the kit said:\n%s", said.Lines())
+		}
+	})
+	for _, p := range []string{"plain", "upper", "twice"} {
+		bustest.WaitFor(t, 0, "a provided entry at "+key("shelf", p).String(), func() bool {
+			e, ok := kittest.Entry(t, js, provider.Module, key("shelf", p))
+			return ok && e.State == mesh.Provided && e.VaultName == "shelf-a"
+		})
+	}
+	for _, p := range []string{"late", "cut"} {
+		bustest.WaitFor(t, 0, "the kit to say "+key("shelf", p).String()+" does not decode", func() bool {
+			return said.Has("a provision does not decode", "key="+key("shelf", p).String())
+		})
+		if _, ok := k.Provision(key("shelf", p).String()); ok {
+			t.Errorf("Provision(%s) found; want it left out", key("shelf", p))
+		}
+	}
+	for _, c := range []struct {
+		key      mesh.ProvisionKey
+		provider string
+	}{{key("database", ""), "postgres"}, {key("route", ""), "route-proxy"}, {key("shelf", "back"), "postgres"}} {
+		p, ok := k.Provision(c.key.String())
+		if !ok || p.Provider.Module != c.provider || p.State != mesh.Asked || p.Consumer != gitea {
+			t.Errorf("Provision(%s) = %+v, %v; want it held, provider %s, asked, consumer gitea on ace", c.key, p, ok, c.provider)
+		}
+		if n, _ := r.calls(c.key); n != 0 {
+			t.Errorf("provide of %s called %d times; want 0 (another provider's)", c.key, n)
+		}
+	}
+	if whole, part := kit.Held(k); whole != 3 || part != 3 {
+		t.Errorf("the kit holds %d keys whole and %d in part; want 3 (plain, upper, twice) and 3 (database, route, back)", whole, part)
+	}
+}

@@ -1,0 +1,276 @@
+package kit
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
+)
+
+// head is what the kit reads of a provision value before it knows whose
+// provision it is: its provider, and what the kit keeps of a provision of
+// another provider (see other).
+type head struct {
+	provider  mesh.Ref
+	state     mesh.State
+	reference *mesh.Reference
+	dependsOn []string
+}
+
+// errNotPlain says that a value is not one [headReader.read] reads as
+// encoding/json would decode it into a [mesh.Provision]: it is not a
+// syntactically valid JSON object, names one of the four fields twice or
+// in another case, or one of them does not decode. The caller decodes
+// such a value whole, which says what is wrong with it.
+var errNotPlain = errors.New("kit: not a plain provision value")
+
+// errSelf says that a value names the reader's own provider (at least in
+// the first provider field it has): the caller decodes it whole, which
+// decides whose it is, so the rest is not read twice.
+var errSelf = errors.New("kit: a value naming the provider itself")
+
+// The four top-level names a head reads, as the seat writes them (quoted,
+// as the tokenizer hands them over).
+const (
+	nameProvider  = `"provider"`
+	nameState     = `"state"`
+	nameReference = `"reference"`
+	nameDependsOn = `"depends-on"`
+)
+
+// refsMax bounds the provider values a headReader keeps decoded (the
+// distinct providers of a mesh: a few per node at most); past it the
+// cache starts anew.
+const refsMax = 4096
+
+// headReader reads heads of provision values with a JSON tokenizer (one
+// pass over the value, every other field skipped without being decoded).
+// It is safe for concurrent use.
+type headReader struct {
+	// self is the provider whose values are not read past their
+	// provider (see errSelf).
+	self     mesh.Ref
+	decoders sync.Pool // of *headDecoder
+
+	mu sync.Mutex
+	// refs holds each provider value met, as its raw bytes, decoded: the
+	// seat writes a provider the same way in every provision, so a
+	// provider costs a map lookup.
+	refs map[string]mesh.Ref
+}
+
+// headDecoder is a tokenizer and the buffer it reads, kept for reuse.
+type headDecoder struct {
+	buf bytes.Buffer
+	dec *jsontext.Decoder
+}
+
+// read returns value's head, errSelf, or an error wrapping errNotPlain. The
+// tokenizer checks the syntax of the whole value (a value cut short or
+// followed by more text is not plain); the fields it skips are not
+// decoded, so a value whose other fields would not decode into a
+// [mesh.Provision] (an "at" that is not a time) still has a head.
+func (r *headReader) read(value []byte) (head, error) {
+	d, _ := r.decoders.Get().(*headDecoder)
+	if d == nil {
+		d = &headDecoder{dec: jsontext.NewDecoder(&bytes.Buffer{})}
+	}
+	defer r.decoders.Put(d)
+	// A bytes.Buffer is read in place: the value is not copied.
+	d.buf = *bytes.NewBuffer(value)
+	// Duplicate names are let through the tokenizer and judged below:
+	// encoding/json takes the last of a name given twice.
+	d.dec.Reset(&d.buf, jsontext.AllowDuplicateNames(true))
+	h, err := r.fields(d.dec)
+	d.buf = bytes.Buffer{}
+	if err == errSelf {
+		return head{}, err
+	}
+	if err != nil {
+		return head{}, errors.Join(errNotPlain, err)
+	}
+	return h, nil
+}
+
+// fields reads the top-level object from dec.
+func (r *headReader) fields(dec *jsontext.Decoder) (head, error) {
+	var h head
+	if dec.PeekKind() != '{' {
+		return h, errors.New("not an object")
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return h, err
+	}
+	var seen [4]bool
+	for dec.PeekKind() != '}' {
+		name, err := dec.ReadValue()
+		if err != nil {
+			return h, err
+		}
+		field := -1
+		switch string(name) {
+		case nameProvider:
+			field = 0
+		case nameState:
+			field = 1
+		case nameReference:
+			field = 2
+		case nameDependsOn:
+			field = 3
+		default:
+			// encoding/json matches a field's name in any case (and
+			// unescaped): such a name is left to it.
+			if foldsToHeadName(name) {
+				return h, errors.New("a field name in another case or escaped")
+			}
+			if err := dec.SkipValue(); err != nil {
+				return h, err
+			}
+			continue
+		}
+		if seen[field] {
+			return h, errors.New("a field given twice")
+		}
+		seen[field] = true
+		if field == 3 {
+			if h.dependsOn, err = readNames(dec); err != nil {
+				return h, err
+			}
+			continue
+		}
+		v, err := dec.ReadValue()
+		if err != nil {
+			return h, err
+		}
+		switch field {
+		case 0:
+			if h.provider, err = r.ref(v); err == nil && h.provider == r.self {
+				return h, errSelf
+			}
+		case 1:
+			h.state, err = readState(v)
+		case 2:
+			h.reference, err = readReference(v)
+		}
+		if err != nil {
+			return h, err
+		}
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return h, err
+	}
+	if _, err := dec.ReadToken(); err != io.EOF {
+		return h, errors.New("text after the object")
+	}
+	return h, nil
+}
+
+// foldsToHeadName reports whether the quoted name would be matched by
+// encoding/json to one of the four fields a head reads, though it is not
+// spelled exactly so: another case, or escapes.
+func foldsToHeadName(quoted []byte) bool {
+	name := quoted[1 : len(quoted)-1]
+	if bytes.IndexByte(name, '\\') >= 0 {
+		unquoted, err := jsontext.AppendUnquote(nil, quoted)
+		if err != nil {
+			return true
+		}
+		name = unquoted
+	}
+	for _, n := range [...]string{nameProvider, nameState, nameReference, nameDependsOn} {
+		if strings.EqualFold(string(name), n[1:len(n)-1]) {
+			return true
+		}
+	}
+	return false
+}
+
+// ref decodes a provider value, once per distinct value.
+func (r *headReader) ref(v jsontext.Value) (mesh.Ref, error) {
+	r.mu.Lock()
+	ref, ok := r.refs[string(v)]
+	r.mu.Unlock()
+	if ok {
+		return ref, nil
+	}
+	decoded := new(mesh.Ref)
+	if err := json.Unmarshal(v, decoded); err != nil {
+		return mesh.Ref{}, err
+	}
+	r.mu.Lock()
+	if r.refs == nil || len(r.refs) >= refsMax {
+		r.refs = map[string]mesh.Ref{}
+	}
+	r.refs[string(v)] = *decoded
+	r.mu.Unlock()
+	return *decoded, nil
+}
+
+// readState decodes a state value: the spec's states without a copy, any
+// other string as encoding/json decodes it.
+func readState(v jsontext.Value) (mesh.State, error) {
+	for _, s := range [...]mesh.State{mesh.Asked, mesh.Provided, mesh.Failed, mesh.Waits, mesh.Retiring} {
+		if len(v) == len(s)+2 && string(v[1:len(v)-1]) == string(s) && v[0] == '"' {
+			return s, nil
+		}
+	}
+	s := new(mesh.State)
+	err := json.Unmarshal(v, s)
+	return *s, err
+}
+
+// readReference decodes a reference value (null is none) as encoding/json
+// does.
+func readReference(v jsontext.Value) (*mesh.Reference, error) {
+	if string(v) == "null" {
+		return nil, nil
+	}
+	ref := new(mesh.Reference)
+	err := json.Unmarshal(v, ref)
+	return ref, err
+}
+
+// readNames reads a depends-on value from dec: null is none, and a list
+// of strings a list of names (empty, not none, when it has none, as
+// encoding/json decodes it). Anything else in the list, null included, is
+// not plain.
+func readNames(dec *jsontext.Decoder) ([]string, error) {
+	switch dec.PeekKind() {
+	case 'n':
+		_, err := dec.ReadToken()
+		return nil, err
+	case '[':
+	default:
+		return nil, errors.New("depends-on is not a list")
+	}
+	if _, err := dec.ReadToken(); err != nil {
+		return nil, err
+	}
+	names := []string{}
+	for dec.PeekKind() != ']' {
+		if dec.PeekKind() != '"' {
+			return nil, errors.New("depends-on is not a list of names")
+		}
+		quoted, err := dec.ReadValue()
+		if err != nil {
+			return nil, err
+		}
+		if bytes.IndexByte(quoted, '\\') < 0 {
+			names = append(names, string(quoted[1:len(quoted)-1]))
+			continue
+		}
+		name, err := jsontext.AppendUnquote(nil, quoted)
+		if err != nil {
+			return nil, err
+		}
+		names = append(names, string(name))
+	}
+	_, err := dec.ReadToken()
+	return names, err
+}
