@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
 
@@ -176,7 +177,22 @@ func (r *headReader) fields(dec *jsontext.Decoder) (head, error) {
 // spelled exactly so: another case, or escapes.
 func foldsToHeadName(quoted []byte) bool {
 	name := quoted[1 : len(quoted)-1]
-	if bytes.IndexByte(name, '\\') >= 0 {
+	plain := true // ASCII, unescaped
+	for _, c := range name {
+		if c >= utf8.RuneSelf || c == '\\' {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		// An ASCII name folds only to a name of its own length (the
+		// names skipped most: provision, local, consumer, why, at).
+		switch len(name) {
+		case len(nameState) - 2, len(nameProvider) - 2, len(nameReference) - 2, len(nameDependsOn) - 2:
+		default:
+			return false
+		}
+	} else if bytes.IndexByte(name, '\\') >= 0 {
 		unquoted, err := jsontext.AppendUnquote(nil, quoted)
 		if err != nil {
 			return true

@@ -47,6 +47,7 @@ var headCases = []struct {
 	{"the reader's provider", `{"provider":{"module":"shelf","node":"control"},"state":"asked","at":5}`, nil},
 	{"the reader's provider, then another", `{"provider":{"module":"shelf","node":"control"},"provider":{"module":"postgres","node":"control"}}`, nil},
 	{"the provider's name in another case", `{"Provider":{"module":"shelf","node":"control"},"state":"asked"}`, nil},
+	{"the state's name with a long s (folds to s)", "{\"\u017ftate\":\"asked\"}", nil},
 	{"the provider's name escaped", `{"provid\u0065r":{"module":"shelf","node":"control"}}`, nil},
 	{"the provider given twice", `{"provider":{"module":"postgres","node":"control"},"provider":{"module":"shelf","node":"control"}}`, nil},
 	{"depends-on given twice in another case", `{"depends-on":[],"Depends-On":["a"]}`, nil},
