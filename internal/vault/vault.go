@@ -52,6 +52,8 @@ type Vault struct {
 	// plan the vault reads. The plans copy keeps revisions only.
 	mu        sync.Mutex
 	secretsOf map[mesh.NodeModule][]string
+	// planSecrets reads a plan's secrets and nothing else of it.
+	planSecrets planReader
 }
 
 // Start opens the vault's store, starts its kit (entries in
@@ -203,21 +205,20 @@ func (v *Vault) tookPlan(ch bus.Change) {
 		v.log.Error("vault: a plan's key is out of shape; its secrets are not answered", "bucket", mesh.PlansBucket, "key", ch.Key, "err", err)
 		return
 	}
-	var p struct {
-		Secrets []string `json:"secrets"`
-	}
+	var secrets []string
 	if !ch.Deleted {
-		if err := json.Unmarshal(ch.Value, &p); err != nil {
+		var err error
+		if secrets, err = v.planSecrets.secrets(ch.Value); err != nil {
 			v.log.Error("vault: a plan does not decode; its secrets are not answered", "bucket", mesh.PlansBucket, "key", ch.Key, "err", err)
 		}
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if len(p.Secrets) == 0 {
+	if len(secrets) == 0 {
 		delete(v.secretsOf, nm)
 		return
 	}
-	v.secretsOf[nm] = p.Secrets
+	v.secretsOf[nm] = secrets
 }
 
 // Secrets returns the own secrets of module (on node, when node is set),

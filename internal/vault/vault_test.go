@@ -344,3 +344,33 @@ func mustJS(t *testing.T, url string) jetstream.JetStream {
 	_, js := kittest.Connect(t, url, "reader")
 	return js
 }
+
+// TestVaultReadsPlansAsJSONWould writes a plan cut short and one whose
+// secrets are named in another case: the first is said (its key and
+// bucket), the second answered as encoding/json reads it.
+func TestVaultReadsPlansAsJSONWould(t *testing.T) {
+	f := start(t)
+	_, js := kittest.Connect(t, f.url, "planner")
+	ctx := bustest.Context(t)
+	plans, err := bus.Bucket(ctx, js, mesh.PlansBucket, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := plans.Put(ctx, "ace.gitea", []byte(`{"node":"ace","module":"gitea","secrets":["secret-key"],`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := plans.Put(ctx, "ace.vaultwarden", []byte(`{"node":"ace","module":"vaultwarden","Secrets":["admin-token"]}`)); err != nil {
+		t.Fatal(err)
+	}
+	bustest.WaitFor(t, 0, "the vault to say ace.gitea's plan does not decode", func() bool {
+		return f.said.Has("a plan does not decode", "key=ace.gitea", "bucket="+mesh.PlansBucket)
+	})
+	var a kit.VaultAnswer
+	bustest.WaitFor(t, 0, "vaultwarden's admin-token", func() bool {
+		a, err = ask(t, f, "vaultwarden", "vaultwarden", false, kit.VaultRequest{})
+		return err == nil && len(a.Secrets) == 1 && a.Secrets[0].Name == "admin-token"
+	})
+	if g, err := ask(t, f, "gitea", "gitea", false, kit.VaultRequest{}); err != nil || len(g.Secrets) != 0 {
+		t.Errorf("gitea's secrets = %+v, %v; want none (its plan does not decode)", g.Secrets, err)
+	}
+}
