@@ -113,9 +113,12 @@ type Seat struct {
 
 	// The write pipeline (write.go), owned by the loop.
 	flights  []*flight          // launched and not landed, oldest first
-	flying   map[string]*flight // flyKey -> the flight holding its key's write
+	flying   map[flyKey]*flight // the flight holding each key's write
 	inFlight int                // puts published whose ack is not taken
-	echoes   map[string]uint64  // flyKey -> revision of an own write the watch handed to the queue
+	echoes   map[flyKey]uint64  // revision of an own write of each key the watch handed to the queue
+	// roomWait is how long the loop has waited for acks because maxFlying
+	// puts were in flight (makeRoom).
+	roomWait time.Duration
 }
 
 // lostAsk is an ask that no router recorded in time, or whose record
@@ -168,8 +171,8 @@ func New(js jetstream.JetStream, cfg Config) *Seat {
 		wake:    make(chan struct{}, 1),
 		counts:  map[string]int{},
 		watched: map[string]*bus.Copy{},
-		flying:  map[string]*flight{},
-		echoes:  map[string]uint64{},
+		flying:  map[flyKey]*flight{},
+		echoes:  map[flyKey]uint64{},
 		lease:   LeaseWaiting,
 		leaseIs: "the seat has not started",
 	}
@@ -347,7 +350,10 @@ func (s *Seat) start(ctx context.Context) error {
 	// Records that vanished while no seat followed them.
 	s.mesh.Provisions(func(key string, _ mesh.Provision) { s.vanished(key) })
 	s.withdrawOrphans()
+	began := time.Now()
 	s.work(ctx, d)
+	s.log.Info("seat: composed every node and judged what came meanwhile", "nodes", len(nodes),
+		"took", time.Since(began), "waited_for_acks", s.roomWait, "wrote", s.wrote.Load())
 	return nil
 }
 

@@ -91,8 +91,9 @@ type pending struct {
 	err  error     // why the bus refused or did not take the put
 }
 
-// flyKey names key of bucket in Seat.flying and Seat.echoes.
-func flyKey(bucket, key string) string { return bucket + "\x00" + key }
+// flyKey names a key of a bucket in Seat.flying and Seat.echoes (a struct,
+// not a joined string: no allocation per put).
+type flyKey struct{ bucket, key string }
 
 // owned reports whether the seat alone writes bucket.
 func owned(bucket string) bool {
@@ -117,6 +118,7 @@ func (s *Seat) write(ctx context.Context, w writes, d *dirty, then func(n int, w
 	f := &flight{}
 	s.flights = append(s.flights, f)
 	if !w.empty() && s.Fence() == nil {
+		f.puts = make([]pending, 0, len(w.plans)+len(w.refusals)+len(w.provs))
 		s.publishAll(ctx, w, f, d)
 		for _, k := range w.plansGone {
 			f.deleted += s.del(ctx, mesh.PlansBucket, k, d)
@@ -168,7 +170,7 @@ func (s *Seat) publishAll(ctx context.Context, w writes, f *flight, d *dirty) {
 // the mesh (see put). It reports false when the fence failed: nothing more
 // is written.
 func (s *Seat) publish(ctx context.Context, f *flight, d *dirty, bucket, key string, value []byte, v any) bool {
-	fk := flyKey(bucket, key)
+	fk := flyKey{bucket, key}
 	if g := s.flying[fk]; g != nil {
 		s.waitKey(ctx, g, d, bucket, key)
 	}
@@ -227,6 +229,11 @@ func (s *Seat) waitKey(ctx context.Context, g *flight, d *dirty, bucket, key str
 // oldest flights, and when only f (which write is filling, the newest) is
 // left, waits for its oldest acks.
 func (s *Seat) makeRoom(ctx context.Context, f *flight, d *dirty) {
+	if s.inFlight < maxFlying {
+		return
+	}
+	began := time.Now()
+	defer func() { s.roomWait += time.Since(began) }()
 	for s.inFlight >= maxFlying && ctx.Err() == nil {
 		if len(s.flights) > 1 {
 			s.landHead(ctx, d, block)
@@ -303,6 +310,12 @@ func (s *Seat) await(ctx context.Context, p *pending, mode waitMode) bool {
 		}
 	}
 	s.inFlight--
+	// What the put no longer needs: its future (which holds the message),
+	// and, once it is written, the value to take back.
+	p.ack = nil
+	if p.err == nil {
+		p.old = nil
+	}
 	return true
 }
 
@@ -315,6 +328,7 @@ func (s *Seat) landHead(ctx context.Context, d *dirty, mode waitMode) bool {
 			return false
 		}
 	}
+	s.flights[0] = nil // the array keeps no landed flight
 	s.flights = s.flights[1:]
 	s.land(f, d)
 	return true
@@ -350,7 +364,7 @@ func (s *Seat) land(f *flight, d *dirty) {
 	wrote := map[string]bool{}
 	for i := range f.puts {
 		p := &f.puts[i]
-		fk := flyKey(p.bucket, p.key)
+		fk := flyKey{p.bucket, p.key}
 		if s.flying[fk] == f {
 			delete(s.flying, fk)
 		}
@@ -444,7 +458,7 @@ func (s *Seat) writeFailed(bucket, key string, err error) {
 // [Seat.Fence] passes, conditional on the revision of the key the seat's
 // mesh holds, and waits for the bus's answer. It returns 1 when deleted.
 func (s *Seat) del(ctx context.Context, bucket, key string, d *dirty) int {
-	fk := flyKey(bucket, key)
+	fk := flyKey{bucket, key}
 	if g := s.flying[fk]; g != nil {
 		s.waitKey(ctx, g, d, bucket, key)
 	}
@@ -473,7 +487,7 @@ func (s *Seat) ownEcho(ch bus.Change) bool {
 	if !owned(ch.Bucket) || ch.Revision == 0 {
 		return false // a key found gone has no revision: always taken
 	}
-	fk := flyKey(ch.Bucket, ch.Key)
+	fk := flyKey{ch.Bucket, ch.Key}
 	if f := s.flying[fk]; f != nil {
 		f.later = append(f.later, ch)
 		return true
