@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"strings"
 	"sync"
 	"unicode/utf8"
 
@@ -199,13 +198,16 @@ func foldsToHeadName(quoted []byte) bool {
 		}
 		name = unquoted
 	}
-	for _, n := range [...]string{nameProvider, nameState, nameReference, nameDependsOn} {
-		if strings.EqualFold(string(name), n[1:len(n)-1]) {
+	for _, n := range headNames {
+		if bytes.EqualFold(name, n) {
 			return true
 		}
 	}
 	return false
 }
+
+// headNames are the four names a head reads, unquoted.
+var headNames = [...][]byte{[]byte("provider"), []byte("state"), []byte("reference"), []byte("depends-on")}
 
 // ref decodes a provider value, once per distinct value.
 func (r *headReader) ref(v jsontext.Value) (mesh.Ref, error) {

@@ -139,15 +139,23 @@ func FuzzHead(f *testing.F) {
 
 // TestHeadAllocations holds the head of a plain value of another provider
 // to the allocations of what it keeps: its depends-on (a list and its
-// names) and no more.
+// one name) and no more; and the head of the provider's own value to none.
 func TestHeadAllocations(t *testing.T) {
 	var r headReader
 	value := []byte(headCases[0].value)
 	if _, err := r.read(value); err != nil {
 		t.Fatal(err)
 	}
-	if n := testing.AllocsPerRun(100, func() { r.read(value) }); n > 4 {
-		t.Errorf("read of a plain value: %v allocations; want at most 4", n)
+	if n := testing.AllocsPerRun(100, func() { r.read(value) }); n != 2 {
+		t.Errorf("read of a plain value of another provider: %v allocations; want 2", n)
+	}
+	own := []byte(`{"provision":"credential","local":"postgres_database","consumer":{"module":"keycloak","node":"control"},"provider":{"module":"shelf","node":"control"},"state":"asked"}`)
+	r.self = mesh.Ref{Module: "shelf", Node: "control"}
+	if _, err := r.read(own); err != errSelf {
+		t.Fatalf("read(%s) = %v; want errSelf", own, err)
+	}
+	if n := testing.AllocsPerRun(100, func() { r.read(own) }); n != 0 {
+		t.Errorf("read of the provider's own value: %v allocations; want none", n)
 	}
 }
 

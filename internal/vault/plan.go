@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"strings"
 	"sync"
 	"unicode/utf8"
 
@@ -119,7 +118,7 @@ func foldsToSecrets(quoted []byte) bool {
 		}
 		name = unquoted
 	}
-	return strings.EqualFold(string(name), "secrets")
+	return bytes.EqualFold(name, []byte("secrets"))
 }
 
 // readNames reads a list of strings from dec (null is none; an empty list
