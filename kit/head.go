@@ -55,8 +55,12 @@ const refsMax = 4096
 type headReader struct {
 	// self is the provider whose values are not read past their
 	// provider (see errSelf).
-	self     mesh.Ref
-	decoders sync.Pool // of *headDecoder
+	self mesh.Ref
+
+	// dmu holds the one tokenizer, kept for reuse: a kit reads its values
+	// on one goroutine (its copy's), so it is never waited for.
+	dmu sync.Mutex
+	d   *headDecoder
 
 	mu sync.Mutex
 	// refs holds each provider value met, as its raw bytes, decoded: the
@@ -77,11 +81,12 @@ type headDecoder struct {
 // decoded, so a value whose other fields would not decode into a
 // [mesh.Provision] (an "at" that is not a time) still has a head.
 func (r *headReader) read(value []byte) (head, error) {
-	d, _ := r.decoders.Get().(*headDecoder)
-	if d == nil {
-		d = &headDecoder{dec: jsontext.NewDecoder(&bytes.Buffer{})}
+	r.dmu.Lock()
+	defer r.dmu.Unlock()
+	if r.d == nil {
+		r.d = &headDecoder{dec: jsontext.NewDecoder(&bytes.Buffer{})}
 	}
-	defer r.decoders.Put(d)
+	d := r.d
 	// A bytes.Buffer is read in place: the value is not copied.
 	d.buf = *bytes.NewBuffer(value)
 	// Duplicate names are let through the tokenizer and judged below:

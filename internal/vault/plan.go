@@ -18,7 +18,10 @@ import (
 // not read as encoding/json would (see secrets). It is safe for
 // concurrent use.
 type planReader struct {
-	decoders sync.Pool // of *planDecoder
+	// mu holds the one tokenizer, kept for reuse: plans are read on one
+	// goroutine (the plans copy's), so it is never waited for.
+	mu sync.Mutex
+	d  *planDecoder
 }
 
 type planDecoder struct {
@@ -34,16 +37,17 @@ var errNotPlain = errors.New("vault: not a plain plan value")
 // secrets returns the secrets the plan value names (none when it names
 // none), or the error of encoding/json when it does not decode.
 func (r *planReader) secrets(value []byte) ([]string, error) {
-	d, _ := r.decoders.Get().(*planDecoder)
-	if d == nil {
-		d = &planDecoder{dec: jsontext.NewDecoder(&bytes.Buffer{})}
+	r.mu.Lock()
+	if r.d == nil {
+		r.d = &planDecoder{dec: jsontext.NewDecoder(&bytes.Buffer{})}
 	}
+	d := r.d
 	// A bytes.Buffer is read in place: the value is not copied.
 	d.buf = *bytes.NewBuffer(value)
 	d.dec.Reset(&d.buf, jsontext.AllowDuplicateNames(true))
 	secrets, err := readSecrets(d.dec)
 	d.buf = bytes.Buffer{}
-	r.decoders.Put(d)
+	r.mu.Unlock()
 	if err == nil {
 		return secrets, nil
 	}
