@@ -4,6 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
 	"testing"
 )
 
@@ -25,6 +28,14 @@ func TestWriteKeptJSONAsEncoderWrites(t *testing.T) {
 			{Key: "n.m.route", Value: []byte(` [1, 2, {"a": null}] `)},
 		}},
 		{"refused", nil},
+		{"spaced", []getItem{
+			{Key: "a", Value: []byte(" {\n\t\"a\" : [ ] , \"b\":{ },\"c\":[1 ,-2.5e+3,true,false,null],\r\n\"d\":{\"e\":[{}]}} ")},
+			{Key: "b", Value: []byte(`"\\\"<\u003c\n\u2028` + "\u2028\u2029é" + `"`)},
+			{Key: "c", Value: []byte(`0`)},
+			{Key: "d", Value: []byte("{\"x\":\"a\u2028\"")},
+			{Key: "e", Value: nil},
+			{Key: "key \"<\u00e9>\"", Value: []byte(`{"k<&>":"v"}`)},
+		}},
 	}
 	all := map[string]map[string]json.RawMessage{}
 	var got bytes.Buffer
@@ -56,4 +67,78 @@ func TestWriteKeptJSONAsEncoderWrites(t *testing.T) {
 	if got.String() != want.String() {
 		t.Errorf("writeKeptJSON wrote\n%s\nwant (json.Encoder)\n%s", got.String(), want.String())
 	}
+}
+
+// FuzzAppendIndented holds appendIndented and appendQuoted to encoding/json:
+// for any valid JSON value, what json.Encoder with SetIndent("    ", "  ")
+// writes for it as a json.RawMessage; for any string, json.Marshal.
+func FuzzAppendIndented(f *testing.F) {
+	for _, s := range []string{`{"a":[1,{"b":"<&>"}],"c":{}}`, " [ ] ", `"\u2028\\\""`, "\"\xe2\x80\xa8\xe2\x80\xa9\"", `-0.5e10`, `{"k": null , "t":true}`, "\"\xff\""} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, v []byte) {
+		if got, want := appendQuoted(nil, string(v)), mustMarshal(t, string(v)); string(got) != string(want) {
+			t.Errorf("appendQuoted(%q) = %s; json.Marshal gives %s", v, got, want)
+		}
+		if !json.Valid(v) {
+			return
+		}
+		var want bytes.Buffer
+		enc := json.NewEncoder(&want)
+		enc.SetIndent("    ", "  ")
+		if err := enc.Encode(json.RawMessage(v)); err != nil {
+			t.Fatalf("json.Encoder: %v", err)
+		}
+		if got := appendIndented([]byte("x"), v, "    ", "  "); string(got) != "x"+strings.TrimSuffix(want.String(), "\n") {
+			t.Errorf("appendIndented(%q) =\n%s\njson.Encoder writes\n%s", v, got[1:], want.String())
+		}
+	})
+}
+
+func mustMarshal(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// BenchmarkWriteKeptJSON writes 32 407 provisions (up --once's print of
+// gen --nodes 1000 --modules 8) with writeKeptJSON, and as it did before
+// with a json.Encoder per value (the oracle of the tests above).
+func BenchmarkWriteKeptJSON(b *testing.B) {
+	items := make([]getItem, 32407)
+	for i := range items {
+		key := fmt.Sprintf("node-%04d.app-%d.credential.postgres_database", i/32, i%32)
+		items[i] = getItem{Key: key, Value: []byte(`{"provision":"credential","local":"postgres_database","consumer":{"module":"app","node":"node-0001"},` +
+			`"provider":{"module":"mesh-vault","node":"control"},"state":"provided","reference":{"id":"` + key + `","generation":1},"at":"2026-12-01T05:25:12.214156567Z"}`)}
+	}
+	b.Run("appendIndented", func(b *testing.B) {
+		for b.Loop() {
+			w := bufio.NewWriter(io.Discard)
+			if err := writeKeptJSON(w, "provisions", items); err != nil {
+				b.Fatal(err)
+			}
+			w.Flush()
+		}
+	})
+	b.Run("encoder", func(b *testing.B) {
+		for b.Loop() {
+			w := bufio.NewWriter(io.Discard)
+			var buf bytes.Buffer
+			enc := json.NewEncoder(&buf)
+			enc.SetIndent("    ", "  ")
+			for _, it := range items {
+				k, _ := json.Marshal(it.Key)
+				w.Write(k)
+				buf.Reset()
+				if err := enc.Encode(asJSON(it.Value)); err != nil {
+					b.Fatal(err)
+				}
+				w.Write(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
+			}
+			w.Flush()
+		}
+	})
 }

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -776,31 +775,32 @@ func printKept(ctx context.Context, out io.Writer, js jetstream.JetStream, outpu
 // that is not JSON as a string), indented as json.Encoder with
 // SetIndent("", "  ") indents the whole object.
 func writeKeptJSON(w *bufio.Writer, name string, items []getItem) error {
-	n, _ := json.Marshal(name)
-	w.WriteString("\n  ")
-	w.Write(n)
-	w.WriteString(": {")
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetIndent("    ", "  ")
+	buf := appendQuoted([]byte("\n  "), name)
+	buf = append(buf, ": {"...)
 	for i, it := range items {
 		if i > 0 {
-			w.WriteString(",")
+			buf = append(buf, ',')
 		}
-		k, _ := json.Marshal(it.Key)
-		w.WriteString("\n    ")
-		w.Write(k)
-		w.WriteString(": ")
-		buf.Reset()
-		if err := enc.Encode(asJSON(it.Value)); err != nil {
-			return fmt.Errorf("%s %s: %w", name, it.Key, err)
+		buf = append(buf, "\n    "...)
+		buf = appendQuoted(buf, it.Key)
+		buf = append(buf, ": "...)
+		v := it.Value
+		if !json.Valid(v) {
+			v, _ = json.Marshal(string(v))
 		}
-		w.Write(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
+		buf = appendIndented(buf, v, "    ", "  ")
+		if len(buf) >= 64<<10 {
+			if _, err := w.Write(buf); err != nil {
+				return err
+			}
+			buf = buf[:0]
+		}
 	}
 	if len(items) > 0 {
-		w.WriteString("\n  ")
+		buf = append(buf, "\n  "...)
 	}
-	_, err := w.WriteString("}")
+	buf = append(buf, '}')
+	_, err := w.Write(buf)
 	return err
 }
 
