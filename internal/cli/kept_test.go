@@ -3,11 +3,18 @@ package cli
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus/bustest"
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
 
 // TestWriteKeptJSONAsEncoderWrites checks that printKept's JSON, written
@@ -141,4 +148,63 @@ func BenchmarkWriteKeptJSON(b *testing.B) {
 			w.Flush()
 		}
 	})
+}
+
+// TestReadKeptFromAFollowedCopy checks that printKept's provisions come
+// from the copy up followed when it has caught up with the bucket (the same
+// keys and values as a read of the bucket), and from a read of the bucket
+// when the copy stopped behind it (a key written after it stopped is
+// printed, a key deleted after it stopped is not).
+func TestReadKeptFromAFollowedCopy(t *testing.T) {
+	s := bustest.Server(t)
+	seatKeys(t, s)
+	_, js := bustest.Connect(t, s, "operator")
+	ctx := bustest.Context(t)
+	follow, stop := context.WithCancel(ctx)
+	defer stop()
+	c := bus.Follow(follow, js, mesh.ProvisionsBucket, bus.Options{})
+	<-c.Ready()
+	read := func(followed *bus.Copy) map[string]string {
+		t.Helper()
+		ans, err := readKept(ctx, js, mesh.ProvisionsBucket, followed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := map[string]string{}
+		for _, it := range ans.Items {
+			m[it.Key] = string(it.Value)
+		}
+		return m
+	}
+	fromBus := read(nil)
+	if len(fromBus) < 4 {
+		t.Fatalf("the bucket holds %d provisions; want at least 4", len(fromBus))
+	}
+	if fromCopy := read(c); !maps.Equal(fromCopy, fromBus) {
+		t.Errorf("read from the followed copy:\n%v\nwant what the bucket holds:\n%v", fromCopy, fromBus)
+	}
+
+	stop()
+	kv, err := js.KeyValue(ctx, mesh.ProvisionsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, "ace.gitea.credential.late", []byte(`{"state":"asked"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Delete(ctx, "ace.gitea.route"); err != nil {
+		t.Fatal(err)
+	}
+	defer func(w time.Duration) { caughtUpWait = w }(caughtUpWait)
+	caughtUpWait = 100 * time.Millisecond
+	got := read(c)
+	if got["ace.gitea.credential.late"] != `{"state":"asked"}` {
+		t.Errorf("a provision written after the copy stopped is not read: %v", got)
+	}
+	if _, has := got["ace.gitea.route"]; has {
+		t.Errorf("a provision deleted after the copy stopped is read")
+	}
+	if len(got) != len(fromBus) {
+		t.Errorf("read %d provisions; want %d", len(got), len(fromBus))
+	}
 }

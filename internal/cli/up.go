@@ -353,8 +353,17 @@ func runUp(ctx context.Context, out io.Writer, f upFlags, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := waitQuiet(ctx, st, ojs, providers, results, progress, seatDone); err != nil {
+	// The provisions waitQuiet follows are printed by --once after the
+	// components stop: their copy follows until up returns.
+	follow, stopFollow := context.WithCancel(outer)
+	defer stopFollow()
+	provisions, err := waitQuiet(ctx, follow, st, ojs, providers, results, progress, seatDone)
+	if err != nil {
 		return err
+	}
+	if !f.once {
+		stopFollow()
+		provisions = nil
 	}
 	if f.clients {
 		if err := waitApplied(ctx, ojs); err != nil {
@@ -364,7 +373,7 @@ func runUp(ctx context.Context, out io.Writer, f upFlags, args []string) error {
 	if f.once {
 		cancel()
 		asm.Wait()
-		return printKept(outer, out, ojs, f.output)
+		return printKept(outer, out, ojs, f.output, provisions)
 	}
 	shown := map[string]string{} // node -> its summary row as last printed
 	if err := printSummary(ctx, out, ojs, shown); err != nil {
@@ -519,42 +528,54 @@ func startProviders(ctx context.Context, asm *assemble.Assembly, js jetstream.Je
 // taken and judged every write made so far to the buckets it follows (the
 // bound buckets of the providers included: [seat.Seat.Marks]) and has
 // nothing left to do, and nothing was written to those buckets meanwhile.
-// It prints the seat's results as they come.
-func waitQuiet(ctx context.Context, st *seat.Seat, js jetstream.JetStream, providers []string,
-	results <-chan *compose.Result, out io.Writer, seatDone <-chan error) error {
+// It prints the seat's results as they come. When providers run, it
+// returns the copy of the provisions bucket it followed (with values,
+// following until follow is done), for the print of up --once; else nil.
+func waitQuiet(ctx, follow context.Context, st *seat.Seat, js jetstream.JetStream, providers []string,
+	results <-chan *compose.Result, out io.Writer, seatDone <-chan error) (*bus.Copy, error) {
 	if len(providers) == 0 {
-		return waitSettled(ctx, st, js, results, out, seatDone)
+		return nil, waitSettled(ctx, st, js, results, out, seatDone)
+	}
+	// The providers' answers are followed only once the seat has settled
+	// a first time: the seat writes every provision at least once at
+	// start, and a provided one again, so that following from the start
+	// cost the server a delivery and up a decode for each of those
+	// changes; from then on the copy reads each provision once and the
+	// few changes after.
+	if err := waitSettled(ctx, st, js, results, out, seatDone); err != nil {
+		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	answered, err := followAnswers(ctx, js, providers)
+	answered, provisions, err := followAnswers(ctx, follow, js, providers)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for {
 		if err := pollUntil(ctx, answered); err != nil {
-			return err
+			return nil, err
 		}
 		marks := st.Marks(ctx, js)
 		if err := waitSettledAt(ctx, st, marks, results, out, seatDone); err != nil {
-			return err
+			return nil, err
 		}
 		// A provider that answered late, or keys the seat wrote meanwhile
 		// that a provider has yet to answer: once more.
 		if answered() && maps.Equal(st.Marks(ctx, js), marks) {
-			return nil
+			return provisions, nil
 		}
 	}
 }
 
-// followAnswers follows the provisions and the bound buckets of providers
-// until ctx is done, and returns once each copy holds its bucket's keys,
+// followAnswers follows the bound buckets of providers until ctx is done
+// and the provisions until follow is done, and returns once each copy holds its bucket's keys,
 // with a function that reports whether the provider of every needed key
-// among providers has an entry for it. It keeps only the keys one of
-// providers answers, each with its provider: its copies keep revisions
-// only, and each provision is decoded once per change (a mesh of 10,000
-// nodes holds over 300,000).
-func followAnswers(ctx context.Context, js jetstream.JetStream, providers []string) (answered func() bool, err error) {
+// among providers has an entry for it, and the copy of the provisions. It
+// keeps aside only the keys one of providers answers, each with its
+// provider; the bound buckets' copies keep revisions only, and each
+// provision is decoded once per change (a mesh of 10,000 nodes holds over
+// 300,000).
+func followAnswers(ctx, follow context.Context, js jetstream.JetStream, providers []string) (answered func() bool, provisions *bus.Copy, err error) {
 	bound := map[string]*bus.Copy{}
 	var copies []*bus.Copy
 	for _, p := range providers {
@@ -563,7 +584,7 @@ func followAnswers(ctx context.Context, js jetstream.JetStream, providers []stri
 	}
 	var mu sync.Mutex
 	answers := map[string]string{} // key -> its provider, one of providers
-	provs := bus.Follow(ctx, js, mesh.ProvisionsBucket, bus.Options{RevisionsOnly: true, OnChange: func(ch bus.Change) {
+	provs := bus.Follow(follow, js, mesh.ProvisionsBucket, bus.Options{OnChange: func(ch bus.Change) {
 		var p struct {
 			Provider mesh.Ref   `json:"provider"`
 			State    mesh.State `json:"state"`
@@ -577,7 +598,7 @@ func followAnswers(ctx context.Context, js jetstream.JetStream, providers []stri
 		delete(answers, ch.Key)
 	}})
 	if err := ready(ctx, append(copies, provs)...); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	return func() bool {
 		mu.Lock()
@@ -588,7 +609,7 @@ func followAnswers(ctx context.Context, js jetstream.JetStream, providers []stri
 			}
 		}
 		return true
-	}, nil
+	}, provs, nil
 }
 
 // ready waits until every copy holds its bucket's keys.
@@ -704,11 +725,12 @@ func printResult(out io.Writer, r *compose.Result) {
 }
 
 // kept reads what the seat keeps: every plan, provision and refusal as
-// stored.
-func kept(ctx context.Context, js jetstream.JetStream) (map[string]map[string]json.RawMessage, error) {
+// stored, by the names of keptBuckets; the provisions from provisions when
+// it is not nil (see readKept).
+func kept(ctx context.Context, js jetstream.JetStream, provisions *bus.Copy) (map[string]map[string]json.RawMessage, error) {
 	all := map[string]map[string]json.RawMessage{}
-	for name, bucket := range map[string]string{"plans": mesh.PlansBucket, "provisions": mesh.ProvisionsBucket, "refused": mesh.RefusedBucket} {
-		ans, err := readBucket(ctx, js, bucket, func(string, []byte) (bool, string) { return true, "" })
+	for _, b := range keptBuckets {
+		ans, err := readKept(ctx, js, b.bucket, provisionsCopy(b.bucket, provisions))
 		if err != nil {
 			return nil, err
 		}
@@ -716,7 +738,7 @@ func kept(ctx context.Context, js jetstream.JetStream) (map[string]map[string]js
 		for _, it := range ans.Items {
 			m[it.Key] = asJSON(it.Value)
 		}
-		all[name] = m
+		all[b.name] = m
 	}
 	return all, nil
 }
@@ -730,13 +752,16 @@ var keptBuckets = []struct{ name, bucket string }{
 // printKept prints what the seat keeps: one JSON object
 // {"plans":{..},"provisions":{..},"refused":{..}}, or tables. The JSON is
 // written one bucket at a time as it is read, so that no more than one
-// bucket's values are held at once.
-func printKept(ctx context.Context, out io.Writer, js jetstream.JetStream, output string) error {
+// bucket's values are held at once. The provisions are taken from
+// provisions when it is not nil (a copy waitQuiet followed: up no longer
+// writes, so that it is read again only if it has not caught up with the
+// bucket's last write within a few seconds).
+func printKept(ctx context.Context, out io.Writer, js jetstream.JetStream, output string, provisions *bus.Copy) error {
 	if output == "json" {
 		w := bufio.NewWriter(out)
 		w.WriteString("{")
 		for i, b := range keptBuckets {
-			ans, err := readBucket(ctx, js, b.bucket, func(string, []byte) (bool, string) { return true, "" })
+			ans, err := readKept(ctx, js, b.bucket, provisionsCopy(b.bucket, provisions))
 			if err != nil {
 				return err
 			}
@@ -751,7 +776,7 @@ func printKept(ctx context.Context, out io.Writer, js jetstream.JetStream, outpu
 		w.WriteString("\n}\n")
 		return w.Flush()
 	}
-	all, err := kept(ctx, js)
+	all, err := kept(ctx, js, provisions)
 	if err != nil {
 		return err
 	}
@@ -768,6 +793,47 @@ func printKept(ctx context.Context, out io.Writer, js jetstream.JetStream, outpu
 		}
 	}
 	return writeSummary(ctx, out, js, all, nil)
+}
+
+// provisionsCopy is provisions for the provisions bucket, else nil.
+func provisionsCopy(bucket string, provisions *bus.Copy) *bus.Copy {
+	if bucket == mesh.ProvisionsBucket {
+		return provisions
+	}
+	return nil
+}
+
+// readKept reads every key of bucket as readBucket does, from followed
+// instead when it is not nil and it catches up with the bucket's last
+// write (stream sequence) within caughtUpWait.
+func readKept(ctx context.Context, js jetstream.JetStream, bucket string, followed *bus.Copy) (getAnswer, error) {
+	if followed != nil && caughtUp(ctx, js, followed) {
+		var ans getAnswer
+		ans.Items = make([]getItem, 0, followed.Len())
+		followed.Range(func(key string, it bus.Item) bool {
+			ans.Items = append(ans.Items, getItem{Key: key, Value: it.Value})
+			return true
+		})
+		return ans, nil
+	}
+	return readBucket(ctx, js, bucket, func(string, []byte) (bool, string) { return true, "" })
+}
+
+// caughtUpWait is how long readKept waits for a followed copy to catch up
+// with its bucket before reading the bucket anew (a variable for tests).
+var caughtUpWait = 5 * time.Second
+
+// caughtUp reports whether c has taken its bucket's last write (the
+// stream's last sequence, read now), waiting up to caughtUpWait.
+func caughtUp(ctx context.Context, js jetstream.JetStream, c *bus.Copy) bool {
+	str, err := js.Stream(ctx, "KV_"+c.Bucket())
+	if err != nil {
+		return false
+	}
+	last := str.CachedInfo().State.LastSeq
+	ctx, cancel := context.WithTimeout(ctx, caughtUpWait)
+	defer cancel()
+	return c.Seen() >= last || pollUntil(ctx, func() bool { return c.Seen() >= last }) == nil
 }
 
 // writeKeptJSON writes one member of printKept's JSON object: "name" and
@@ -808,7 +874,7 @@ func writeKeptJSON(w *bufio.Writer, name string, items []getItem) error {
 // which modules are held: only the nodes whose row differs from shown
 // (node -> row as last printed, updated; nil prints every node).
 func printSummary(ctx context.Context, out io.Writer, js jetstream.JetStream, shown map[string]string) error {
-	all, err := kept(ctx, js)
+	all, err := kept(ctx, js, nil)
 	if err != nil {
 		return err
 	}
