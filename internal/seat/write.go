@@ -225,15 +225,26 @@ func (s *Seat) waitKey(ctx context.Context, g *flight, d *dirty, bucket, key str
 	s.landThrough(ctx, g, d)
 }
 
+// roomStep is how many puts makeRoom frees at least once the window is
+// full: the loop waits once for that many acks, not once for each.
+const roomStep = maxFlying / 4
+
 // makeRoom waits while maxFlying puts are not acknowledged: it lands the
 // oldest flights, and when only f (which write is filling, the newest) is
-// left, waits for its oldest acks.
+// left, waits for its oldest acks. It first waits for the ack of the put
+// roomStep deep (acks come in about the order of their puts), then takes
+// every ack that is in, so that the loop publishes about roomStep puts
+// before it waits again: a full window no longer wakes the loop at each
+// ack to publish one put.
 func (s *Seat) makeRoom(ctx context.Context, f *flight, d *dirty) {
 	if s.inFlight < maxFlying {
 		return
 	}
 	began := time.Now()
 	defer func() { s.roomWait += time.Since(began) }()
+	if p := s.pendingAt(roomStep); p != nil {
+		s.await(ctx, p, block)
+	}
 	for s.inFlight >= maxFlying && ctx.Err() == nil {
 		if len(s.flights) > 1 {
 			s.landHead(ctx, d, block)
@@ -243,6 +254,30 @@ func (s *Seat) makeRoom(ctx context.Context, f *flight, d *dirty) {
 			f.acked++
 		}
 	}
+	// Every older flight whose acks are in lands, and f's acks that are in
+	// are taken; f itself lands only once write has filled it.
+	for len(s.flights) > 1 && s.landHead(ctx, d, poll) {
+	}
+	if len(s.flights) == 1 {
+		for f.acked < len(f.puts) && s.await(ctx, &f.puts[f.acked], poll) {
+			f.acked++
+		}
+	}
+}
+
+// pendingAt returns the n-th put (from 1) whose ack is not taken, oldest
+// first, or nil when fewer are.
+func (s *Seat) pendingAt(n int) *pending {
+	for _, g := range s.flights {
+		for i := g.acked; i < len(g.puts); i++ {
+			if p := &g.puts[i]; !p.done {
+				if n--; n == 0 {
+					return p
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // How land and await wait for an ack.
