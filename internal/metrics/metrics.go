@@ -105,10 +105,12 @@ func (m *Metrics) WriteError(bucket, key string, err error) { m.writeErrors.Inc(
 // Follow keeps the gauges of provisions per state and of open asks from
 // watched copies of mesh-provisioner_provisions and mesh-asks_records
 // through js (a connection allowed to read both), until ctx is done. It
-// returns at once; a missing bucket is waited for.
+// returns at once; a missing bucket is waited for. The copies keep
+// revisions only: the gauges keep what they count (a state per key, open
+// or not per record), never the values.
 func (m *Metrics) Follow(ctx context.Context, js jetstream.JetStream) {
-	bus.Follow(ctx, js, mesh.ProvisionsBucket, bus.Options{OnChange: m.takeProvision})
-	bus.Follow(ctx, js, mesh.RecordsBucket, bus.Options{OnChange: m.takeRecord})
+	bus.Follow(ctx, js, mesh.ProvisionsBucket, bus.Options{OnChange: m.takeProvision, RevisionsOnly: true})
+	bus.Follow(ctx, js, mesh.RecordsBucket, bus.Options{OnChange: m.takeRecord, RevisionsOnly: true})
 }
 
 func (m *Metrics) takeProvision(ch bus.Change) {
