@@ -305,9 +305,6 @@ func (k *Kit) took(ch bus.Change) {
 	case decoded:
 		o.provider = k.names.Ref(o.provider)
 		o.state = mesh.State(k.names.String(string(o.state)))
-		for i, d := range o.dependsOn {
-			o.dependsOn[i] = k.names.String(d)
-		}
 		k.others[ch.Key] = o
 	}
 	dependents := make([]string, 0, len(k.dependents[ch.Key]))
