@@ -111,3 +111,11 @@ func (s *Seat) HoldCopy(bucket string) (release func()) {
 	s.mu.Unlock()
 	return c.Hold()
 }
+
+// SetWindow makes s publish at most n puts without their acks (maxFlying
+// otherwise); call it before Run.
+func (s *Seat) SetWindow(n int) { s.window = n }
+
+// RoomWaits returns how many times the loop of s found its window of puts
+// full and waited for acks.
+func (s *Seat) RoomWaits() int64 { return s.roomWaits.Load() }

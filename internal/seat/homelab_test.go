@@ -37,6 +37,52 @@ func onAskedCred(cred string) string {
 	return waitsFor + cred + ", which is asked: asked of mesh-vault on control; " + noEntry + "mesh-vault_bound"
 }
 
+// checkHomelabKeys checks every provision key of ace and shanks against
+// homelabKeys: no other key, none missing, each with its provider, state
+// and the gist of its why.
+func checkHomelabKeys(t *testing.T, h *harness) {
+	t.Helper()
+	for _, node := range []string{"ace.", "shanks."} {
+		for _, key := range h.keys(mesh.ProvisionsBucket, node) {
+			if _, ok := homelabKeys[key]; !ok {
+				t.Errorf("unexpected provision key %s", key)
+			}
+		}
+	}
+	for key, w := range homelabKeys {
+		p, ok := h.provision(key)
+		if !ok {
+			t.Errorf("provision %s is missing", key)
+			continue
+		}
+		if p.Provider != w.provider || p.State != w.state || !strings.Contains(p.Why, w.why) {
+			t.Errorf("provision %s = provider %v, %s, %q; want %v, %s, why with %q",
+				key, p.Provider, p.State, p.Why, w.provider, w.state, w.why)
+		}
+	}
+}
+
+// A seat whose window holds two puts, so that every node's flight fills it
+// (the newest flight waiting for its own first acks) and the flights before
+// it land while it fills, writes the homelab's keys as the seat with its
+// own window does.
+func TestHomelabComposesThroughASmallWindow(t *testing.T) {
+	h := startWith(t, homelab(t), options{window: 2})
+	checkHomelabKeys(t, h)
+	var plan mesh.Plan
+	if !h.get(mesh.PlansBucket, "ace.gitea", &plan) || plan.Fingerprint != "b7c100" {
+		t.Errorf("plan ace.gitea fp = %q; want b7c100 (its want)", plan.Fingerprint)
+	}
+	if n := h.seat.RoomWaits(); n == 0 {
+		t.Errorf("the seat found its window of 2 puts full %d times; want some", n)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.writeErrs) > 0 {
+		t.Errorf("write errors: %v", h.writeErrs)
+	}
+}
+
 // The homelab mesh with no provider running: every key of ace and shanks,
 // with its provider, state and the gist of its why.
 var homelabKeys = map[string]want{
@@ -70,24 +116,7 @@ var homelabKeys = map[string]want{
 
 func TestHomelabComposes(t *testing.T) {
 	h := start(t, homelab(t))
-	for _, node := range []string{"ace.", "shanks."} {
-		for _, key := range h.keys(mesh.ProvisionsBucket, node) {
-			if _, ok := homelabKeys[key]; !ok {
-				t.Errorf("unexpected provision key %s", key)
-			}
-		}
-	}
-	for key, w := range homelabKeys {
-		p, ok := h.provision(key)
-		if !ok {
-			t.Errorf("provision %s is missing", key)
-			continue
-		}
-		if p.Provider != w.provider || p.State != w.state || !strings.Contains(p.Why, w.why) {
-			t.Errorf("provision %s = provider %v, %s, %q; want %v, %s, why with %q",
-				key, p.Provider, p.State, p.Why, w.provider, w.state, w.why)
-		}
-	}
+	checkHomelabKeys(t, h)
 
 	// gitea's newest build asks its cache before its want names it; the
 	// plan stays at the want.

@@ -116,9 +116,13 @@ type Seat struct {
 	flying   map[flyKey]*flight // the flight holding each key's write
 	inFlight int                // puts published whose ack is not taken
 	echoes   map[flyKey]uint64  // revision of an own write of each key the watch handed to the queue
-	// roomWait is how long the loop has waited for acks because maxFlying
-	// puts were in flight (makeRoom).
-	roomWait time.Duration
+	// window is how many puts may be in flight: maxFlying (tests make it
+	// smaller).
+	window int
+	// roomWait is how long the loop has waited for acks because window
+	// puts were in flight (makeRoom), and roomWaits how many times.
+	roomWait  time.Duration
+	roomWaits atomic.Int64
 }
 
 // lostAsk is an ask that no router recorded in time, or whose record
@@ -171,6 +175,7 @@ func New(js jetstream.JetStream, cfg Config) *Seat {
 		wake:    make(chan struct{}, 1),
 		counts:  map[string]int{},
 		watched: map[string]*bus.Copy{},
+		window:  maxFlying,
 		flying:  map[flyKey]*flight{},
 		echoes:  map[flyKey]uint64{},
 		lease:   LeaseWaiting,

@@ -58,6 +58,7 @@ func start(t *testing.T, file []byte) *harness {
 type options struct {
 	router bool          // run the ask router on its own connection
 	askTTL time.Duration // the seat's AskTTL
+	window int           // the seat's window of puts in flight; 0 for its own
 }
 
 func startWith(t *testing.T, file []byte, o options) *harness {
@@ -92,6 +93,9 @@ func (h *harness) startSeat() {
 		h.writeErrs = append(h.writeErrs, bucket+" "+key+": "+err.Error())
 		h.mu.Unlock()
 	}})
+	if h.opts.window > 0 {
+		h.seat.SetWindow(h.opts.window)
+	}
 	ctx, cancel := context.WithCancel(h.ctx)
 	done := make(chan error, 1)
 	go func() { done <- h.seat.Run(ctx) }()

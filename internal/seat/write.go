@@ -225,27 +225,24 @@ func (s *Seat) waitKey(ctx context.Context, g *flight, d *dirty, bucket, key str
 	s.landThrough(ctx, g, d)
 }
 
-// roomStep is how many puts makeRoom frees at least once the window is
-// full: the loop waits once for that many acks, not once for each.
-const roomStep = maxFlying / 4
-
-// makeRoom waits while maxFlying puts are not acknowledged: it lands the
-// oldest flights, and when only f (which write is filling, the newest) is
-// left, waits for its oldest acks. It first waits for the ack of the put
-// roomStep deep (acks come in about the order of their puts), then takes
-// every ack that is in, so that the loop publishes about roomStep puts
-// before it waits again: a full window no longer wakes the loop at each
-// ack to publish one put.
+// makeRoom waits while the window's puts (maxFlying) are not
+// acknowledged: it lands the oldest flights, and when only f (which write
+// is filling, the newest) is left, waits for its oldest acks. It first
+// waits for the ack of the put a quarter of the window deep (acks come in
+// about the order of their puts), then takes every ack that is in, so that
+// the loop publishes about a quarter of the window before it waits again:
+// a full window no longer wakes the loop at each ack to publish one put.
 func (s *Seat) makeRoom(ctx context.Context, f *flight, d *dirty) {
-	if s.inFlight < maxFlying {
+	if s.inFlight < s.window {
 		return
 	}
+	s.roomWaits.Add(1)
 	began := time.Now()
 	defer func() { s.roomWait += time.Since(began) }()
-	if p := s.pendingAt(roomStep); p != nil {
+	if p := s.pendingAt(max(s.window/4, 1)); p != nil {
 		s.await(ctx, p, block)
 	}
-	for s.inFlight >= maxFlying && ctx.Err() == nil {
+	for s.inFlight >= s.window && ctx.Err() == nil {
 		if len(s.flights) > 1 {
 			s.landHead(ctx, d, block)
 			continue
@@ -372,7 +369,7 @@ func (s *Seat) landHead(ctx context.Context, d *dirty, mode waitMode) bool {
 // landReady lands the oldest flights whose acks are all in, without
 // waiting.
 func (s *Seat) landReady(ctx context.Context, d *dirty) {
-	for len(s.flights) > 0 && s.landHead(ctx, d, poll) {
+	for len(s.flights) > 1 && s.landHead(ctx, d, poll) {
 	}
 }
 
