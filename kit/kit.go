@@ -589,6 +589,9 @@ func (k *Kit) wrote(w *write, err error) {
 // provided yet. k.mu is held.
 func (k *Kit) inputs(p mesh.Provision) (inputs, waiting string) {
 	var b strings.Builder
+	// One allocation for the names (a depends-on key and its reference
+	// may grow it once more).
+	b.Grow(len(p.Provision) + len(p.Local) + len(p.Consumer.Module) + len(p.Consumer.Node) + 4 + 96*len(p.DependsOn))
 	for _, s := range []string{p.Provision, p.Local, p.Consumer.Module, p.Consumer.Node} {
 		b.WriteString(s)
 		b.WriteByte(0)
