@@ -9,10 +9,11 @@
 //     keys <node>.<consumer>.<provision>[.<local>]) as a watched copy, and
 //     takes those whose provider is this module on this node: of each value
 //     it first reads only the provider (and of another provider's value the
-//     state, reference and depends-on, all it keeps of it) in one pass of a
-//     JSON tokenizer; a value naming this provider, or one the tokenizer
-//     does not read as encoding/json would, is decoded whole, and one that
-//     does not decode is said in the log and left out;
+//     state, reference and depends-on, all it keeps of it, and only of a key
+//     that depends on others or is provided: see [Kit.Provision]) in one pass
+//     of a JSON tokenizer; a value naming this provider, or one the
+//     tokenizer does not read as encoding/json would, is decoded whole, and
+//     one that does not decode is said in the log and left out;
 //   - calls [Handler.Provide] for each needed key once every key in its
 //     depends-on is provided (their states are read from the same copy), and
 //     again whenever the reference (vault name, generation) of a key it

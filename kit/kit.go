@@ -180,8 +180,9 @@ func Run(ctx context.Context, cfg Config) error {
 func (k *Kit) Ready() <-chan struct{} { return k.ready }
 
 // other is what the kit keeps of a provision whose provider is another
-// module: what a provider reads of a key it does not answer. Its
-// provision, local and consumer are the key's own.
+// module: what a provider reads of a key it does not answer (see
+// [Kit.Provision] for which keys are kept). Its provision, local and
+// consumer are the key's own.
 type other struct {
 	provider  mesh.Ref
 	state     mesh.State
@@ -191,10 +192,15 @@ type other struct {
 
 // Provision returns the seat's provision at key as the kit's copy holds it,
 // and whether it holds one. Any key may be asked, not only the provider's:
-// the provider's own provisions are held whole; of the others the kit keeps
-// what a provider reads of a key it does not answer (provision, local and
-// consumer, as its key names them; provider, state, depends-on and
-// reference), not their why, ask, warrant or time.
+// the provider's own provisions are held whole. Of another provider's key
+// the kit keeps what a provider reads of a key it does not answer
+// (provision, local and consumer, as its key names them; provider, state,
+// depends-on and reference; not its why, ask, warrant or time), and only
+// when that may matter to this provider: the key depends on other keys (a
+// consumer's or a provider's credentials are found through them), it is
+// provided (a key of this provider may depend on it), or it is or was this
+// provider's. Another provider's key that is not provided and depends on
+// nothing is not held.
 func (k *Kit) Provision(key string) (mesh.Provision, bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -222,7 +228,7 @@ func (o other) provision(key string) mesh.Provision {
 }
 
 // Provisions calls f for every provision the kit's copy holds (not only the
-// provider's, and of the others only what [Kit.Provision] says), in no
+// provider's; of the others those and what [Kit.Provision] says), in no
 // order, until f returns false. f must not call the kit.
 func (k *Kit) Provisions(f func(key string, p mesh.Provision) bool) {
 	k.mu.Lock()
@@ -294,7 +300,18 @@ func (k *Kit) took(ch bus.Change) {
 			whole, decoded = true, true
 		}
 	}
+	_, hasEntry := k.w.entry(ch.Key)
 	k.mu.Lock()
+	_, wasOurs := k.ours[ch.Key]
+	// Another provider's key is kept only when it may matter to this
+	// provider: it depends on other keys (a verb answers a consumer or a
+	// provider the credentials its keys depend on), it is provided (a key
+	// of this provider may depend on it: its reference is provided from),
+	// or it is or was this provider's. Any other (asked, failed, waits or
+	// retiring, depending on nothing) would be read by nothing.
+	if decoded && !whole && len(o.dependsOn) == 0 && o.state != mesh.Provided && !wasOurs && !hasEntry {
+		decoded = false
+	}
 	delete(k.provs, ch.Key)
 	delete(k.others, ch.Key)
 	k.indexConsumer(ch.Key, decoded)
@@ -311,7 +328,6 @@ func (k *Kit) took(ch bus.Change) {
 	for key := range k.dependents[ch.Key] {
 		dependents = append(dependents, key)
 	}
-	_, wasOurs := k.ours[ch.Key]
 	k.unindex(ch.Key)
 	ours := whole && p.Provider == k.self
 	if ours {
@@ -326,7 +342,7 @@ func (k *Kit) took(ch bus.Change) {
 	k.mu.Unlock()
 	// A key that is not ours and was not, with no entry of ours, has
 	// nothing to handle: most of the bucket for most providers.
-	if _, hasEntry := k.w.entry(ch.Key); ours || wasOurs || hasEntry {
+	if ours || wasOurs || hasEntry {
 		k.q.add(ch.Key)
 	}
 	for _, key := range dependents {

@@ -584,9 +584,10 @@ func TestKitWritesAnEntryAgainWhenAWriteFails(t *testing.T) {
 }
 
 // TestKitHoldsOtherProvidersKeysInPart checks what the kit keeps of the
-// provisions bucket: its provider's keys whole (why and time too), every
-// other provider's key only in part (names, provider, state, depends-on and
-// reference, no why, ask or time), and none twice.
+// provisions bucket: its provider's keys whole (why and time too); another
+// provider's key only in part (names, provider, state, depends-on and
+// reference, no why, ask or time), and only when it depends on other keys
+// or is provided; and none twice.
 func TestKitHoldsOtherProvidersKeysInPart(t *testing.T) {
 	r := newRecorder(func(string, int, mesh.Provision) (kit.Result, error) { return kit.Provided("shelf-a", 1), nil })
 	f := start(t, r.handler(), 0)
@@ -596,23 +597,25 @@ func TestKitHoldsOtherProvidersKeysInPart(t *testing.T) {
 		f.seat.Need(key, p)
 		ours = append(ours, key)
 	}
-	// Three of other providers: a database depending on its credential,
-	// that credential, and a route.
+	// Three of other providers: a database depending on its credential
+	// (held), that credential, asked of a vault that does not run, and a
+	// route (both asked, depending on nothing: not held).
 	postgres := mesh.Ref{Module: "postgres", Node: "control"}
 	dbKey, db := kittest.Requirement(gitea, "database", "", postgres)
 	credentialKey, credential, db := kittest.Credential(dbKey, db, vault)
 	f.seat.Need(dbKey, db)
 	f.seat.Need(credentialKey, credential)
-	routeKey, route := kittest.Requirement(gitea, "route", "", mesh.Ref{Module: "route-proxy", Node: "control"})
+	routeProxy := mesh.Ref{Module: "route-proxy", Node: "control"}
+	routeKey, route := kittest.Requirement(gitea, "route", "", routeProxy)
 	f.seat.Need(routeKey, route)
 
-	bustest.WaitFor(t, 0, "the kit to hold 3 keys whole and 3 in part", func() bool {
-		whole, part := kit.Held(f.kit)
-		return whole == 3 && part == 3
-	})
 	for _, key := range ours {
 		waitState(t, f.seat, key, mesh.Provided, "")
 	}
+	bustest.WaitFor(t, 0, "the kit to hold 3 keys whole and 1 in part", func() bool {
+		whole, part := kit.Held(f.kit)
+		return whole == 3 && part == 1
+	})
 	got, ok := f.kit.Provision(ours[0].String())
 	if !ok || got.At.IsZero() || got.Provider != provider || got.Local != "one" {
 		t.Errorf("Provision(%s) = %+v, %v; want it whole (time, provider, local)", ours[0], got, ok)
@@ -626,11 +629,47 @@ func TestKitHoldsOtherProvidersKeysInPart(t *testing.T) {
 		o.State != want.State || fmt.Sprint(o.DependsOn) != fmt.Sprint(want.DependsOn) || o.Why != "" || !o.At.IsZero() || o.Ask != "" {
 		t.Errorf("Provision(%s) = %+v, %v; want %+v (in part: no why, ask or time)", dbKey, o, ok, want)
 	}
+	for _, key := range []mesh.ProvisionKey{credentialKey, routeKey} {
+		if p, ok := f.kit.Provision(key.String()); ok {
+			t.Errorf("Provision(%s) = %+v; want it not held (another provider's, asked, depending on nothing)", key, p)
+		}
+	}
+
+	// The route provided by its provider (as the seat writes it) is held,
+	// with its reference; asked again, it is let go.
+	_, js := kittest.Connect(t, f.url, "route-judge")
+	kv, err := js.KeyValue(bustest.Context(t), mesh.ProvisionsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	route.State, route.Reference = mesh.Provided, &mesh.Reference{ID: "route-7", Generation: 2}
+	v, _ := json.Marshal(route)
+	if _, err := kv.Put(bustest.Context(t), routeKey.String(), v); err != nil {
+		t.Fatal(err)
+	}
+	var p mesh.Provision
+	bustest.WaitFor(t, 0, "the kit to hold "+routeKey.String()+" provided", func() bool {
+		p, ok = f.kit.Provision(routeKey.String())
+		return ok
+	})
+	if p.State != mesh.Provided || p.Provider != routeProxy || p.Reference == nil || *p.Reference != *route.Reference {
+		t.Errorf("Provision(%s) = %+v; want provided by route-proxy on control, reference route-7 generation 2", routeKey, p)
+	}
 	n := 0
 	f.kit.Provisions(func(string, mesh.Provision) bool { n++; return true })
-	if n != 6 {
-		t.Errorf("Provisions gave %d keys; want 6", n)
+	if n != 5 {
+		t.Errorf("Provisions gave %d keys; want 5 (3 whole, the database and the route)", n)
 	}
+	route.State, route.Reference = mesh.Asked, nil
+	v, _ = json.Marshal(route)
+	if _, err := kv.Put(bustest.Context(t), routeKey.String(), v); err != nil {
+		t.Fatal(err)
+	}
+	bustest.WaitFor(t, 0, "the kit to let "+routeKey.String()+" go, asked again", func() bool {
+		_, ok := f.kit.Provision(routeKey.String())
+		whole, part := kit.Held(f.kit)
+		return !ok && whole == 3 && part == 1
+	})
 }
 
 // TestKitConsumerProvisions finds a consumer's provisions on a node by its
@@ -695,14 +734,14 @@ func TestKitReadsWhoseEachValueIs(t *testing.T) {
 		// a name given twice: both are the provider's.
 		{key("shelf", "upper"), `{"local":"upper",` + consumer + `,"Provider":{"module":"shelf","node":"control"}}`},
 		{key("shelf", "twice"), `{"local":"twice",` + consumer + `,"provider":{"module":"postgres","node":"control"},"provider":{"module":"shelf","node":"control"}}`},
-		{key("shelf", "back"), `{"local":"back",` + consumer + `,"provider":{"module":"shelf","node":"control"},"provider":{"module":"postgres","node":"control"}}`},
+		{key("shelf", "back"), `{"local":"back",` + consumer + `,"provider":{"module":"shelf","node":"control"},"provider":{"module":"postgres","node":"control"},"state":"provided"}`},
 		// The provider's name deeper in another provider's value does not
 		// make it the provider's.
-		{key("database", ""), `{"provision":"database","consumer":{"module":"gitea","node":"ace"},"provider":{"module":"postgres","node":"control"},"state":"asked",` +
+		{key("database", ""), `{"provision":"database","consumer":{"module":"gitea","node":"ace"},"provider":{"module":"postgres","node":"control"},"state":"asked","depends-on":["ace.gitea.credential.postgres_database"],` +
 			`"warrant":{"ask":"a","provider":{"module":"shelf","node":"control"}},"x":{"provider":{"module":"shelf","node":"control"}}}`},
-		// Another provider's value with a field the kit does not read
-		// that would not decode: kept in part.
-		{key("route", ""), `{"provision":"route","consumer":{"module":"gitea","node":"ace"},"provider":{"module":"route-proxy","node":"control"},"state":"asked","at":5}`},
+		// Another provider's provided value with a field the kit does not
+		// read that would not decode: kept in part.
+		{key("route", ""), `{"provision":"route","consumer":{"module":"gitea","node":"ace"},"provider":{"module":"route-proxy","node":"control"},"state":"provided","at":5}`},
 		// The provider's own with such a field, and a value cut short:
 		// said, left out.
 		{key("shelf", "late"), `{"local":"late",` + consumer + `,"provider":{"module":"shelf","node":"control"},"at":5}`},
@@ -743,10 +782,11 @@ func TestKitReadsWhoseEachValueIs(t *testing.T) {
 	for _, c := range []struct {
 		key      mesh.ProvisionKey
 		provider string
-	}{{key("database", ""), "postgres"}, {key("route", ""), "route-proxy"}, {key("shelf", "back"), "postgres"}} {
+		state    mesh.State
+	}{{key("database", ""), "postgres", mesh.Asked}, {key("route", ""), "route-proxy", mesh.Provided}, {key("shelf", "back"), "postgres", mesh.Provided}} {
 		p, ok := k.Provision(c.key.String())
-		if !ok || p.Provider.Module != c.provider || p.State != mesh.Asked || p.Consumer != gitea {
-			t.Errorf("Provision(%s) = %+v, %v; want it held, provider %s, asked, consumer gitea on ace", c.key, p, ok, c.provider)
+		if !ok || p.Provider.Module != c.provider || p.State != c.state || p.Consumer != gitea {
+			t.Errorf("Provision(%s) = %+v, %v; want it held, provider %s, %s, consumer gitea on ace", c.key, p, ok, c.provider, c.state)
 		}
 		if n, _ := r.calls(c.key); n != 0 {
 			t.Errorf("provide of %s called %d times; want 0 (another provider's)", c.key, n)
