@@ -66,6 +66,12 @@ type Options struct {
 	Source string
 	// Now is the time of the revocations; zero means time.Now().
 	Now time.Time
+	// Later, if set, picks the users whose credentials files Gen may
+	// write after it returns, on a goroutine of its own ([Result.Wait]
+	// waits for them): files nothing reads before they are written, such
+	// as the node clients' when up runs none. Making a file is the
+	// largest part of Gen on a disk slow to make them.
+	Later func(user string) bool
 }
 
 // Result says what [Gen] wrote.
@@ -82,6 +88,22 @@ type Result struct {
 	// directory but who are no longer parties: moved to RevokedDir and
 	// revoked in the account.
 	Revoked []string
+
+	// later is closed once the files left for later are written;
+	// laterErr is then the first error writing one.
+	later    chan struct{}
+	laterErr error
+}
+
+// Wait waits until every credentials file Gen left for later
+// ([Options.Later]) is written, and returns the first error writing one.
+// It returns nil at once when Gen left none.
+func (r *Result) Wait() error {
+	if r.later == nil {
+		return nil
+	}
+	<-r.later
+	return r.laterErr
 }
 
 // MeshOf returns the [access.Mesh] of a mesh file, with operators as its
@@ -112,7 +134,8 @@ func CredsPath(dir, user string) string { return filepath.Join(dir, user+CredsEx
 // credentials file of a user that is not among parties is moved to
 // dir/revoked and its key revoked in the account. It returns an error when
 // a file cannot be read or written, or a key found there is not valid
-// (nothing is overwritten then).
+// (nothing is overwritten then). The files of the users opts.Later picks
+// are written after it returns: see [Result.Wait].
 func Gen(dir string, parties []access.Party, opts Options) (*Result, error) {
 	if opts.Now.IsZero() {
 		opts.Now = time.Now()
@@ -220,16 +243,31 @@ func Gen(dir string, parties []access.Party, opts Options) (*Result, error) {
 		return nil, fmt.Errorf("auth: system account: %w", err)
 	}
 
-	err = each(len(out), func(i int) error { return writeFile(out[i].path, out[i].creds, 0o600) })
-	if err != nil {
-		return nil, err
-	}
+	var now, later []int // indices in out
 	for i, p := range parties {
 		res.Creds[p.User] = out[i].path
+		if opts.Later != nil && opts.Later(p.User) {
+			later = append(later, i)
+		} else {
+			now = append(now, i)
+		}
+	}
+	write := func(idx []int) error {
+		return each(len(idx), func(i int) error { return writeFile(out[idx[i]].path, out[idx[i]].creds, 0o600) })
+	}
+	if err := write(now); err != nil {
+		return nil, err
 	}
 	conf := config(opts, opJWT, accPub, accJWT, sysPub, sysJWT)
 	if err := writeFile(res.Config, conf, 0o600); err != nil {
 		return nil, err
+	}
+	if len(later) > 0 {
+		res.later = make(chan struct{})
+		go func() {
+			defer close(res.later)
+			res.laterErr = write(later)
+		}()
 	}
 	sort.Strings(res.Made)
 	sort.Strings(res.Kept)
@@ -390,6 +428,9 @@ func credsUserKey(creds []byte) (nkeys.KeyPair, error) {
 // returns the first error of one of them (the others go on).
 func each(n int, f func(i int) error) error {
 	workers := min(runtime.GOMAXPROCS(0), n)
+	if workers == 0 {
+		return nil
+	}
 	next := make(chan int)
 	errs := make(chan error, workers)
 	for range workers {

@@ -9,7 +9,9 @@ import (
 
 	"github.com/nats-io/jwt/v2"
 
+	"github.com/mesh-provisioner/mesh-provisioner/internal/access"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/auth"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/meshfile"
 )
 
 // TestCredsFilesAsFormatUserConfig checks every credentials file Gen
@@ -90,5 +92,78 @@ func TestCredsFilesAsFormatUserConfig(t *testing.T) {
 		if pub, _ := kp.PublicKey(); pub != pubs[p.User] {
 			t.Errorf("Gen again changed %s's key", p.User)
 		}
+	}
+}
+
+// TestGenLeavesFilesForLater runs Gen with Options.Later picking the node
+// clients: the configuration and every other party's file are written when
+// it returns, and once Result.Wait returns nil every client's file is
+// there too, with a key that a second Gen keeps.
+func TestGenLeavesFilesForLater(t *testing.T) {
+	dir := t.TempDir()
+	f, err := meshfile.Parse("test.yaml", []byte(testMesh))
+	if err != nil {
+		t.Fatal(err)
+	}
+	parties, err := access.Parties(auth.MeshOf(f, operators))
+	if err != nil {
+		t.Fatal(err)
+	}
+	later := func(user string) bool { return strings.HasPrefix(user, "client-") }
+	res, err := auth.Gen(dir, parties, auth.Options{StoreDir: filepath.Join(dir, "js"), Later: later})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(res.Config); err != nil {
+		t.Errorf("no configuration when Gen returns: %v", err)
+	}
+	clients := 0
+	for _, p := range parties {
+		if later(p.User) {
+			clients++
+			continue
+		}
+		if _, err := os.Stat(res.Creds[p.User]); err != nil {
+			t.Errorf("%s's credentials not written when Gen returns: %v", p.User, err)
+		}
+	}
+	if clients != 2 {
+		t.Fatalf("the test mesh has %d clients; want 2", clients)
+	}
+	if err := res.Wait(); err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	pubs := map[string]string{}
+	for _, p := range parties {
+		b, err := os.ReadFile(res.Creds[p.User])
+		if err != nil {
+			t.Fatalf("%s's credentials after Wait: %v", p.User, err)
+		}
+		kp, err := jwt.ParseDecoratedUserNKey(b)
+		if err != nil {
+			t.Fatalf("%s: %v", p.User, err)
+		}
+		pubs[p.User], _ = kp.PublicKey()
+	}
+	again, err := auth.Gen(dir, parties, auth.Options{StoreDir: filepath.Join(dir, "js"), Later: later})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := again.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if len(again.Made) != 0 {
+		t.Errorf("Gen again made %v; want every key kept", again.Made)
+	}
+	for _, p := range parties {
+		b, _ := os.ReadFile(again.Creds[p.User])
+		if kp, err := jwt.ParseDecoratedUserNKey(b); err != nil {
+			t.Errorf("%s: %v", p.User, err)
+		} else if pub, _ := kp.PublicKey(); pub != pubs[p.User] {
+			t.Errorf("Gen again changed %s's key", p.User)
+		}
+	}
+	if err := (&auth.Result{}).Wait(); err != nil {
+		t.Errorf("Wait of a Gen that left nothing: %v", err)
 	}
 }

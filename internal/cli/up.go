@@ -179,7 +179,12 @@ func runUp(ctx context.Context, out io.Writer, f upFlags, args []string) error {
 		return err
 	}
 	defer lock.Release()
+	autoNoClients := f.clients && !f.clientsSet && len(file.Nodes) > maxAutoClients
+	if autoNoClients {
+		f.clients = false
+	}
 	sc := bus.ServerConfig{Dir: filepath.Join(f.data, "nats"), Listen: f.listen}
+	credsWritten := func() error { return nil }
 	authDir := filepath.Join(f.data, AuthDir)
 	existing := filepath.Join(authDir, auth.ConfigFile)
 	switch _, statErr := os.Stat(existing); {
@@ -194,10 +199,25 @@ func runUp(ctx context.Context, out io.Writer, f upFlags, args []string) error {
 		if err != nil {
 			return err
 		}
-		res, err := auth.Gen(authDir, parties, auth.Options{StoreDir: sc.Dir, Source: name})
+		opts := auth.Options{StoreDir: sc.Dir, Source: name}
+		if !f.clients {
+			// No client of up's reads the node clients' credentials:
+			// they are written while the server starts.
+			clients := map[string]bool{}
+			for _, p := range parties {
+				if p.Has(access.Client) {
+					clients[p.User] = true
+				}
+			}
+			opts.Later = func(user string) bool { return clients[user] }
+		}
+		res, err := auth.Gen(authDir, parties, opts)
 		if err != nil {
 			return err
 		}
+		// Up returns once they are written, and says when one is not.
+		credsWritten = res.Wait
+		defer res.Wait()
 		sc.ConfigFile = res.Config
 	}
 	srv, err := bus.StartServer(sc)
@@ -219,6 +239,13 @@ func runUp(ctx context.Context, out io.Writer, f upFlags, args []string) error {
 		}
 	}
 	fmt.Fprintf(progress, "from another terminal: mesh-provisioner get provisions %s\n", hint)
+	if !f.once {
+		go func() {
+			if err := credsWritten(); err != nil {
+				fmt.Fprintf(os.Stderr, "up: %v\n", err)
+			}
+		}()
+	}
 
 	// outer outlives the components: with --once they are stopped before
 	// what the seat keeps is read and printed, so that their memory is
@@ -333,8 +360,7 @@ func runUp(ctx context.Context, out io.Writer, f upFlags, args []string) error {
 		seatDone <- sr.Err()
 	}()
 
-	if f.clients && !f.clientsSet && len(file.Nodes) > maxAutoClients {
-		f.clients = false
+	if autoNoClients {
 		fmt.Fprintf(progress, "node clients: none for %d nodes (more than %d); run them with \"client --node N\", or give --clients\n",
 			len(file.Nodes), maxAutoClients)
 	}
@@ -373,6 +399,9 @@ func runUp(ctx context.Context, out io.Writer, f upFlags, args []string) error {
 	if f.once {
 		cancel()
 		asm.Wait()
+		if err := credsWritten(); err != nil {
+			return err
+		}
 		return printKept(outer, out, ojs, f.output, provisions)
 	}
 	shown := map[string]string{} // node -> its summary row as last printed

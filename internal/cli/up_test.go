@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/jwt/v2"
 
 	"github.com/mesh-provisioner/mesh-provisioner/examples"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/access"
@@ -19,6 +20,7 @@ import (
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus/bustest"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/cli"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/lockfile"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/meshfile"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/pgprovider/pgtest"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
@@ -273,4 +275,40 @@ func TestUpRefusesADataDirectoryInUse(t *testing.T) {
 		t.Fatalf("%s after the first up stopped: %v; want it free", lockPath, err)
 	}
 	l.Release()
+}
+
+// TestUpOnceWithoutClientsWritesEveryUsersCreds runs up --once with no
+// node clients, whose credentials files up writes while its server starts:
+// when it returns, every party of the homelab has its file, with a user
+// key in it.
+func TestUpOnceWithoutClientsWritesEveryUsersCreds(t *testing.T) {
+	data := t.TempDir()
+	if _, _, err := run(t, "up", "--once", "--data", data, "--listen", "127.0.0.1:0", "--clients=false"); err != nil {
+		t.Fatalf("up --once: %v", err)
+	}
+	f, err := meshfile.Parse("homelab.yaml", examples.Homelab)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parties, err := access.Parties(auth.MeshOf(f, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clients := 0
+	for _, p := range parties {
+		if p.Has(access.Client) {
+			clients++
+		}
+		b, err := os.ReadFile(auth.CredsPath(filepath.Join(data, cli.AuthDir), p.User))
+		if err != nil {
+			t.Errorf("%s: %v", p.User, err)
+			continue
+		}
+		if _, err := jwt.ParseDecoratedUserNKey(b); err != nil {
+			t.Errorf("%s's credentials: %v", p.User, err)
+		}
+	}
+	if clients != len(f.Nodes) || clients == 0 {
+		t.Errorf("%d clients among the parties; want one per node (%d)", clients, len(f.Nodes))
+	}
 }
