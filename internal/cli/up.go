@@ -671,27 +671,54 @@ func pollUntil(ctx context.Context, cond func() bool) error {
 }
 
 // waitApplied waits until every plan has been applied by its node's client
-// at the plan's build.
+// at the plan's build. Each plan and applied value is decoded once per
+// change (its fingerprint kept), not at every poll.
 func waitApplied(ctx context.Context, js jetstream.JetStream) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	plans := bus.Follow(ctx, js, mesh.PlansBucket, bus.Options{})
-	applied := bus.Follow(ctx, js, mesh.AppliedBucket, bus.Options{Create: true})
-	if err := ready(ctx, plans, applied); err != nil {
+	// fingerprint is a value's fingerprint; ok is false when the value
+	// does not decode (never applied, then).
+	type fingerprint struct {
+		fp string
+		ok bool
+	}
+	var mu sync.Mutex
+	planned := map[string]fingerprint{} // plan key -> the plan's
+	applied := map[string]fingerprint{} // plan key -> the applied value's
+	follow := func(bucket string, into map[string]fingerprint, decode func([]byte) (string, error), create bool) *bus.Copy {
+		return bus.Follow(ctx, js, bucket, bus.Options{Create: create, RevisionsOnly: true, OnChange: func(ch bus.Change) {
+			mu.Lock()
+			defer mu.Unlock()
+			if ch.Deleted {
+				delete(into, ch.Key)
+				return
+			}
+			fp, err := decode(ch.Value)
+			into[ch.Key] = fingerprint{fp, err == nil}
+		}})
+	}
+	plans := follow(mesh.PlansBucket, planned, func(v []byte) (string, error) {
+		var p mesh.Plan
+		err := json.Unmarshal(v, &p)
+		return p.Fingerprint, err
+	}, false)
+	apps := follow(mesh.AppliedBucket, applied, func(v []byte) (string, error) {
+		var a mesh.Applied
+		err := json.Unmarshal(v, &a)
+		return a.Fingerprint, err
+	}, true)
+	if err := ready(ctx, plans, apps); err != nil {
 		return err
 	}
 	return pollUntil(ctx, func() bool {
-		done := true
-		plans.Range(func(key string, it bus.Item) bool {
-			var p mesh.Plan
-			var a mesh.Applied
-			got, ok := applied.Get(key)
-			if json.Unmarshal(it.Value, &p) != nil || !ok || json.Unmarshal(got.Value, &a) != nil || a.Fingerprint != p.Fingerprint {
-				done = false
+		mu.Lock()
+		defer mu.Unlock()
+		for key, p := range planned {
+			if a, has := applied[key]; !p.ok || !has || !a.ok || a.fp != p.fp {
+				return false
 			}
-			return done
-		})
-		return done
+		}
+		return true
 	})
 }
 
