@@ -13,6 +13,7 @@ import (
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/compose"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/state"
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
 
 func init() { commands = append(commands, newCaptureCmd, newBenchCmd) }
@@ -47,26 +48,25 @@ so none is in the file; it holds the mesh's names and manifests, so keep it as y
 			}
 			defer nc.Close()
 			c := Capture{At: time.Now().UTC(), URL: bf.url, Buckets: map[string]map[string]string{}}
-			m, _, err := readMesh(cmd.Context(), js)
+			keys := 0
+			m, _, err := readMesh(cmd.Context(), js, func(bucket, key string, value []byte) {
+				if c.Buckets[bucket] == nil {
+					c.Buckets[bucket] = map[string]string{}
+				}
+				c.Buckets[bucket][key] = string(value)
+				keys++
+			})
 			if err != nil {
 				return fmt.Errorf("capture: %w", err)
 			}
 			buckets := append([]string(nil), meshBuckets...)
 			for _, p := range m.Bound() {
-				buckets = append(buckets, p+"_bound")
+				buckets = append(buckets, mesh.BoundBucket(p))
 			}
-			keys := 0
 			for _, b := range buckets {
-				ans, err := readBucket(cmd.Context(), js, b, func(string, []byte) (bool, string) { return true, "" })
-				if err != nil {
-					return fmt.Errorf("capture: %w", err)
+				if c.Buckets[b] == nil {
+					c.Buckets[b] = map[string]string{} // empty, or not made yet
 				}
-				kv := map[string]string{}
-				for _, it := range ans.Items {
-					kv[it.Key] = string(it.Value)
-				}
-				c.Buckets[b] = kv
-				keys += len(kv)
 			}
 			b, err := json.Marshal(c)
 			if err != nil {

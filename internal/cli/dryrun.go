@@ -20,16 +20,22 @@ import (
 // would; nothing written.
 func runDry(cmd *cobra.Command, js jetstream.JetStream, f *meshfile.File, output string) error {
 	ctx := cmd.Context()
-	m, odd, err := readMesh(ctx, js)
+	// The buckets a mesh file writes, as meshfile.Current reads them, from
+	// the same read.
+	current := map[string]map[string][]byte{}
+	for _, b := range meshfile.Buckets {
+		current[b] = map[string][]byte{}
+	}
+	m, odd, err := readMesh(ctx, js, func(bucket, key string, value []byte) {
+		if held := current[bucket]; held != nil {
+			held[key] = value
+		}
+	})
 	if err != nil {
 		return fmt.Errorf("apply --dry-run: %w", err)
 	}
 	for _, o := range odd {
 		fmt.Fprintln(cmd.ErrOrStderr(), "apply --dry-run: odd key left as it is:", o)
-	}
-	current, err := meshfile.Current(ctx, js)
-	if err != nil {
-		return fmt.Errorf("apply --dry-run: %w", err)
 	}
 	now := time.Now()
 	d := f.Diff(current, now)

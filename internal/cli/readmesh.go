@@ -25,8 +25,11 @@ var meshBuckets = []string{
 // of every provider that keeps entries, into a fresh [state.Mesh], the
 // seat's own in-memory view. A bucket that does not exist is read as
 // empty. Every odd change (a key out of shape, a value that does not
-// decode) is returned as said by the mesh, to be shown.
-func readMesh(ctx context.Context, js jetstream.JetStream) (*state.Mesh, []error, error) {
+// decode) is returned as said by the mesh, to be shown. keep, when not
+// nil, is given every key read with its value as stored (not to be
+// changed), so that a caller that needs the values too reads the buckets
+// once.
+func readMesh(ctx context.Context, js jetstream.JetStream, keep func(bucket, key string, value []byte)) (*state.Mesh, []error, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // stops the copies' watches
 	m := state.New()
@@ -47,6 +50,9 @@ func readMesh(ctx context.Context, js jetstream.JetStream) (*state.Mesh, []error
 			t := m.Take(bus.Change{Bucket: bucket, Key: key, Value: it.Value, Revision: it.Revision})
 			if t.Odd != nil {
 				odd = append(odd, t.Odd)
+			}
+			if keep != nil {
+				keep(bucket, key, it.Value)
 			}
 			return true
 		})

@@ -45,7 +45,7 @@ each branch last, indented by how far it is:
 				return fmt.Errorf("why: %w", err)
 			}
 			defer nc.Close()
-			m, _, err := readMesh(cmd.Context(), js)
+			m, _, err := readMesh(cmd.Context(), js, nil)
 			if err != nil {
 				return fmt.Errorf("why: %w", err)
 			}
