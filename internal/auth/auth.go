@@ -8,15 +8,17 @@
 // MEMORY), so it holds no secret.
 //
 // [Gen] writes it all into a directory and keeps the keys it finds there:
-// running it again re-signs every user's JWT with the permissions of the
-// current mesh and makes keys only for new parties; a party that is gone
-// is revoked in the account.
+// running it again signs a user's JWT anew when its permissions in the
+// current mesh differ from those its file holds (or the account's key
+// does), and makes keys only for new parties; a party that is gone is
+// revoked in the account.
 package auth
 
 import (
 	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -130,7 +132,9 @@ func CredsPath(dir, user string) string { return filepath.Join(dir, user+CredsEx
 // [ConfigFile] and one credentials file per party "<user>.creds" (mode
 // 0600), each user's JWT carrying [access.Party.Permissions]. Seeds of the
 // operator, the account and the system account are kept in dir/keys (mode
-// 0600); existing seeds and users' keys are kept, never rotated. A
+// 0600); existing seeds and users' keys are kept, never rotated, and a
+// user's file that holds the JWT Gen would sign (the same key, name and
+// permissions, signed by the account) is left as it is. A
 // credentials file of a user that is not among parties is moved to
 // dir/revoked and its key revoked in the account. It returns an error when
 // a file cannot be read or written, or a key found there is not valid
@@ -253,7 +257,12 @@ func Gen(dir string, parties []access.Party, opts Options) (*Result, error) {
 		}
 	}
 	write := func(idx []int) error {
-		return each(len(idx), func(i int) error { return writeFile(out[idx[i]].path, out[idx[i]].creds, 0o600) })
+		return each(len(idx), func(i int) error {
+			if out[idx[i]].creds == nil {
+				return nil // the file holds the same JWT already
+			}
+			return writeFile(out[idx[i]].path, out[idx[i]].creds, 0o600)
+		})
 	}
 	if err := write(now); err != nil {
 		return nil, err
@@ -311,10 +320,11 @@ func config(opts Options, opJWT, accPub, accJWT, sysPub, sysJWT string) []byte {
 }
 
 // userKeys is a user's key: its seed ("SU...") and its public key
-// ("U...").
+// ("U..."), and the credentials file it was read from (nil for a new key).
 type userKeys struct {
 	seed []byte
 	pub  string
+	file []byte
 }
 
 // accountSigner signs users' JWTs with the account's key: the public key
@@ -350,7 +360,9 @@ func (s *accountSigner) sign(_ string, data []byte) ([]byte, error) {
 
 // userCreds signs the party's user JWT with the account's key and returns
 // its credentials file, as [jwt.FormatUserConfig] writes it (which decodes
-// and verifies the JWT it was just given, a third of the work).
+// and verifies the JWT it was just given, a third of the work). It returns
+// nil when uk's file already holds that JWT (see [signed]): the file is
+// kept as it is.
 func userCreds(uk userKeys, acc *accountSigner, p access.Party) ([]byte, error) {
 	perm := p.Permissions()
 	uc := jwt.NewUserClaims(uk.pub)
@@ -360,6 +372,9 @@ func userCreds(uk userKeys, acc *accountSigner, p access.Party) ([]byte, error) 
 	if perm.Responses {
 		// One reply per request, within the server's default time.
 		uc.Resp = &jwt.ResponsePermission{MaxMsgs: 1, Expires: 2 * time.Minute}
+	}
+	if uk.file != nil && signed(uk.file, uc, acc.pub) {
+		return nil, nil
 	}
 	token, err := uc.EncodeWithSigner(acc.pub, acc.sign)
 	if err != nil {
@@ -374,6 +389,52 @@ func userCreds(uk userKeys, acc *accountSigner, p access.Party) ([]byte, error) 
 	creds = append(creds, token...)
 	creds = append(creds, "\n------END NATS USER JWT------\n\n"...)
 	return append(creds, seed...), nil
+}
+
+// signed reports whether the credentials file holds a JWT of want, signed
+// by the account acc: the same subject, name and user fields (permissions,
+// limits), with nothing else set (no expiry, audience, start). Only the
+// times and ids of the signature may differ. A file that cannot be read so
+// is not.
+func signed(file []byte, want *jwt.UserClaims, acc nkeys.KeyPair) bool {
+	token := credsJWT(file)
+	if token == "" {
+		return false
+	}
+	old, err := jwt.DecodeUserClaims(token) // verifies its signature by its issuer
+	if err != nil {
+		return false
+	}
+	accPub, err := acc.PublicKey()
+	if err != nil || old.Issuer != accPub || old.Subject != want.Subject || old.Name != want.Name ||
+		old.Audience != "" || old.Expires != 0 || old.NotBefore != 0 {
+		return false
+	}
+	w := want.User
+	w.Type = jwt.UserClaim
+	w.Version = old.Version
+	a, err := json.Marshal(old.User)
+	if err != nil {
+		return false
+	}
+	b, err := json.Marshal(w)
+	return err == nil && bytes.Equal(a, b)
+}
+
+// credsJWT returns the JWT of a credentials file as [Gen] writes it: the
+// line after "-----BEGIN NATS USER JWT-----"; "" when there is none.
+func credsJWT(creds []byte) string {
+	begin := false
+	for line := range bytes.Lines(creds) {
+		line = bytes.TrimSpace(line)
+		switch {
+		case begin:
+			return string(line)
+		case bytes.Equal(line, []byte("-----BEGIN NATS USER JWT-----")):
+			begin = true
+		}
+	}
+	return ""
 }
 
 // userKey returns the user key of the credentials file at path, or a new
@@ -400,7 +461,7 @@ func userKey(path string) (userKeys, bool, error) {
 	}
 	kp, err := credsUserKey(b)
 	if err == nil {
-		var uk userKeys
+		uk := userKeys{file: b}
 		if uk.seed, err = kp.Seed(); err == nil {
 			uk.pub, err = kp.PublicKey()
 		}

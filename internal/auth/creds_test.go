@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nkeys"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/access"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/auth"
@@ -165,5 +166,104 @@ func TestGenLeavesFilesForLater(t *testing.T) {
 	}
 	if err := (&auth.Result{}).Wait(); err != nil {
 		t.Errorf("Wait of a Gen that left nothing: %v", err)
+	}
+}
+
+// TestGenAgainLeavesCurrentFiles runs Gen twice over the same parties: the
+// second run rewrites no credentials file (each is the same file, byte for
+// byte). A file whose JWT grants other permissions, and one signed by
+// another account, are signed and written again with the party's own.
+func TestGenAgainLeavesCurrentFiles(t *testing.T) {
+	dir := t.TempDir()
+	first, parties := gen(t, dir)
+	stat := map[string]os.FileInfo{}
+	before := map[string]string{}
+	for user, path := range first.Creds {
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stat[user] = fi
+		b, _ := os.ReadFile(path)
+		before[user] = string(b)
+	}
+	again, err := auth.Gen(dir, parties, auth.Options{StoreDir: filepath.Join(dir, "js")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for user, path := range again.Creds {
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := os.ReadFile(path)
+		if !os.SameFile(fi, stat[user]) || string(b) != before[user] {
+			t.Errorf("Gen again wrote %s's credentials anew; want the same file", user)
+		}
+	}
+
+	// Two users' files made stale: one grants more, one is signed by
+	// another account.
+	accSeed, err := os.ReadFile(filepath.Join(dir, auth.KeysDir, "account.nk"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	acc, err := nkeys.FromSeed([]byte(strings.TrimSpace(string(accSeed))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _ := nkeys.CreateAccount()
+	stale := map[string]nkeys.KeyPair{parties[0].User: acc, parties[1].User: other}
+	for user, signer := range stale {
+		b, _ := os.ReadFile(first.Creds[user])
+		kp, err := jwt.ParseDecoratedUserNKey(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pub, _ := kp.PublicKey()
+		uc := jwt.NewUserClaims(pub)
+		uc.Name = user
+		uc.Pub.Allow.Add(">")
+		token, err := uc.Encode(signer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seed, _ := kp.Seed()
+		file, err := jwt.FormatUserConfig(token, seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(first.Creds[user], file, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	third, err := auth.Gen(dir, parties, auth.Options{StoreDir: filepath.Join(dir, "js")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(third.Made) != 0 {
+		t.Errorf("Gen made keys %v; want every key kept", third.Made)
+	}
+	accPub, _ := acc.PublicKey()
+	for _, p := range parties {
+		b, err := os.ReadFile(third.Creds[p.User])
+		if err != nil {
+			t.Fatal(err)
+		}
+		token, err := jwt.ParseDecoratedJWT(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		uc, err := jwt.DecodeUserClaims(token)
+		if err != nil {
+			t.Fatalf("%s: %v", p.User, err)
+		}
+		perm := p.Permissions()
+		if uc.Issuer != accPub || !slices.Equal(uc.Pub.Allow, perm.Publish) || !slices.Equal(uc.Sub.Allow, perm.Subscribe) {
+			t.Errorf("%s's JWT after Gen: issuer %s, publish %v; want %s, %v", p.User, uc.Issuer, uc.Pub.Allow, accPub, perm.Publish)
+		}
+		if _, made := stale[p.User]; !made && string(b) != before[p.User] {
+			t.Errorf("%s's file was written again; it was current", p.User)
+		}
 	}
 }
