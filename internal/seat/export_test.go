@@ -15,25 +15,28 @@ func (s *Seat) Pause() {
 }
 
 // Resume lets the loop of s go on. The kept changes for which first reports
-// true are handed to it at once, in order; the others, and the lease's
+// true are handed to it at once, in order (queued before the loop goes on,
+// so that it takes them in one round); the others, and the lease's
 // renewal (which is late, as a renewal may be), go on when release is
 // called.
 func (s *Seat) Resume(first func(bus.Change) bool) (release func()) {
 	s.paused.mu.Lock()
-	kept := s.paused.kept
+	var later []bus.Change
+	s.mu.Lock() // the loop takes the first changes in one round
+	for _, ch := range s.paused.kept {
+		if first(ch) {
+			s.queue = append(s.queue, ch)
+		} else {
+			later = append(later, ch)
+		}
+	}
+	s.mu.Unlock()
 	s.paused.kept = nil
 	g, renew := s.paused.gate, s.paused.renew
 	s.paused.gate, s.paused.renew = nil, nil
 	s.paused.on.Store(false)
 	s.paused.mu.Unlock()
-	var later []bus.Change
-	for _, ch := range kept {
-		if first(ch) {
-			s.enqueue(ch)
-		} else {
-			later = append(later, ch)
-		}
-	}
+	s.poke()
 	if g != nil {
 		close(g)
 	}

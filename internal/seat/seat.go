@@ -369,6 +369,9 @@ type dirty struct {
 	bound []string
 	junk  map[string]map[string]bool // bucket -> keys holding values not of their kind
 	order []string                   // the current sweep's nodes in name order (see next)
+	// composed counts the compositions since judgeBetween last looked at
+	// keys, and left is how many keys it left there (see judgeBetween).
+	composed, left int
 }
 
 // drain takes every queued change into the mesh and returns what they
@@ -459,6 +462,7 @@ func (s *Seat) work(ctx context.Context, d *dirty) {
 			node := d.next()
 			s.composeNode(ctx, node, d)
 			s.drainInto(d)
+			s.judgeBetween(ctx, d)
 			continue
 		}
 		if len(d.junk) > 0 {
@@ -501,6 +505,53 @@ func (s *Seat) work(ctx context.Context, d *dirty) {
 			return
 		}
 	}
+}
+
+// Between two compositions the seat judges the keys that changes touched
+// (d.keys: a provider's entry or have, an ask's record, a key depended on)
+// in bounded batches, so that their writes flow through the pipeline while
+// nodes are composed, instead of waiting for the last dirty node and going
+// out as one judgement of thousands of keys (at the cold start, the
+// vault's entries come a few hundred keys behind the seat's asks).
+const (
+	// judgeEvery is how many compositions go by before judgeBetween looks
+	// at the keys again.
+	judgeEvery = 8
+	// judgeBatch is the most keys judged at once between two compositions;
+	// judgeBetween also looks as soon as judgeBatch keys more than it left
+	// the last time wait.
+	judgeBatch = 256
+)
+
+// judgeBetween, called after each composition while nodes are dirty,
+// judges up to judgeBatch keys of d.keys, in name order, every judgeEvery
+// compositions or once judgeBatch keys more wait: those whose node is not
+// dirty (the node's composition judges its keys, and they are judged again
+// once no node is dirty, as before). Each key's judgement reads the mesh
+// as composed so far, the puts in flight included.
+func (s *Seat) judgeBetween(ctx context.Context, d *dirty) {
+	d.composed++
+	if len(d.keys) == 0 || (d.composed < judgeEvery && len(d.keys) < d.left+judgeBatch) {
+		return
+	}
+	d.composed = 0
+	keys := make([]string, 0, min(len(d.keys), judgeBatch))
+	for k := range d.keys {
+		if node, _, _ := strings.Cut(k, "."); !d.nodes[node] {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	keys = keys[:min(len(keys), judgeBatch)]
+	for _, k := range keys {
+		delete(d.keys, k)
+	}
+	d.left = len(d.keys)
+	if len(keys) == 0 {
+		return
+	}
+	s.judgeKeys(ctx, keys, d)
+	s.drainInto(d)
 }
 
 // next takes the first dirty node in name order of the current sweep: the
@@ -579,18 +630,41 @@ func (s *Seat) judgeKeys(ctx context.Context, keys []string, d *dirty) {
 	for _, p := range res.Problems {
 		s.log.Warn("seat: warrant refused", "why", p)
 	}
-	s.write(ctx, writes{provs: res.Provisions, retired: res.Retired}, d, func(_ int, wrote map[string]bool) {
-		for k, p := range res.Provisions {
-			if wrote[k] {
-				s.log.Info("seat: judged", "key", k, "state", p.State, "why", p.Why, "ask", p.Ask)
+	// The puts go out in flights of at most the window, in name order: each
+	// lands on its own (its keys said, the asks of its keys raised), and
+	// the last one, which also retires, says the result.
+	keys = sortedKeys(res.Provisions)
+	for first := true; first || len(keys) > 0; first = false {
+		part := keys[:min(len(keys), s.window)]
+		keys = keys[len(part):]
+		last := len(keys) == 0
+		w := writes{provs: res.Provisions}
+		if !first || !last {
+			w.provs = make(map[string]mesh.Provision, len(part))
+			for _, k := range part {
+				w.provs[k] = res.Provisions[k]
 			}
 		}
-		s.raise(written(res.Asks, wrote))
-		s.withdraw(res.Withdrawn)
-		if s.cfg.OnResult != nil && (len(res.Provisions) > 0 || len(res.Retired) > 0 || len(res.Problems) > 0) {
-			s.cfg.OnResult(res)
+		if last {
+			w.retired = res.Retired
 		}
-	})
+		s.write(ctx, w, d, func(_ int, wrote map[string]bool) {
+			for _, k := range part {
+				if wrote[k] {
+					p := res.Provisions[k]
+					s.log.Info("seat: judged", "key", k, "state", p.State, "why", p.Why, "ask", p.Ask)
+				}
+			}
+			s.raise(written(res.Asks, wrote))
+			if !last {
+				return
+			}
+			s.withdraw(res.Withdrawn)
+			if s.cfg.OnResult != nil && (len(res.Provisions) > 0 || len(res.Retired) > 0 || len(res.Problems) > 0) {
+				s.cfg.OnResult(res)
+			}
+		})
+	}
 }
 
 // written returns the asks whose key's write (naming the ask's id) the bus
