@@ -122,3 +122,11 @@ func (s *Seat) SetWindow(n int) { s.window = n }
 // RoomWaits returns how many times the loop of s found its window of puts
 // full and waited for acks.
 func (s *Seat) RoomWaits() int64 { return s.roomWaits.Load() }
+
+// Queued returns how many changes wait in the queue of s for its loop to
+// take them.
+func (s *Seat) Queued() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.queue)
+}

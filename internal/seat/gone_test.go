@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -81,6 +82,70 @@ func TestSeatWritesAgainTheBucketsItWrites(t *testing.T) {
 	}
 	// The state of a key comes back from its provider's entry.
 	h.waitState("ace.gitea.route", mesh.Provided, "")
+}
+
+// The provisions bucket deleted while a put of the seat's is in flight,
+// stored by the old stream but not yet acknowledged to the seat: the seat
+// takes the bucket's loss (the key found gone) only once the put has
+// landed, never takes the lost stream's revision, and writes the key again
+// into the bucket made anew, expecting no message. Before, the loss was
+// taken at once, the landing then noted the old stream's revision, and the
+// key's next write was refused ("wrong last sequence: 0") with no change
+// ever to follow: the key was never written again.
+func TestSeatWritesAgainAKeyLostWithItsPutInFlight(t *testing.T) {
+	h := start(t, homelab(t))
+	rp := mesh.BoundBucket("route-proxy")
+	const key = "ace.gitea.route"
+	const why = "no certificate for git.example.org"
+	h.put(rp, key, mesh.Entry{State: mesh.Provided})
+	h.waitState(key, mesh.Provided, "")
+	h.settle()
+	before := h.keys(mesh.ProvisionsBucket, "")
+	sort.Strings(before)
+
+	// The judgement's put is stored, its ack held back.
+	acks := h.seat.HoldAcks()
+	released := false
+	defer func() {
+		if !released {
+			acks()
+		}
+	}()
+	h.put(rp, key, mesh.Entry{State: mesh.Failed, Why: why})
+	h.waitState(key, mesh.Failed, why)
+
+	// The bucket is deleted and made anew by the seat's copy, which finds
+	// the key gone; the change is kept back until the copy has found it,
+	// then handed to the loop, which takes it before the ack is let in.
+	h.seat.Pause()
+	if err := h.js.DeleteKeyValue(h.ctx, mesh.ProvisionsBucket); err != nil {
+		t.Fatal(err)
+	}
+	bustest.WaitFor(t, 20*time.Second, "the seat's copy to find "+key+" gone", func() bool {
+		return h.seat.Keeps(mesh.ProvisionsBucket, key)
+	})
+	h.seat.Resume(func(bus.Change) bool { return true })()
+	// The loop has taken the loss once its queue is empty (it lands
+	// nothing meanwhile: it takes what it drained first), or once it waits
+	// for the put in flight to write the key again.
+	bustest.WaitFor(t, 20*time.Second, "the loop to take the loss", func() bool {
+		return h.seat.Queued() == 0 || h.seat.WaitsFor() == mesh.ProvisionsBucket+" "+key
+	})
+	released = true
+	acks()
+
+	bustest.WaitFor(t, 20*time.Second, "every provision written again", func() bool {
+		now := h.keys(mesh.ProvisionsBucket, "")
+		sort.Strings(now)
+		return fmt.Sprint(now) == fmt.Sprint(before)
+	})
+	h.waitState(key, mesh.Failed, why)
+	h.settle()
+	for _, e := range h.errs() {
+		if strings.Contains(e, key+":") {
+			t.Errorf("write error of %s: %s", key, e)
+		}
+	}
 }
 
 // A server back on a wiped store at the same address: the seat (taken

@@ -394,6 +394,7 @@ func (s *Seat) landThrough(ctx context.Context, f *flight, d *dirty) {
 func (s *Seat) land(f *flight, d *dirty) {
 	n := 0
 	wrote := map[string]bool{}
+	lost := foundGone(f.later)
 	for i := range f.puts {
 		p := &f.puts[i]
 		fk := flyKey{p.bucket, p.key}
@@ -402,6 +403,17 @@ func (s *Seat) land(f *flight, d *dirty) {
 		}
 		if p.err != nil {
 			s.writeFailed(p.bucket, p.key, p.err)
+			s.takeBack(p, d)
+			continue
+		}
+		if lost[fk] {
+			// The key was found gone while the put was in flight: its
+			// bucket was deleted (or made anew), and the ack may be the
+			// lost stream's. Neither the copy nor the mesh takes the
+			// put's revision; the loss, taken below, has the node
+			// composed and the key written again, expecting no message
+			// (and if the put did reach the new stream, the watch brings
+			// it).
 			s.takeBack(p, d)
 			continue
 		}
@@ -427,6 +439,22 @@ func (s *Seat) land(f *flight, d *dirty) {
 	if f.then != nil {
 		f.then(n+f.deleted, wrote)
 	}
+}
+
+// foundGone returns the keys that later, the changes a flight kept back,
+// has found gone (a delete with no revision: see [bus.Change]); nil when
+// none (the common case: no allocation).
+func foundGone(later []bus.Change) map[flyKey]bool {
+	var lost map[flyKey]bool
+	for _, ch := range later {
+		if ch.Deleted && ch.Revision == 0 {
+			if lost == nil {
+				lost = map[flyKey]bool{}
+			}
+			lost[flyKey{ch.Bucket, ch.Key}] = true
+		}
+	}
+	return lost
 }
 
 // held returns what the mesh holds at key of bucket (plans, provisions or
@@ -515,14 +543,24 @@ func (s *Seat) del(ctx context.Context, bucket, key string, d *dirty) int {
 // in that flight until it has landed (only then is it known whether it is
 // the seat's own write); the echo of the seat's own write (or a change
 // older than it), which the mesh holds already, is left out.
+//
+// A key found gone (Revision 0: its bucket was deleted, or made anew
+// without it) waits too: taken before its write has landed, it would be
+// undone by the landing (the write's revision, from the stream that is
+// gone, or the value taken back), and the key's next write would expect a
+// revision the bus does not have ("wrong last sequence: 0"), a conflict no
+// change ever follows.
 func (s *Seat) ownEcho(ch bus.Change) bool {
-	if !owned(ch.Bucket) || ch.Revision == 0 {
-		return false // a key found gone has no revision: always taken
+	if !owned(ch.Bucket) {
+		return false
 	}
 	fk := flyKey{ch.Bucket, ch.Key}
 	if f := s.flying[fk]; f != nil {
 		f.later = append(f.later, ch)
 		return true
+	}
+	if ch.Revision == 0 {
+		return false // a key found gone has no revision: always taken
 	}
 	rev, ok := s.echoes[fk]
 	if !ok || ch.Revision > rev {
