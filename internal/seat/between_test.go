@@ -129,7 +129,8 @@ func (h *harness) dependentsOf(node, key string) []string {
 }
 
 // A judgement of more keys than the window of puts goes out in several
-// flights: with a window of two puts, every credential of the homelab that
+// flights (of a quarter of the window each, here one put): with a window of
+// two puts, every credential of the homelab that
 // mesh-vault provides at once (taken in one round, judged in one pass) is
 // written provided, the keys waiting for them are judged again, nothing is
 // refused, and the judgement's result is said once, holding every

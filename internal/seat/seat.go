@@ -630,12 +630,15 @@ func (s *Seat) judgeKeys(ctx context.Context, keys []string, d *dirty) {
 	for _, p := range res.Problems {
 		s.log.Warn("seat: warrant refused", "why", p)
 	}
-	// The puts go out in flights of at most the window, in name order: each
-	// lands on its own (its keys said, the asks of its keys raised), and
-	// the last one, which also retires, says the result.
+	// The puts go out in flights of at most a quarter of the window, in
+	// name order: each lands on its own (its keys said, the asks of its keys
+	// raised), and the last one, which also retires, says the result. A
+	// flight lands only once all its acks are in, so a flight the size of
+	// the window would let the window run dry before the next put goes out
+	// (makeRoom frees it a quarter at a time).
 	keys = sortedKeys(res.Provisions)
 	for first := true; first || len(keys) > 0; first = false {
-		part := keys[:min(len(keys), s.window)]
+		part := keys[:min(len(keys), max(s.window/4, 1))]
 		keys = keys[len(part):]
 		last := len(keys) == 0
 		w := writes{provs: res.Provisions}
