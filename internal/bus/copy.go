@@ -110,7 +110,7 @@ type Copy struct {
 	resumed chan struct{}
 	mu      sync.RWMutex
 	items   held
-	gone    map[string]uint64 // revision of the delete that removed a key
+	gone    map[string]removal // how each key the copy knows removed was removed
 	// created is when the stream the copy holds was created (zero before
 	// the first watch, after the bucket was found gone, or when the
 	// server does not say).
@@ -135,7 +135,7 @@ func Follow(ctx context.Context, js jetstream.JetStream, bucket string, opts Opt
 		ready:   make(chan struct{}),
 		resumed: make(chan struct{}, 1),
 		items:   newHeld(opts.RevisionsOnly),
-		gone:    map[string]uint64{},
+		gone:    map[string]removal{},
 	}
 	if c.log == nil {
 		c.log = slog.Default()
@@ -271,15 +271,33 @@ func (c *Copy) waiting() int {
 // copy holds a value at key. It covers a delete the copy took of a key it
 // never held (its watch's initial values after a restart), which is not
 // reported to OnChange: a conditional write of key expects this revision.
+// A key found gone (no message of it left: Change.Revision 0) has revision
+// 0, which such a write expects too.
 func (c *Copy) DeletedAt(key string) (uint64, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, held := c.items.get(key); held {
 		return 0, false
 	}
-	rev, ok := c.gone[key]
-	return rev, ok
+	g, ok := c.gone[key]
+	return g.rev, ok
 }
+
+// removal is how a key the copy no longer holds was removed.
+type removal struct {
+	// rev is the revision of the delete (or purge) that removed the key:
+	// what a conditional write of the key expects. 0 for a key found gone
+	// (no message of it left in the stream).
+	rev uint64
+	// upTo is the revision up to which a change of the key is older than
+	// its removal, and is not taken: the delete's own revision, or for a
+	// key found gone the stream's last sequence when the watch that found
+	// it gone began.
+	upTo uint64
+}
+
+// deletion is the removal of a key by a delete (or purge) at revision rev.
+func deletion(rev uint64) removal { return removal{rev: rev, upTo: rev} }
 
 // Took takes the owner's own write into the copy at once: value at key with
 // the revision the write returned, or a delete when value is nil (rev 0
@@ -294,27 +312,27 @@ func (c *Copy) Took(key string, value []byte, rev uint64) bool {
 	if value == nil {
 		it, had := c.items.get(key)
 		if rev != 0 {
-			if g, ok := c.gone[key]; ok && !had && g >= rev {
-				return g == rev
+			if g, ok := c.gone[key]; ok && !had && g.upTo >= rev {
+				return g.rev == rev
 			}
 			if had && it.Revision > rev {
 				return false
 			}
 			c.items.del(key)
-			c.gone[key] = rev
+			c.gone[key] = deletion(rev)
 			return false
 		}
 		if had {
 			c.items.del(key)
-			c.gone[key] = it.Revision + 1 // the delete's own revision is newer than the value's
+			c.gone[key] = deletion(it.Revision + 1) // the delete's own revision is newer than the value's
 		}
 		return false
 	}
 	if it, ok := c.items.get(key); ok && it.Revision >= rev {
 		return it.Revision == rev
 	}
-	if g, ok := c.gone[key]; ok && g > rev {
-		return false
+	if g, ok := c.gone[key]; ok && g.upTo >= rev {
+		return false // older than the key's removal
 	}
 	delete(c.gone, key)
 	c.items.set(key, value, rev)
@@ -323,7 +341,7 @@ func (c *Copy) Took(key string, value []byte, rev uint64) bool {
 
 // take applies one change from the watch; it reports whether the copy
 // changed.
-func (c *Copy) take(key string, value []byte, rev uint64, deleted bool) bool {
+func (c *Copy) take(key string, value []byte, rev uint64, removed bool) bool {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	c.mu.Lock()
@@ -334,9 +352,9 @@ func (c *Copy) take(key string, value []byte, rev uint64, deleted bool) bool {
 		// the revisions, and reported even when its bytes are the same,
 		// so that a conditional write expects the new revision.
 		delete(c.stale, key)
-		if deleted {
+		if removed {
 			c.items.del(key)
-			c.gone[key] = rev
+			c.gone[key] = deletion(rev)
 			return true
 		}
 		c.items.set(key, value, rev)
@@ -345,16 +363,16 @@ func (c *Copy) take(key string, value []byte, rev uint64, deleted bool) bool {
 	if had && it.Revision >= rev {
 		return false
 	}
-	if g, ok := c.gone[key]; ok && g >= rev {
+	if g, ok := c.gone[key]; ok && g.upTo >= rev {
 		return false
 	}
-	if deleted {
+	if removed {
 		if !had {
-			c.gone[key] = rev
+			c.gone[key] = deletion(rev)
 			return false
 		}
 		c.items.del(key)
-		c.gone[key] = rev
+		c.gone[key] = deletion(rev)
 		return true
 	}
 	delete(c.gone, key)
@@ -446,7 +464,7 @@ func (c *Copy) lose() {
 	})
 	lost := !c.created.IsZero() || len(out) > 0
 	c.items = newHeld(c.opts.RevisionsOnly)
-	c.gone = map[string]uint64{}
+	c.gone = map[string]removal{}
 	c.stale = nil
 	c.created = time.Time{}
 	c.seen.Store(0)
@@ -483,7 +501,7 @@ func (c *Copy) renew(info *jetstream.StreamInfo) bool {
 		c.stale[k] = it.Revision
 		return true
 	})
-	c.gone = map[string]uint64{}
+	c.gone = map[string]removal{}
 	c.seen.Store(0)
 	c.log.Warn("bus: the bucket was made anew; its keys are taken whatever their revision",
 		"bucket", c.bucket, "keys_held", c.items.len(), "created", info.Created, "last_seq", info.State.LastSeq)
@@ -739,9 +757,11 @@ func (c *Copy) dropUnseen(seen map[string]bool, lastSeq uint64, anew bool) {
 		}
 		if (anew && stale && it.Revision == old) || (!anew && it.Revision <= lastSeq) {
 			c.items.del(k) // deleting while ranging over a map is allowed
-			c.gone[k] = lastSeq
 			// Not delivered at all: the key has no message left, so a
-			// conditional write of it expects revision 0.
+			// conditional write of it expects revision 0 (DeletedAt),
+			// while a change of it up to lastSeq (an owner's write
+			// landing late) is older than its loss.
+			c.gone[k] = removal{upTo: lastSeq}
 			out = append(out, Change{Bucket: c.bucket, Key: k, Revision: 0, Deleted: true})
 		}
 		return true

@@ -444,3 +444,61 @@ func TestCopyGoesOnAfterTheCreationOfItsOwnStream(t *testing.T) {
 	}
 	bustest.WaitFor(t, 0, "later in the copy", func() bool { _, ok := c.Get("later"); return ok })
 }
+
+// TestCopyFoundGoneKeyExpectsNoMessage has a copy hold a key of which the
+// stream has no message (an owner's write that landed from a stream since
+// lost), then starts its watch again (the advisory of a new leader): the
+// key, found gone, is reported deleted at revision 0, DeletedAt gives 0
+// (what a conditional write of it expects: the bus has no message of it),
+// and the late write is not taken again. Before, DeletedAt gave the
+// stream's last sequence, and the owner's next write was refused ("wrong
+// last sequence: 0").
+func TestCopyFoundGoneKeyExpectsNoMessage(t *testing.T) {
+	s := bustest.Server(t)
+	ctx := bustest.Context(t)
+	nc, js := bustest.Connect(t, s, "writer")
+	const bucket = "test_found_gone"
+	kv, err := bus.Bucket(ctx, js, bucket, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"a", "b"} {
+		if _, err := kv.Put(ctx, k, []byte(`1`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	var gone []bus.Change
+	c := bus.Follow(ctx, js, bucket, bus.Options{RevisionsOnly: true, OnChange: func(ch bus.Change) {
+		if ch.Key == "ghost" {
+			mu.Lock()
+			gone = append(gone, ch)
+			mu.Unlock()
+		}
+	}})
+	<-c.Ready()
+	c.Took("ghost", []byte(`1`), 2)
+	if err := nc.Publish("$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED.KV_"+bucket, []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	bustest.WaitFor(t, 0, "the copy to find ghost gone", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(gone) > 0
+	})
+	if ch := gone[0]; !ch.Deleted || ch.Revision != 0 {
+		t.Errorf("change of ghost = %+v; want deleted at revision 0", ch)
+	}
+	rev, ok := c.DeletedAt("ghost")
+	if rev != 0 {
+		t.Errorf("DeletedAt(ghost) = %d, %v; want 0 (no message of ghost on the bus)", rev, ok)
+	}
+	if _, err := js.Publish(ctx, "$KV."+bucket+".ghost", []byte(`2`), jetstream.WithExpectLastSequencePerSubject(rev)); err != nil {
+		t.Errorf("a put of ghost expecting revision %d (DeletedAt): %v", rev, err)
+	}
+	// The late write is older than the loss: not taken again.
+	c.Took("ghost", []byte(`1`), 2)
+	if it, held := c.Get("ghost"); held && it.Revision == 2 {
+		t.Errorf("the copy took the late write of ghost at revision 2 again")
+	}
+}
