@@ -560,7 +560,12 @@ func (s *Seat) ownEcho(ch bus.Change) bool {
 		return true
 	}
 	if ch.Revision == 0 {
-		return false // a key found gone has no revision: always taken
+		// A key found gone has no revision: always taken. An echo the
+		// seat still waited for is of the stream lost (or of a message
+		// gone): the key's revisions start again, and a change of a new
+		// stream must not be taken for it.
+		delete(s.echoes, fk)
+		return false
 	}
 	rev, ok := s.echoes[fk]
 	if !ok || ch.Revision > rev {
