@@ -446,10 +446,11 @@ func (s *Seat) round(ctx context.Context) {
 }
 
 // work composes dirty nodes one at a time, taking in the changes that
-// arrive meanwhile (a node touched again is composed once more), then
-// re-judges dirty keys, until nothing is dirty and every write has landed.
-// A node is composed while the writes of the ones before are in flight
-// (write.go).
+// arrive meanwhile (a node touched again is composed once more) and judging
+// dirty keys of nodes not dirty between compositions (judgeBetween), then
+// re-judges the dirty keys left, until nothing is dirty and every write has
+// landed. A node is composed while the writes of the ones before are in
+// flight (write.go).
 func (s *Seat) work(ctx context.Context, d *dirty) {
 	defer s.setBusy(false)
 	for ctx.Err() == nil {
