@@ -198,6 +198,7 @@ func runUp(ctx context.Context, out io.Writer, f upFlags, args []string) error {
 	}
 	sc := bus.ServerConfig{Dir: filepath.Join(f.data, "nats"), Listen: f.listen}
 	credsWritten := func() error { return nil }
+	later := false // node clients' credentials are written after the server starts
 	authDir := filepath.Join(f.data, AuthDir)
 	existing := filepath.Join(authDir, auth.ConfigFile)
 	switch _, statErr := os.Stat(existing); {
@@ -229,7 +230,7 @@ func runUp(ctx context.Context, out io.Writer, f upFlags, args []string) error {
 			return err
 		}
 		// Up returns once they are written, and says when one is not.
-		credsWritten = res.Wait
+		credsWritten, later = res.Wait, opts.Later != nil
 		defer res.Wait()
 		sc.ConfigFile = res.Config
 	}
@@ -256,6 +257,8 @@ func runUp(ctx context.Context, out io.Writer, f upFlags, args []string) error {
 		go func() {
 			if err := credsWritten(); err != nil {
 				fmt.Fprintf(os.Stderr, "up: %v\n", err)
+			} else if later {
+				fmt.Fprintf(progress, "node clients' credentials written: %s\n", filepath.Join(authDir, "client-N"+auth.CredsExt))
 			}
 		}()
 	}
@@ -374,8 +377,12 @@ func runUp(ctx context.Context, out io.Writer, f upFlags, args []string) error {
 	}()
 
 	if autoNoClients {
-		fmt.Fprintf(progress, "node clients: none for %d nodes (more than %d); run them with \"client --node N\", or give --clients\n",
-			len(file.Nodes), maxAutoClients)
+		clientCreds := " --creds " + filepath.Join(authDir, "client-N"+auth.CredsExt)
+		if f.noAuth {
+			clientCreds = ""
+		}
+		fmt.Fprintf(progress, "node clients: none for %d nodes (more than %d); run them with \"client --node N%s\", or give --clients\n",
+			len(file.Nodes), maxAutoClients, clientCreds)
 	}
 	if f.clients {
 		for _, node := range file.Nodes {

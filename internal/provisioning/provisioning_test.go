@@ -387,3 +387,35 @@ func TestVerbFollowsABucketOnlyWhileAsked(t *testing.T) {
 		t.Errorf("ask %s again: entries %q; want %q", req, got, want)
 	}
 }
+
+// An answer larger than the server carries is answered with an error that
+// says so, not dropped (the asker would wait for nothing).
+func TestVerbSaysAnAnswerTooLarge(t *testing.T) {
+	s := bustest.Server(t, "max_payload: 8192")
+	ctx := bustest.Context(t)
+	seatNC, seat := bustest.Connect(t, s, "seat")
+	kv, err := bus.Bucket(ctx, seat, mesh.PlansBucket, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 60 {
+		node := fmt.Sprintf("n%02d", i)
+		b, _ := json.Marshal(mesh.Plan{Node: node, Module: "gitea", Fingerprint: "b7c100", Manifest: "sha256:" + strings.Repeat("b7", 32)})
+		if _, err := kv.Put(ctx, node+".gitea", b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := provisioning.Start(ctx, seatNC, seat, provisioning.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	nc, _ := bustest.Connect(t, s, "operator")
+	f := fixture{nc: nc, js: seat}
+	r := f.ask(t, `{"what":"plans"}`)
+	if !strings.Contains(r.Error, "more than the server's max payload of 8192 bytes: narrow the request by node or module") || len(r.Entries) != 0 || r.What != "plans" {
+		t.Errorf("plans of 60 nodes: what %q, %d entries, error %q; want an error naming the max payload", r.What, len(r.Entries), r.Error)
+	}
+	r = f.ask(t, `{"what":"plans","node":"n07"}`)
+	if r.Error != "" || len(r.Entries) != 1 || r.Entries[0].Key != "n07.gitea" {
+		t.Errorf("plans of n07: %+v; want n07.gitea alone", r)
+	}
+}

@@ -114,6 +114,10 @@ func Start(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, opts Opti
 		if err != nil {
 			log.Warn("provisioning: request answered with an error", "subject", m.Subject, "request", string(m.Data), "err", err)
 		}
+		if max := nc.MaxPayload(); int64(len(out)) > max {
+			answer(log, m, whatOf(m.Data), tooLarge(len(out), max))
+			return
+		}
 		respond(log, m, out)
 	})
 	if err != nil {
@@ -128,6 +132,19 @@ func Start(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, opts Opti
 		sub.Unsubscribe()
 	}()
 	return nil
+}
+
+// tooLarge is the error of an answer of n bytes that the server would not
+// carry (its max_payload is max bytes): said to the asker rather than
+// dropped.
+func tooLarge(n int, max int64) string {
+	return fmt.Sprintf("the answer is %d bytes, more than the server's max payload of %d bytes: narrow the request by node or module", n, max)
+}
+
+// whatOf is the what of a request body, or "" when it does not parse.
+func whatOf(body []byte) string {
+	req, _ := ParseRequest(body)
+	return req.What
 }
 
 // answer answers m with an error reply of why, and says it.
