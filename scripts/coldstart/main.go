@@ -101,6 +101,9 @@ func run(nodes, modules, puts int, profile string) error {
 	fmt.Printf("up --once: wall %.2f s, user %.2f s, sys %.2f s, peak RSS %.0f MiB\n", wall, user, sys, rss/1024)
 	if m := regexp.MustCompile(`peak live heap: [^\n]*`).FindString(stderr.String()); m != "" {
 		fmt.Printf("up --once: %s\n", m)
+		if profile == "" {
+			fmt.Println("(the peak profile goes with the run's temporary directory: pass -profile DIR to keep it)")
+		}
 	}
 	ideal := float64(plans+provs) / async
 	fmt.Printf("the seat's %d keys at the bus's async rate: %.2f s; up --once took %.1fx that (wall), %.1fx (user+sys CPU)\n",
