@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -418,4 +419,34 @@ func TestVerbSaysAnAnswerTooLarge(t *testing.T) {
 	if r.Error != "" || len(r.Entries) != 1 || r.Entries[0].Key != "n07.gitea" {
 		t.Errorf("plans of n07: %+v; want n07.gitea alone", r)
 	}
+}
+
+// Requests of every bucket asked at once, on a verb that follows none yet,
+// are each answered, from the bucket it reads (they are answered side by
+// side: one waiting for its copy holds up no other).
+func TestVerbAnswersRequestsAtOnce(t *testing.T) {
+	f := serve(t)
+	want := map[string]string{
+		`{"what":"plans","node":"control"}`:      "control.node-tools",
+		`{"what":"provisions","node":"control"}`: "control.keycloak.database",
+		`{"what":"refused"}`:                     "ace.vaultwarden",
+		`{"what":"applied","node":"control"}`:    "control.postgres",
+	}
+	var wg sync.WaitGroup
+	for range 3 {
+		for req, first := range want {
+			wg.Go(func() {
+				msg, err := f.nc.Request(mesh.ProvisioningSubject, []byte(req), 10*time.Second)
+				if err != nil {
+					t.Errorf("request %s: %v", req, err)
+					return
+				}
+				var r provisioning.Reply
+				if err := json.Unmarshal(msg.Data, &r); err != nil || r.Error != "" || len(r.Entries) == 0 || r.Entries[0].Key != first {
+					t.Errorf("request %s: %s (%v); want %s first", req, msg.Data, err, first)
+				}
+			})
+		}
+	}
+	wg.Wait()
 }

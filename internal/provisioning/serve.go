@@ -94,31 +94,16 @@ func Start(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, opts Opti
 	if wait <= 0 {
 		wait = DefaultWait
 	}
+	// Requests are answered on goroutines of their own, at most
+	// maxAnswering at once (past that the subscription waits): one waiting
+	// up to wait for its bucket's copy does not hold up the others.
+	answering := make(chan struct{}, maxAnswering)
 	sub, err := nc.QueueSubscribe(mesh.ProvisioningSubject, Queue, func(m *nats.Msg) {
-		src := Sources{}
-		if req, err := ParseRequest(m.Data); err == nil {
-			b := bucketOf(req.What)
-			c, done := f.take(b)
-			defer done()
-			select {
-			case <-c.Ready():
-				src[b] = c
-			case <-time.After(wait):
-				answer(log, m, req.What, whyNotReady(b, wait))
-				return
-			case <-ctx.Done():
-				return
-			}
-		}
-		out, err := Handle(m.Data, src)
-		if err != nil {
-			log.Warn("provisioning: request answered with an error", "subject", m.Subject, "request", string(m.Data), "err", err)
-		}
-		if max := nc.MaxPayload(); int64(len(out)) > max {
-			answer(log, m, whatOf(m.Data), tooLarge(len(out), max))
-			return
-		}
-		respond(log, m, out)
+		answering <- struct{}{}
+		go func() {
+			defer func() { <-answering }()
+			serveOne(ctx, nc, log, f, wait, m)
+		}()
 	})
 	if err != nil {
 		return fmt.Errorf("provisioning: subscribe %s: %w", mesh.ProvisioningSubject, err)
@@ -132,6 +117,38 @@ func Start(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, opts Opti
 		sub.Unsubscribe()
 	}()
 	return nil
+}
+
+// maxAnswering is how many requests the verb answers at once.
+const maxAnswering = 8
+
+// serveOne answers the request m from the copy of the bucket it reads,
+// waiting at most wait for that copy to be read.
+func serveOne(ctx context.Context, nc *nats.Conn, log *slog.Logger, f *follower, wait time.Duration, m *nats.Msg) {
+	src := Sources{}
+	if req, err := ParseRequest(m.Data); err == nil {
+		b := bucketOf(req.What)
+		c, done := f.take(b)
+		defer done()
+		select {
+		case <-c.Ready():
+			src[b] = c
+		case <-time.After(wait):
+			answer(log, m, req.What, whyNotReady(b, wait))
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+	out, err := Handle(m.Data, src)
+	if err != nil {
+		log.Warn("provisioning: request answered with an error", "subject", m.Subject, "request", string(m.Data), "err", err)
+	}
+	if max := nc.MaxPayload(); int64(len(out)) > max {
+		answer(log, m, whatOf(m.Data), tooLarge(len(out), max))
+		return
+	}
+	respond(log, m, out)
 }
 
 // tooLarge is the error of an answer of n bytes that the server would not

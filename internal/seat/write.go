@@ -27,8 +27,9 @@ import (
 // judged again). A key has at most one write in flight: its next write (or
 // delete) waits until the first has landed, and expects its revision.
 
-// maxFlying is how many puts the seat publishes without their acks before
-// it waits for the oldest (below jetstream's own limit of 4000 pending
+// maxFlying is the default of the seat's window (Seat.window, smaller in
+// some tests): how many puts it publishes without their acks before it
+// waits for the oldest (below jetstream's own limit of 4000 pending
 // asynchronous publishes, past which a publish fails).
 const maxFlying = 1024
 
@@ -367,7 +368,8 @@ func (s *Seat) landHead(ctx context.Context, d *dirty, mode waitMode) bool {
 }
 
 // landReady lands the oldest flights whose acks are all in, without
-// waiting.
+// waiting, all but the newest (which a composition may still be filling:
+// it lands at the next write's makeRoom or when the loop is idle).
 func (s *Seat) landReady(ctx context.Context, d *dirty) {
 	for len(s.flights) > 1 && s.landHead(ctx, d, poll) {
 	}
