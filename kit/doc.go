@@ -10,7 +10,8 @@
 //     takes those whose provider is this module on this node: of each value
 //     it first reads only the provider (and of another provider's value the
 //     state, reference and depends-on, all it keeps of it, and only of a key
-//     that depends on others or is provided: see [Kit.Provision]) in one pass
+//     that depends on others, is provided, or is or was this provider's:
+//     see [Kit.Provision]) in one pass
 //     of a JSON tokenizer; a value naming this provider, or one the
 //     tokenizer does not read as encoding/json would, is decoded whole, and
 //     one that does not decode is said in the log and left out;

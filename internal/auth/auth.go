@@ -259,7 +259,9 @@ func Gen(dir string, parties []access.Party, opts Options) (*Result, error) {
 	write := func(idx []int) error {
 		return each(len(idx), func(i int) error {
 			if out[idx[i]].creds == nil {
-				return nil // the file holds the same JWT already
+				// The file holds the same JWT already; only its mode is
+				// made what Gen writes.
+				return os.Chmod(out[idx[i]].path, 0o600)
 			}
 			return writeFile(out[idx[i]].path, out[idx[i]].creds, 0o600)
 		})

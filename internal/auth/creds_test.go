@@ -187,9 +187,17 @@ func TestGenAgainLeavesCurrentFiles(t *testing.T) {
 		b, _ := os.ReadFile(path)
 		before[user] = string(b)
 	}
+	// A kept file whose mode was opened up is made 0600 again.
+	loose := first.Creds[parties[0].User]
+	if err := os.Chmod(loose, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	again, err := auth.Gen(dir, parties, auth.Options{StoreDir: filepath.Join(dir, "js")})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if fi, err := os.Stat(loose); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("a kept credentials file made 0644: after Gen again %v (%v); want 0600", fi.Mode().Perm(), err)
 	}
 	for user, path := range again.Creds {
 		fi, err := os.Stat(path)

@@ -258,7 +258,9 @@ func runUp(ctx context.Context, out io.Writer, f upFlags, args []string) error {
 			if err := credsWritten(); err != nil {
 				fmt.Fprintf(os.Stderr, "up: %v\n", err)
 			} else if later {
-				fmt.Fprintf(progress, "node clients' credentials written: %s\n", filepath.Join(authDir, "client-N"+auth.CredsExt))
+				// Stderr: out belongs to the loop below (and to the caller
+				// once up returns).
+				fmt.Fprintf(os.Stderr, "node clients' credentials written: %s\n", filepath.Join(authDir, "client-N"+auth.CredsExt))
 			}
 		}()
 	}
@@ -447,9 +449,9 @@ func runUp(ctx context.Context, out io.Writer, f upFlags, args []string) error {
 	}
 }
 
-// listenWarning warns when up's embedded server listens beyond loopback:
-// up runs it without users, so that anyone who reaches the address may
-// read credentials from the vault and answer asks. It returns "" for a
+// listenWarning warns when up's embedded server listens beyond loopback
+// with --no-auth: without users, anyone who reaches the address may read
+// credentials from the vault and answer asks. It returns "" for a
 // loopback address.
 func listenWarning(listen string) string {
 	host, _, err := net.SplitHostPort(listen)
