@@ -1,14 +1,14 @@
 package kit
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
 	"sync"
-	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/jsonhead"
 
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
@@ -57,10 +57,9 @@ type headReader struct {
 	// provider (see errSelf).
 	self mesh.Ref
 
-	// dmu holds the one tokenizer, kept for reuse: a kit reads its values
-	// on one goroutine (its copy's), so it is never waited for.
-	dmu sync.Mutex
-	d   *headDecoder
+	// tok is the tokenizer, kept for reuse: a kit reads its values on one
+	// goroutine (its copy's), so it is never waited for.
+	tok jsonhead.Reader
 
 	mu sync.Mutex
 	// refs holds each provider value met, as its raw bytes, decoded: the
@@ -69,31 +68,17 @@ type headReader struct {
 	refs map[string]mesh.Ref
 }
 
-// headDecoder is a tokenizer and the buffer it reads, kept for reuse.
-type headDecoder struct {
-	buf bytes.Buffer
-	dec *jsontext.Decoder
-}
-
 // read returns value's head, errSelf, or an error wrapping errNotPlain. The
 // tokenizer checks the syntax of the whole value (a value cut short or
 // followed by more text is not plain); the fields it skips are not
 // decoded, so a value whose other fields would not decode into a
 // [mesh.Provision] (an "at" that is not a time) still has a head.
 func (r *headReader) read(value []byte) (head, error) {
-	r.dmu.Lock()
-	defer r.dmu.Unlock()
-	if r.d == nil {
-		r.d = &headDecoder{dec: jsontext.NewDecoder(&bytes.Buffer{})}
-	}
-	d := r.d
-	// A bytes.Buffer is read in place: the value is not copied.
-	d.buf = *bytes.NewBuffer(value)
-	// Duplicate names are let through the tokenizer and judged below:
-	// encoding/json takes the last of a name given twice.
-	d.dec.Reset(&d.buf, jsontext.AllowDuplicateNames(true))
-	h, err := r.fields(d.dec)
-	d.buf = bytes.Buffer{}
+	var h head
+	err := r.tok.Read(value, func(dec *jsontext.Decoder) (err error) {
+		h, err = r.fields(dec)
+		return err
+	})
 	if err == errSelf {
 		return head{}, err
 	}
@@ -131,7 +116,7 @@ func (r *headReader) fields(dec *jsontext.Decoder) (head, error) {
 		default:
 			// encoding/json matches a field's name in any case (and
 			// unescaped): such a name is left to it.
-			if foldsToHeadName(name) {
+			if jsonhead.Folds(name, headNames[:]...) {
 				return h, errors.New("a field name in another case or escaped")
 			}
 			if err := dec.SkipValue(); err != nil {
@@ -144,7 +129,7 @@ func (r *headReader) fields(dec *jsontext.Decoder) (head, error) {
 		}
 		seen[field] = true
 		if field == 3 {
-			if h.dependsOn, err = readNames(dec); err != nil {
+			if h.dependsOn, err = jsonhead.Names(dec); err != nil {
 				return h, err
 			}
 			continue
@@ -174,41 +159,6 @@ func (r *headReader) fields(dec *jsontext.Decoder) (head, error) {
 		return h, errors.New("text after the object")
 	}
 	return h, nil
-}
-
-// foldsToHeadName reports whether the quoted name would be matched by
-// encoding/json to one of the four fields a head reads, though it is not
-// spelled exactly so: another case, or escapes.
-func foldsToHeadName(quoted []byte) bool {
-	name := quoted[1 : len(quoted)-1]
-	plain := true // ASCII, unescaped
-	for _, c := range name {
-		if c >= utf8.RuneSelf || c == '\\' {
-			plain = false
-			break
-		}
-	}
-	if plain {
-		// An ASCII name folds only to a name of its own length (the
-		// names skipped most: provision, local, consumer, why, at).
-		switch len(name) {
-		case len(nameState) - 2, len(nameProvider) - 2, len(nameReference) - 2, len(nameDependsOn) - 2:
-		default:
-			return false
-		}
-	} else if bytes.IndexByte(name, '\\') >= 0 {
-		unquoted, err := jsontext.AppendUnquote(nil, quoted)
-		if err != nil {
-			return true
-		}
-		name = unquoted
-	}
-	for _, n := range headNames {
-		if bytes.EqualFold(name, n) {
-			return true
-		}
-	}
-	return false
 }
 
 // headNames are the four names a head reads, unquoted.
@@ -257,43 +207,4 @@ func readReference(v jsontext.Value) (*mesh.Reference, error) {
 	ref := new(mesh.Reference)
 	err := json.Unmarshal(v, ref)
 	return ref, err
-}
-
-// readNames reads a depends-on value from dec: null is none, and a list
-// of strings a list of names (empty, not none, when it has none, as
-// encoding/json decodes it). Anything else in the list, null included, is
-// not plain.
-func readNames(dec *jsontext.Decoder) ([]string, error) {
-	switch dec.PeekKind() {
-	case 'n':
-		_, err := dec.ReadToken()
-		return nil, err
-	case '[':
-	default:
-		return nil, errors.New("depends-on is not a list")
-	}
-	if _, err := dec.ReadToken(); err != nil {
-		return nil, err
-	}
-	names := []string{}
-	for dec.PeekKind() != ']' {
-		if dec.PeekKind() != '"' {
-			return nil, errors.New("depends-on is not a list of names")
-		}
-		quoted, err := dec.ReadValue()
-		if err != nil {
-			return nil, err
-		}
-		if bytes.IndexByte(quoted, '\\') < 0 {
-			names = append(names, string(quoted[1:len(quoted)-1]))
-			continue
-		}
-		name, err := jsontext.AppendUnquote(nil, quoted)
-		if err != nil {
-			return nil, err
-		}
-		names = append(names, string(name))
-	}
-	_, err := dec.ReadToken()
-	return names, err
 }
