@@ -156,7 +156,7 @@ const (
 	upMemoryFactor = 1.5
 )
 
-func runUp(ctx context.Context, out io.Writer, f upFlags, args []string) error {
+func runUp(ctx context.Context, out io.Writer, f upFlags, args []string) (err error) {
 	if f.output != "table" && f.output != "json" {
 		return usageError{fmt.Errorf("-o %q: want table or json", f.output)}
 	}
@@ -231,7 +231,13 @@ func runUp(ctx context.Context, out io.Writer, f upFlags, args []string) error {
 		}
 		// Up returns once they are written, and says when one is not.
 		credsWritten, later = res.Wait, opts.Later != nil
-		defer res.Wait()
+		defer func() {
+			// A failed write of a credentials file is said with whatever
+			// else failed (the success path has checked it already).
+			if werr := res.Wait(); werr != nil && err != nil && !errors.Is(err, werr) {
+				err = errors.Join(err, werr)
+			}
+		}()
 		sc.ConfigFile = res.Config
 	}
 	srv, err := bus.StartServer(sc)
@@ -928,11 +934,7 @@ func writeKeptJSON(w *bufio.Writer, name string, items []getItem) error {
 		buf = append(buf, "\n    "...)
 		buf = appendQuoted(buf, it.Key)
 		buf = append(buf, ": "...)
-		v := it.Value
-		if !json.Valid(v) {
-			v, _ = json.Marshal(string(v))
-		}
-		buf = appendIndented(buf, v, "    ", "  ")
+		buf = appendIndented(buf, asJSON(it.Value), "    ", "  ")
 		if len(buf) >= 64<<10 {
 			if _, err := w.Write(buf); err != nil {
 				return err
