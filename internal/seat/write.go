@@ -412,10 +412,12 @@ func (s *Seat) land(f *flight, d *dirty) {
 			// The key was found gone while the put was in flight: its
 			// bucket was deleted (or made anew), and the ack may be the
 			// lost stream's. Neither the copy nor the mesh takes the
-			// put's revision; the loss, taken below, has the node
-			// composed and the key written again, expecting no message
-			// (and if the put did reach the new stream, the watch brings
-			// it).
+			// put's revision: takeBack drops the put's value from the
+			// mesh (the value before it was let go at the ack, so the
+			// key is taken as deleted, which is what the loss says too);
+			// the loss, taken below, has the node composed and the key
+			// written again, expecting no message (and if the put did
+			// reach the new stream, the watch brings it).
 			s.takeBack(p, d)
 			continue
 		}
