@@ -150,11 +150,19 @@ func logger(level string, w io.Writer) (*slog.Logger, error) {
 }
 
 // up's soft memory limit (see memlimit.Follow): 1.5 times the live heap,
-// never below 256 MiB (below that the collector's own pacing rules).
+// never below a budget of 256 KiB a node of the mesh and never below
+// 256 MiB (below the budget the collector's own pacing rules).
 const (
-	upMemoryFloor  = 256 << 20
-	upMemoryFactor = 1.5
+	upMemoryFloor   = 256 << 20
+	upMemoryPerNode = 256 << 10
+	upMemoryFactor  = 1.5
 )
+
+// upMemoryBudget is the floor of up's memory limit for a mesh of nodes
+// nodes, in bytes: 256 KiB a node, at least 256 MiB.
+func upMemoryBudget(nodes int) uint64 {
+	return max(upMemoryFloor, uint64(nodes)*upMemoryPerNode)
+}
 
 func runUp(ctx context.Context, out io.Writer, f upFlags, args []string) (err error) {
 	if f.output != "table" && f.output != "json" {
@@ -163,11 +171,6 @@ func runUp(ctx context.Context, out io.Writer, f upFlags, args []string) (err er
 	log, err := logger(f.logLevel, os.Stderr)
 	if err != nil {
 		return err
-	}
-	// Memory: the collector keeps the process near what it holds (a
-	// 1000-node mesh's start under 300 MB) unless GOGC or GOMEMLIMIT is set.
-	if stop, ok := memlimit.Follow(upMemoryFloor, upMemoryFactor); ok {
-		defer stop()
 	}
 	// Parse first: a bad file is refused before anything starts.
 	var file *meshfile.File
@@ -180,6 +183,11 @@ func runUp(ctx context.Context, out io.Writer, f upFlags, args []string) (err er
 	}
 	if err != nil {
 		return err
+	}
+	// Memory: the collector keeps the process near what it holds (a
+	// 1000-node mesh's start under 300 MB) unless GOGC or GOMEMLIMIT is set.
+	if stop, ok := memlimit.Follow(upMemoryBudget(len(file.Nodes)), upMemoryFactor); ok {
+		defer stop()
 	}
 	if f.meshName, err = meshName(file, f.meshName, f.postgres != ""); err != nil {
 		return err
