@@ -55,8 +55,10 @@ func (s *Stats) add(bucket string, c Counts) {
 // line, and nothing is written.
 //
 // Apply is an operator's one-shot command: it reads every key of the six
-// buckets once. It returns the first write that fails, wrapped, with the
-// counts of what it did until then; cancelling ctx stops it between writes.
+// buckets once (each bucket's watch stops once its values are read, so
+// that a write another writer makes meanwhile is not seen). It returns the
+// first write that fails, wrapped, with the counts of what it did until
+// then; cancelling ctx stops it between writes.
 func Apply(ctx context.Context, js jetstream.JetStream, f *File, now time.Time) (Stats, error) {
 	stats := Stats{Buckets: map[string]Counts{}}
 	limit := maxPayload(js)
@@ -66,12 +68,14 @@ func Apply(ctx context.Context, js jetstream.JetStream, f *File, now time.Time) 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // stops the copies' watches
 	copies := map[string]*bus.Copy{}
+	stops := map[string]context.CancelFunc{}
 	current := map[string]map[string][]byte{}
 	for _, bucket := range Buckets {
 		if _, err := bus.Bucket(ctx, js, bucket, 0); err != nil {
 			return stats, fmt.Errorf("apply %s: %w", f.Name, err)
 		}
-		copies[bucket] = bus.Follow(ctx, js, bucket, bus.Options{})
+		watch, stop := context.WithCancel(ctx)
+		copies[bucket], stops[bucket] = bus.Follow(watch, js, bucket, bus.Options{}), stop
 	}
 	for _, bucket := range Buckets {
 		c := copies[bucket]
@@ -80,6 +84,11 @@ func Apply(ctx context.Context, js jetstream.JetStream, f *File, now time.Time) 
 		case <-ctx.Done():
 			return stats, fmt.Errorf("apply %s: read %s: %w", f.Name, bucket, ctx.Err())
 		}
+		// Read once: the watch stops here, so that the echo of every
+		// write below is not delivered to it (a cold start writes tens of
+		// thousands of keys); the copy keeps what it read and takes each
+		// write of Apply's own at its ack.
+		stops[bucket]()
 		held := map[string][]byte{}
 		c.Range(func(key string, it bus.Item) bool {
 			held[key] = it.Value

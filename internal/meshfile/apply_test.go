@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus/bustest"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/gen"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/meshfile"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
@@ -152,6 +153,34 @@ func TestApplyHomelab(t *testing.T) {
 	}
 	if _, ok := keysOf(t, ctx, js, mesh.ModulesBucket)["vaultwarden"]; !ok {
 		t.Errorf("module vaultwarden is gone; modules stay")
+	}
+}
+
+// TestApplyReadsOnce applies a generated mesh to an empty store and checks
+// that Apply's connection received about one message per write (its ack),
+// not two: each bucket's watch stops once its values are read, so that the
+// echo of Apply's own writes is not delivered to it.
+func TestApplyReadsOnce(t *testing.T) {
+	s := bustest.Server(t)
+	nc, js := bustest.Connect(t, s, "apply")
+	ctx := bustest.Context(t)
+	f, err := meshfile.Parse("gen-40", gen.Generate(40, 4, 1))
+	if err != nil {
+		t.Fatalf("Parse = %v", err)
+	}
+	before := nc.Stats().InMsgs
+	st, err := meshfile.Apply(ctx, js, f, time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
+	if err != nil {
+		t.Fatalf("Apply = %v", err)
+	}
+	if st.Written < 300 {
+		t.Fatalf("Apply wrote %d keys; want at least 300 for the count below to tell", st.Written)
+	}
+	// Beside the acks, a few replies per bucket: its info, its watch's
+	// consumer and status.
+	got := nc.Stats().InMsgs - before
+	if limit := uint64(st.Written + 10*len(meshfile.Buckets)); got > limit {
+		t.Errorf("Apply of %d keys received %d messages; want at most %d (the echo of its writes delivered?)", st.Written, got, limit)
 	}
 }
 
