@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -112,7 +113,9 @@ func IsConflict(err error) bool {
 // changed meanwhile it returns an error for which [IsConflict] reports
 // true, and deletes nothing.
 func DeleteAt(ctx context.Context, js jetstream.JetStream, bucket, key string, rev uint64) (uint64, error) {
-	ack, err := js.PublishMsg(ctx, DeleteMsg(bucket, key), jetstream.WithExpectLastSequencePerSubject(rev))
+	m := DeleteMsg(bucket, key)
+	m.Header[expectedLastSubjSeq] = []string{strconv.FormatUint(rev, 10)}
+	ack, err := js.PublishMsg(ctx, m)
 	if err != nil {
 		return 0, fmt.Errorf("bus: delete %s %s at revision %d: %w", bucket, key, rev, err)
 	}
@@ -135,6 +138,33 @@ const (
 	kvOperation = "KV-Operation"
 	kvDelete    = "DEL"
 )
+
+// expectedLastSubjSeq is the header of a conditional write, as
+// jetstream.WithExpectLastSequencePerSubject sets it: the stream stores the
+// message only if the last message on its subject has this sequence (0:
+// there is none).
+const expectedLastSubjSeq = jetstream.ExpectedLastSubjSeqHeader
+
+// PutAtMsg returns the message that, published to JetStream, writes value
+// at key of bucket only when the key's last revision (stream sequence) is
+// rev, 0 meaning the key has no message at all: on the subject
+// "$KV.<bucket>.<key>" with the header Nats-Expected-Last-Subject-Sequence,
+// as jetstream.WithExpectLastSequencePerSubject(rev) sets it. Publish it
+// with PublishMsgAsync (or PublishMsg) and no options: publishing with an
+// option costs an options record per publish and a header map grown by
+// Set, where this message's header is made once (BenchmarkConditionalPut:
+// about 270 bytes and 4 allocations less per put, of some 3.7 KB the put
+// and its ack cost client and embedded server together). When the key
+// changed meanwhile the bus refuses it with an error for which
+// [IsConflict] reports true. The message is the caller's; value is not
+// copied.
+func PutAtMsg(bucket, key string, value []byte, rev uint64) *nats.Msg {
+	return &nats.Msg{
+		Subject: "$KV." + bucket + "." + key,
+		Header:  nats.Header{expectedLastSubjSeq: []string{strconv.FormatUint(rev, 10)}},
+		Data:    value,
+	}
+}
 
 // PutAt writes value at key of the bucket followed by c only when the key's
 // revision is still the one the copy holds (created when the copy holds
