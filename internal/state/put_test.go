@@ -66,6 +66,18 @@ func runSteps(t *testing.T, steps []step) (decoded, put *Mesh) {
 			t.Fatalf("step %d (%s %s): the mesh taking puts differs from the one taking changes:\n%+v\nwant\n%+v",
 				i, s.bucket, s.key, put, decoded)
 		}
+		if s.bucket == mesh.ProvisionsBucket && s.value != nil && want.Odd == nil {
+			// The provision read back is the one its JSON decodes to.
+			var wantP mesh.Provision
+			if err := json.Unmarshal(ch.Value, &wantP); err != nil {
+				t.Fatal(err)
+			}
+			for name, m := range map[string]*Mesh{"Take": decoded, "PutProvision": put} {
+				if p, ok := m.Provision(s.key); !ok || !reflect.DeepEqual(p, wantP) {
+					t.Errorf("step %d: after %s, Provision(%s) = %+v, %v; want %+v", i, name, s.key, p, ok, wantP)
+				}
+			}
+		}
 	}
 	return decoded, put
 }

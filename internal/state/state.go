@@ -184,7 +184,8 @@ type Mesh struct {
 	usedBy    map[string]set    // digest -> modules whose build or trunk names it
 	entries   map[string]map[string]entry
 
-	provisions map[string]mesh.Provision
+	provisions map[string]kept          // key -> the provision kept there
+	refs       map[mesh.Ref]*mesh.Ref   // one copy of each provider kept provisions name
 	provByNode map[string][]string // node -> its provision keys, sorted
 	dependents map[string]few      // key -> keys whose depends-on names it
 	approved   map[mesh.Ref]set    // provider -> retiring keys approved with a warrant, waiting for it
@@ -215,7 +216,7 @@ type Mesh struct {
 	bound set // providers whose bound bucket is followed
 
 	// names keeps one copy of the names that repeat across provisions
-	// (nodes, modules, providers, states, whys).
+	// (their providers' nodes and modules, their whys).
 	names intern.Table
 }
 
@@ -233,7 +234,7 @@ func New() *Mesh {
 		texts:      map[string]string{},
 		usedBy:     map[string]set{},
 		entries:    map[string]map[string]entry{},
-		provisions: map[string]mesh.Provision{},
+		provisions: map[string]kept{},
 		provByNode: map[string][]string{},
 		dependents: map[string]few{},
 		approved:   map[mesh.Ref]set{},
@@ -716,21 +717,21 @@ func (m *Mesh) takeProvision(ch bus.Change, put *mesh.Provision, t *Touch) {
 	// consumers' nodes, not composed with the key's own).
 	defer func() {
 		now, has := m.provisions[ch.Key]
-		if had != has || now.State != old.State || now.Why != old.Why {
+		if had != has || now.state != old.state || now.why != old.why {
 			t.Keys = append(t.Keys, m.dependents[ch.Key].sorted()...)
 		}
 	}()
 	if had {
-		for _, d := range old.DependsOn {
+		for _, d := range old.dependsOn {
 			removeFromFew(m.dependents, d, ch.Key)
 		}
-		if old.Ask != "" && m.askedBy[old.Ask] == ch.Key {
-			delete(m.askedBy, old.Ask)
+		if old.ask != "" && m.askedBy[old.ask] == ch.Key {
+			delete(m.askedBy, old.ask)
 		}
-		if s := m.approved[old.Provider]; s != nil {
+		if s := m.approved[*old.provider]; s != nil {
 			delete(s, ch.Key)
 			if len(s) == 0 {
-				delete(m.approved, old.Provider)
+				delete(m.approved, *old.provider)
 			}
 		}
 	}
@@ -759,8 +760,7 @@ func (m *Mesh) takeProvision(ch bus.Change, put *mesh.Provision, t *Touch) {
 		removeSorted(m.provByNode, k.Node, ch.Key)
 		return
 	}
-	m.names.Provision(&p)
-	m.provisions[ch.Key] = p
+	m.provisions[ch.Key] = m.keep(p)
 	addSorted(m.provByNode, k.Node, ch.Key)
 	if p.Ask != "" {
 		m.askedBy[p.Ask] = ch.Key
@@ -988,7 +988,7 @@ func (m *Mesh) Bound() []string { return m.bound.sorted() }
 // Provisions calls f for every provision the seat keeps.
 func (m *Mesh) Provisions(f func(key string, p mesh.Provision)) {
 	for k, p := range m.provisions {
-		f(k, p)
+		f(k, p.provision(k))
 	}
 }
 
@@ -1055,7 +1055,10 @@ func (m *Mesh) Entry(provider, key string) (mesh.Entry, bool, error) {
 
 func (m *Mesh) Provision(key string) (mesh.Provision, bool) {
 	p, ok := m.provisions[key]
-	return p, ok
+	if !ok {
+		return mesh.Provision{}, false
+	}
+	return p.provision(key), true
 }
 
 // ProvisionsOf returns the sorted provision keys of node. The slice is the

@@ -1,0 +1,93 @@
+package state
+
+import (
+	"strings"
+	"time"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/intern"
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
+)
+
+// kept is a provision as the mesh holds it: what its key does not say. Its
+// provision, local and consumer are the key's own tokens (checkProvision
+// admits no other), so they are cut from the key when the provision is
+// read ([Mesh.Provision]) rather than held once more per key; its
+// provider is one shared copy per provider (refs), its state an index.
+// At 112 bytes it is held in the map's own slots (a value over 128 bytes
+// is a separate object per key), with 7 words the collector scans where
+// mesh.Provision has 13.
+type kept struct {
+	provider  *mesh.Ref
+	why       string
+	dependsOn []string
+	ask       string
+	reference *mesh.Reference
+	warrant   *mesh.Warrant
+	at        time.Time
+	state     uint8 // index into states
+}
+
+// states are the states a kept provision can have (checkProvision admits
+// no other), by kept.state.
+var states = [...]mesh.State{mesh.Asked, mesh.Provided, mesh.Failed, mesh.Waits, mesh.Retiring}
+
+// stateIndex returns the index of s in states, or -1.
+func stateIndex(s mesh.State) int {
+	for i, st := range states {
+		if st == s {
+			return i
+		}
+	}
+	return -1
+}
+
+// keep returns p as the mesh keeps it. p must have passed checkProvision.
+func (m *Mesh) keep(p mesh.Provision) kept {
+	return kept{
+		provider:  m.ref(p.Provider),
+		why:       m.names.String(p.Why),
+		dependsOn: p.DependsOn,
+		ask:       p.Ask,
+		reference: p.Reference,
+		warrant:   p.Warrant,
+		at:        p.At,
+		state:     uint8(stateIndex(p.State)),
+	}
+}
+
+// provision returns the provision kept at key: k with the provision,
+// local and consumer of key (cut from it, as checkProvision found them).
+func (k *kept) provision(key string) mesh.Provision {
+	node, rest, _ := strings.Cut(key, ".")
+	consumer, rest, _ := strings.Cut(rest, ".")
+	provision, local, _ := strings.Cut(rest, ".")
+	return mesh.Provision{
+		Provision: provision,
+		Local:     local,
+		Consumer:  mesh.Ref{Module: consumer, Node: node},
+		Provider:  *k.provider,
+		State:     states[k.state],
+		Why:       k.why,
+		DependsOn: k.dependsOn,
+		Reference: k.reference,
+		Ask:       k.ask,
+		Warrant:   k.warrant,
+		At:        k.at,
+	}
+}
+
+// ref returns the mesh's one copy of r, its names interned. Like
+// [intern.Table], the copies start anew past [intern.Max] providers (those
+// handed out stay valid).
+func (m *Mesh) ref(r mesh.Ref) *mesh.Ref {
+	if c, ok := m.refs[r]; ok {
+		return c
+	}
+	if m.refs == nil || len(m.refs) >= intern.Max {
+		m.refs = map[mesh.Ref]*mesh.Ref{}
+	}
+	c := &mesh.Ref{}
+	*c = m.names.Ref(r)
+	m.refs[*c] = c
+	return c
+}
