@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"testing"
 	"time"
@@ -170,5 +171,38 @@ func TestSettledNodeChangesNothing(t *testing.T) {
 	allocs := testing.AllocsPerRun(20, func() { compose.Node(m, "shanks", at) })
 	if allocs > 40 { // 18 on 2026-12-01 (go1.26); 195 before the scratch memory
 		t.Errorf("composing shanks allocates %.0f times; budget 40", allocs)
+	}
+}
+
+// The mesh keeps of each composition's needs only what their keys do not
+// say: NeedOf gives back, for every key a settled mesh's compositions
+// need (credentials, own and shared, included), a Need equal to the
+// composition's.
+func TestNeedOfIsTheComposedNeed(t *testing.T) {
+	for name, m := range map[string]*state.Mesh{
+		"homelab": load(t, filepath.Join("..", "..", "examples", "homelab.yaml")),
+		"gen-10":  loadGen(t, 10),
+	} {
+		settle(t, m)
+		credentials := 0
+		for _, node := range m.Nodes() {
+			res := compose.Node(m, node, at)
+			m.Composed(res)
+			for key, n := range res.Needed {
+				if n.Provision == mesh.CredentialProvision {
+					credentials++
+				}
+				got := m.NeedOf(key)
+				if got == nil || !reflect.DeepEqual(*got, *n) {
+					t.Errorf("%s: NeedOf(%s) = %+v; want %+v", name, key, got, n)
+				}
+			}
+		}
+		if credentials == 0 {
+			t.Errorf("%s: no credential needed; want some", name)
+		}
+		if got := m.NeedOf("nowhere.app.database"); got != nil {
+			t.Errorf("%s: NeedOf of a key no composition needs = %+v; want nil", name, got)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mesh-provisioner/mesh-provisioner/internal/compose"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/intern"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
@@ -73,6 +74,37 @@ func (k *kept) provision(key string) mesh.Provision {
 		Ask:       k.ask,
 		Warrant:   k.warrant,
 		At:        k.at,
+	}
+}
+
+// need is what a composition found needed at a key, as the mesh keeps it
+// (Mesh.Composed): what the key does not say. A composition's Need of
+// key has the key's provision, local and consumer (mesh.ProvisionKey and
+// mesh.AppendCredentialKey make the key of these), so they are cut from
+// it when the need is read ([Mesh.NeedOf]) rather than held once more per
+// key and node; the provider is the mesh's shared copy. 64 bytes, in a
+// slice per node, where the composition's Need is 152 bytes cut from a
+// block of its own, pointed to from a map per node.
+type need struct {
+	key        string
+	provider   *mesh.Ref
+	dependsOn  []string
+	noProvider string
+}
+
+// need returns the composition's Need that n keeps.
+func (n *need) need() *compose.Need {
+	node, rest, _ := strings.Cut(n.key, ".")
+	consumer, rest, _ := strings.Cut(rest, ".")
+	provision, local, _ := strings.Cut(rest, ".")
+	return &compose.Need{
+		Key:        n.key,
+		Provision:  provision,
+		Local:      local,
+		Consumer:   mesh.Ref{Module: consumer, Node: node},
+		Provider:   *n.provider,
+		DependsOn:  n.dependsOn,
+		NoProvider: n.noProvider,
 	}
 }
 

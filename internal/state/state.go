@@ -196,11 +196,11 @@ type Mesh struct {
 	refusalsOf map[string][]string // node -> its refusal keys, sorted
 
 	// What the last composition of each node found.
-	needed     map[string]map[string]*compose.Need // node -> key -> need
-	needers    map[string]few                      // key -> nodes whose composition needs it
-	byProvider map[mesh.Ref]set                    // provider -> needed keys it answers
-	requires   map[string][]string                 // node -> modules its modules require
-	consumers  map[string]set                      // module -> nodes that require it
+	needed     map[string][]need   // node -> what it needs, by key
+	needers    map[string]few      // key -> nodes whose composition needs it
+	byProvider map[mesh.Ref]set    // provider -> needed keys it answers
+	requires   map[string][]string // node -> modules its modules require
+	consumers  map[string]set      // module -> nodes that require it
 
 	// revs holds, per bucket the seat alone writes (plans, provisions,
 	// refused), the revision of the last change taken at each key (a
@@ -242,7 +242,7 @@ func New() *Mesh {
 		plansOf:    map[string][]string{},
 		refusals:   map[string]mesh.Refusal{},
 		refusalsOf: map[string][]string{},
-		needed:     map[string]map[string]*compose.Need{},
+		needed:     map[string][]need{},
 		needers:    map[string]few{},
 		byProvider: map[mesh.Ref]set{},
 		requires:   map[string][]string{},
@@ -918,19 +918,21 @@ func (m *Mesh) takeRecord(ch bus.Change, t *Touch) {
 }
 
 // Composed takes what the last composition of a node found: the keys it
-// needs and the modules it requires, for routing later changes.
+// needs and the modules it requires, for routing later changes. It keeps
+// what of each need its key does not say (see [Mesh.NeedOf]), not the
+// composition's Needs.
 func (m *Mesh) Composed(res *compose.Result) {
 	if res.Needed == nil {
 		return // the node was not composed (its placement did not decode)
 	}
 	node := res.Node
-	for key, n := range m.needed[node] {
-		removeFromFew(m.needers, key, node)
-		if _, still := m.needers[key]; !still {
-			if s := m.byProvider[n.Provider]; s != nil {
-				delete(s, key)
+	for _, n := range m.needed[node] {
+		removeFromFew(m.needers, n.key, node)
+		if _, still := m.needers[n.key]; !still {
+			if s := m.byProvider[*n.provider]; s != nil {
+				delete(s, n.key)
 				if len(s) == 0 {
-					delete(m.byProvider, n.Provider)
+					delete(m.byProvider, *n.provider)
 				}
 			}
 		}
@@ -938,8 +940,9 @@ func (m *Mesh) Composed(res *compose.Result) {
 	for _, mod := range m.requires[node] {
 		removeFrom(m.consumers, mod, node)
 	}
-	m.needed[node] = res.Needed
+	needs := make([]need, 0, len(res.Needed))
 	for key, n := range res.Needed {
+		needs = append(needs, need{key: key, provider: m.ref(n.Provider), dependsOn: n.DependsOn, noProvider: n.NoProvider})
 		addToFew(m.needers, key, node)
 		s := m.byProvider[n.Provider]
 		if s == nil {
@@ -948,6 +951,12 @@ func (m *Mesh) Composed(res *compose.Result) {
 		}
 		s.add(key)
 	}
+	slices.SortFunc(needs, func(a, b need) int { return strings.Compare(a.key, b.key) })
+	if len(needs) == 0 {
+		delete(m.needed, node)
+	} else {
+		m.needed[node] = needs
+	}
 	m.requires[node] = res.Requires
 	for _, mod := range res.Requires {
 		addTo(m.consumers, mod, node)
@@ -955,12 +964,19 @@ func (m *Mesh) Composed(res *compose.Result) {
 }
 
 // NeedOf returns the need that the last composition of some node found for
-// key, or nil when no composition needs it.
+// key, or nil when no composition needs it. The need is new at each call:
+// the caller's.
 func (m *Mesh) NeedOf(key string) *compose.Need {
-	if f, ok := m.needers[key]; ok {
-		return m.needed[f.one][key]
+	f, ok := m.needers[key]
+	if !ok {
+		return nil
 	}
-	return nil
+	needs := m.needed[f.one]
+	i, found := slices.BinarySearchFunc(needs, key, func(n need, key string) int { return strings.Compare(n.key, key) })
+	if !found {
+		return nil
+	}
+	return needs[i].need()
 }
 
 // Nodes returns every node the mesh knows: placed, or holding plans,
