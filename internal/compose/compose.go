@@ -393,7 +393,7 @@ func (c *composer) at(m string, b mesh.Build) string {
 				c.kb, local = mesh.AppendCredentialKey(c.kb[:0], pnode, r.From, r.From, r.Provision, "")
 				holder = n.Provider
 			}
-			n.DependsOn = c.dependsOn(n.Key, c.kb)
+			n.DependsOn = c.dependsOn(n.Key, c.kb, holder.Node)
 			ck := n.DependsOn[0]
 			vnode, problem := c.vaultNode(holder.Node, ck)
 			if problem != "" {
@@ -413,17 +413,23 @@ func (c *composer) at(m string, b mesh.Build) string {
 	return ""
 }
 
-// dependsOn returns the depends-on list of key, one credential key ck: the
-// stored provision's own list when it names just ck (shared with it: lists
-// are never changed), else a new one.
-func (c *composer) dependsOn(key string, ck []byte) []string {
+// dependsOn returns the depends-on list of key, one credential key ck of
+// a credential held on node: the stored provision's own list when it names
+// just ck (shared with it: lists are never changed), else a new one whose
+// key is the State's string when it holds ck (a shared credential's key,
+// on its provider's node, is then one string for all its dependents).
+func (c *composer) dependsOn(key string, ck []byte, node string) []string {
 	if old, ok := c.st.Provision(key); ok && len(old.DependsOn) == 1 && old.DependsOn[0] == string(ck) {
 		return old.DependsOn
 	}
 	if len(c.deps) == cap(c.deps) {
 		c.deps = make([]string, 0, 16)
 	}
-	c.deps = append(c.deps, intern(c.keys, ck))
+	keys := c.keys
+	if node != c.node {
+		keys = c.st.ProvisionsOf(node)
+	}
+	c.deps = append(c.deps, intern(keys, ck))
 	return c.deps[len(c.deps)-1 : len(c.deps) : len(c.deps)]
 }
 

@@ -6,9 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/compose"
@@ -204,5 +206,43 @@ func TestNeedOfIsTheComposedNeed(t *testing.T) {
 		if got := m.NeedOf("nowhere.app.database"); got != nil {
 			t.Errorf("%s: NeedOf of a key no composition needs = %+v; want nil", name, got)
 		}
+	}
+}
+
+// A key that depends on a shared credential (held on its provider's node)
+// names it with the mesh's own string of that key, not a copy per
+// dependent: composed with no stored provision of its own (so that no
+// stored depends-on list is taken again), a dependent's list shares the
+// bytes of the key in the credential node's ProvisionsOf.
+func TestDependsOnSharesTheCredentialsKey(t *testing.T) {
+	m := loadGen(t, 10)
+	shared := 0
+	m.Provisions(func(key string, p mesh.Provision) {
+		if len(p.DependsOn) != 1 {
+			return
+		}
+		dep, err := mesh.ParseProvisionKey(p.DependsOn[0])
+		if err != nil || dep.Node == p.Consumer.Node || shared > 0 {
+			return
+		}
+		shared++
+		// Compose the dependent's node with the dependent gone.
+		m.Take(bus.Change{Bucket: mesh.ProvisionsBucket, Key: key, Deleted: true})
+		res := compose.Node(m, p.Consumer.Node, at)
+		n := res.Needed[key]
+		if n == nil || len(n.DependsOn) != 1 || n.DependsOn[0] != p.DependsOn[0] {
+			t.Fatalf("%s composed anew needs %+v; want it depending on %s", key, n, p.DependsOn[0])
+		}
+		keys := m.ProvisionsOf(dep.Node)
+		i, found := slices.BinarySearch(keys, p.DependsOn[0])
+		if !found {
+			t.Fatalf("%s is not among the provisions of %s", p.DependsOn[0], dep.Node)
+		}
+		if unsafe.StringData(n.DependsOn[0]) != unsafe.StringData(keys[i]) {
+			t.Errorf("%s depends on a copy of %s; want the mesh's own string", key, keys[i])
+		}
+	})
+	if shared == 0 {
+		t.Fatal("gen-10 has no key depending on another node's credential; want one")
 	}
 }
