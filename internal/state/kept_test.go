@@ -3,6 +3,9 @@ package state
 import (
 	"testing"
 	"unsafe"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
 
 // TestKeptFitsAMapSlot checks that a kept provision is small enough for a
@@ -31,6 +34,48 @@ func TestKeptProvisionCutsTheKey(t *testing.T) {
 		}
 		if p.Provider.Module != "pg" || p.State != "asked" || p.Why != "why" {
 			t.Errorf("provision(%q) = %+v; want provider pg, state asked, why %q", tc.key, p, "why")
+		}
+	}
+}
+
+// Names that repeat across keys of the buckets the seat reads are kept
+// once, not once per decoded value: two entries' states and whys, two
+// haves' phases, healths and fingerprints, two wants' fingerprints and two
+// placements' modules share their bytes.
+func TestTakenNamesAreShared(t *testing.T) {
+	m := New()
+	rev := uint64(0)
+	take := func(bucket, key, value string) {
+		t.Helper()
+		rev++
+		if tc := m.Take(bus.Change{Bucket: bucket, Key: key, Value: []byte(value), Revision: rev}); tc.Odd != nil {
+			t.Fatal(tc.Odd)
+		}
+	}
+	entry := `{"state":"waits","why":"the database is made","vault-name":"v"}`
+	have := `{"phase":"running","health":"ok","fp":"f1"}`
+	for _, node := range []string{"web1", "web2"} {
+		take("pg_bound", node+".app.database", entry)
+		take(mesh.HaveBucket, node+".app", have)
+		take(mesh.WantsBucket, "want."+node+".app", `{"fp":"f1"}`)
+		take(mesh.PlacementBucket, node, `{"modules":[{"module":"app"}]}`)
+	}
+	e1, _, _ := m.Entry("pg", "web1.app.database")
+	e2, _, _ := m.Entry("pg", "web2.app.database")
+	h1, _, _ := m.Have("web1", "app")
+	h2, _, _ := m.Have("web2", "app")
+	w1, _, _ := m.Want("web1", "app")
+	w2, _, _ := m.Want("web2", "app")
+	p1, _ := m.Placed("web1")
+	p2, _ := m.Placed("web2")
+	for _, f := range []struct{ name, a, b string }{
+		{"entry state", string(e1.State), string(e2.State)}, {"entry why", e1.Why, e2.Why},
+		{"have phase", h1.Phase, h2.Phase}, {"have health", h1.Health, h2.Health},
+		{"have fingerprint", h1.Fingerprint, h2.Fingerprint}, {"want fingerprint", w1, w2},
+		{"placed module", p1[0], p2[0]},
+	} {
+		if f.a == "" || f.a != f.b || unsafe.StringData(f.a) != unsafe.StringData(f.b) {
+			t.Errorf("%s: %q and %q are not one string", f.name, f.a, f.b)
 		}
 	}
 }

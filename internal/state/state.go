@@ -215,8 +215,11 @@ type Mesh struct {
 
 	bound set // providers whose bound bucket is followed
 
-	// names keeps one copy of the names that repeat across provisions
-	// (their providers' nodes and modules, their whys).
+	// names keeps one copy of the names and texts that repeat across keys
+	// (the providers' nodes and modules and the whys of provisions; the
+	// modules of placements; the fingerprints of wants; the phases,
+	// healths, fingerprints and details of haves; the states and whys of
+	// entries), which JSON decodes into strings of their own.
 	names intern.Table
 }
 
@@ -442,7 +445,7 @@ func (m *Mesh) takePlacement(ch bus.Change, t *Touch) {
 			now = placed{modules: old.modules, err: err}
 		} else {
 			for _, pm := range p.Modules {
-				now.modules = append(now.modules, pm.Module)
+				now.modules = append(now.modules, m.names.String(pm.Module))
 			}
 		}
 	}
@@ -508,7 +511,7 @@ func (m *Mesh) takeWant(ch bus.Change, t *Touch) {
 		if err := decode(ch, &w); err != nil {
 			t.Odd, v.err = err, err
 		} else if !w.Removed {
-			v.fp = w.Fingerprint
+			v.fp = m.names.String(w.Fingerprint)
 		}
 		if w.Removed && v.err == nil {
 			if ws := m.wants[k.Node]; ws != nil {
@@ -544,6 +547,8 @@ func (m *Mesh) takeHave(ch bus.Change, t *Touch) {
 		if err := decode(ch, &v.h); err != nil {
 			t.Odd, v.err = err, err
 		}
+		v.h.Phase, v.h.Health = m.names.String(v.h.Phase), m.names.String(v.h.Health)
+		v.h.Fingerprint, v.h.Detail = m.names.String(v.h.Fingerprint), m.names.String(v.h.Detail)
 		if m.haves[k.Node] == nil {
 			m.haves[k.Node] = map[string]have{}
 		}
@@ -694,6 +699,8 @@ func (m *Mesh) takeEntry(ch bus.Change, t *Touch) {
 		if err := decode(ch, &v.e); err != nil {
 			t.Odd, v.err = err, err
 		}
+		v.e.State, v.e.Why = mesh.State(m.names.String(string(v.e.State))), m.names.String(v.e.Why)
+		v.e.Refused, v.e.Waiting = m.names.String(v.e.Refused), m.names.String(v.e.Waiting)
 		if m.entries[provider] == nil {
 			m.entries[provider] = map[string]entry{}
 		}
