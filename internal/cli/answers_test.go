@@ -1,0 +1,81 @@
+package cli
+
+import (
+	"testing"
+)
+
+// answerCases are provision values with what followAnswers keeps of each:
+// the provider's module and whether the provision is answered (it decodes
+// and is not retiring).
+var answerCases = []struct {
+	name     string
+	value    string
+	module   string
+	answered bool
+}{
+	{"provided", `{"provision":"credential","local":"db","consumer":{"module":"mail","node":"n1"},"provider":{"module":"mesh-vault","node":"control"},"state":"provided","reference":{"id":"x","generation":1},"at":"2026-12-01T02:44:51Z"}`, "mesh-vault", true},
+	{"asked", `{"provider":{"module":"postgres","node":"db"},"state":"asked","why":"waiting"}`, "postgres", true},
+	{"retiring", `{"provider":{"module":"mesh-vault","node":"control"},"state":"retiring"}`, "", false},
+	{"state after a retiring one", `{"state":"retiring","provider":{"module":"mesh-vault"},"state":"provided"}`, "mesh-vault", true},
+	{"no provider", `{"state":"asked"}`, "", true},
+	{"null provider and state", `{"provider":null,"state":null}`, "", true},
+	{"module escaped", `{"provider":{"module":"mesh\u002dvault"},"state":"provided"}`, "mesh-vault", true},
+	{"state escaped", `{"provider":{"module":"mesh-vault"},"state":"retir\u0069ng"}`, "", false},
+	{"name in another case", `{"Provider":{"module":"mesh-vault"},"STATE":"retiring"}`, "", false},
+	{"name escaped", `{"provid\u0065r":{"module":"mesh-vault"},"state":"provided"}`, "mesh-vault", true},
+	{"module in another case", `{"provider":{"MODULE":"postgres"},"state":"provided"}`, "postgres", true},
+	{"state not a string", `{"provider":{"module":"mesh-vault"},"state":5}`, "", false},
+	{"provider not an object", `{"provider":"mesh-vault","state":"provided"}`, "", false},
+	{"module not a string", `{"provider":{"module":7},"state":"provided"}`, "", false},
+	{"another field of another type", `{"provider":{"module":"mesh-vault"},"state":"provided","reference":"x"}`, "mesh-vault", true},
+	{"text after the object", `{"provider":{"module":"mesh-vault"},"state":"provided"} {}`, "", false},
+	{"cut short", `{"provider":{"module":"mesh-vault"},"state":"provi`, "", false},
+	{"not an object", `["provider"]`, "", false},
+	{"null", `null`, "", true},
+	{"bytes that are not UTF-8", "{\"provider\":{\"module\":\"mesh-vault\"},\"state\":\"provided\",\"why\":\"\xff\"}", "mesh-vault", true},
+	{"empty", ``, "", false},
+}
+
+// TestAnswerReader checks the reader against the table and against
+// encoding/json (decodeAnswer) on every case.
+func TestAnswerReader(t *testing.T) {
+	var r answerReader
+	for _, c := range answerCases {
+		t.Run(c.name, func(t *testing.T) {
+			module, answered := r.read([]byte(c.value))
+			if module != c.module || answered != c.answered {
+				t.Errorf("read(%s) = %q, %v; want %q, %v", c.value, module, answered, c.module, c.answered)
+			}
+			if m, a := decodeAnswer([]byte(c.value)); m != module || a != answered {
+				t.Errorf("read(%s) = %q, %v; encoding/json gives %q, %v", c.value, module, answered, m, a)
+			}
+		})
+	}
+}
+
+// TestAnswerReaderAllocations checks that a plain provision is read
+// without an allocation once its provider was met (encoding/json makes
+// several per value).
+func TestAnswerReaderAllocations(t *testing.T) {
+	var r answerReader
+	value := []byte(answerCases[0].value)
+	r.read(value)
+	if n := testing.AllocsPerRun(100, func() { r.read(value) }); n != 0 {
+		t.Errorf("read of a plain provision made %v allocations; want 0", n)
+	}
+}
+
+// FuzzAnswerReader checks that the reader gives what encoding/json gives
+// for any value, and never panics.
+func FuzzAnswerReader(f *testing.F) {
+	for _, c := range answerCases {
+		f.Add([]byte(c.value))
+	}
+	var r answerReader
+	f.Fuzz(func(t *testing.T, value []byte) {
+		module, answered := r.read(value)
+		if m, a := decodeAnswer(value); m != module || a != answered {
+			t.Errorf("read(%q) = %q, %v; encoding/json gives %q, %v", value, module, answered, m, a)
+		}
+	})
+}
