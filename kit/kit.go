@@ -70,14 +70,19 @@ type Kit struct {
 	ready      chan struct{}
 
 	mu sync.Mutex
-	// provs holds the provider's own decodable provisions whole (and any
-	// whose key is out of shape); others holds of every other decodable
-	// provision what a provider reads of it (see [Kit.Provision]). Names
-	// that repeat are kept once, in names.
+	// owns holds the provider's own decodable provisions whose names
+	// (provision, local, consumer) are their key's, without those names
+	// and the provider (see own); provs holds whole every other decodable
+	// value the kit decodes whole (a key out of shape, or a value of the
+	// provider whose names are not its key's); others holds of every
+	// other decodable provision what a provider reads of it (see
+	// [Kit.Provision]). A key is in one of them at most. The provider's
+	// own keys ("ours") are those of owns and those of provs whose
+	// provider is the kit's. Names that repeat are kept once, in names.
+	owns   map[string]own
 	provs  map[string]mesh.Provision
 	others map[string]other
 	names  intern.Table
-	ours   map[string][]string // our keys and their depends-on
 	// byConsumer indexes the keys held (provs and others) by their first
 	// two tokens, "<node>.<consumer>": a consumer's provisions without a
 	// scan. A consumer has a few keys on a node, so they are a list, in no
@@ -127,9 +132,9 @@ func Start(ctx context.Context, cfg Config) (*Kit, error) {
 		self:       mesh.Ref{Module: cfg.Module, Node: cfg.Node},
 		q:          newQueue(),
 		ready:      make(chan struct{}),
+		owns:       map[string]own{},
 		provs:      map[string]mesh.Provision{},
 		others:     map[string]other{},
-		ours:       map[string][]string{},
 		dependents: map[string]map[string]bool{},
 		byConsumer: map[string][]string{},
 		done:       map[string]string{},
@@ -209,6 +214,9 @@ func (k *Kit) Provision(key string) (mesh.Provision, bool) {
 
 // provision is [Kit.Provision] with k.mu held.
 func (k *Kit) provision(key string) (mesh.Provision, bool) {
+	if m, ok := k.owns[key]; ok {
+		return m.provision(key, k.self), true
+	}
 	if p, ok := k.provs[key]; ok {
 		return p, true
 	}
@@ -227,12 +235,49 @@ func (o other) provision(key string) mesh.Provision {
 		Provider: o.provider, State: o.state, DependsOn: o.dependsOn, Reference: o.reference}
 }
 
+// own is what the kit keeps of a provision of its own provider whose
+// provision, local and consumer are its key's own (as the seat writes
+// every provision): every other field of the value, which [own.provision]
+// gives back whole. Kept this way, a key of the provider costs about half
+// the room of a whole [mesh.Provision] and fewer pointers.
+type own struct {
+	state     mesh.State
+	why       string
+	dependsOn []string
+	reference *mesh.Reference
+	ask       string
+	warrant   *mesh.Warrant
+	at        time.Time
+}
+
+// ownOf returns what the kit keeps of p, a provision of self at key pk,
+// and whether p's names are pk's own (if not, p is kept whole).
+func ownOf(pk mesh.ProvisionKey, p *mesh.Provision) (own, bool) {
+	if p.Provision != pk.Provision || p.Local != pk.Local || p.Consumer != (mesh.Ref{Module: pk.Consumer, Node: pk.Node}) {
+		return own{}, false
+	}
+	return own{state: p.State, why: p.Why, dependsOn: p.DependsOn, reference: p.Reference, ask: p.Ask, warrant: p.Warrant, at: p.At}, true
+}
+
+// provision returns m as the provision of self at key (whose shape was
+// checked when m was kept).
+func (m own) provision(key string, self mesh.Ref) mesh.Provision {
+	pk, _ := mesh.ParseProvisionKey(key)
+	return mesh.Provision{Provision: pk.Provision, Local: pk.Local, Consumer: mesh.Ref{Module: pk.Consumer, Node: pk.Node},
+		Provider: self, State: m.state, Why: m.why, DependsOn: m.dependsOn, Reference: m.reference, Ask: m.ask, Warrant: m.warrant, At: m.at}
+}
+
 // Provisions calls f for every provision the kit's copy holds (not only the
 // provider's; of the others those and what [Kit.Provision] says), in no
 // order, until f returns false. f must not call the kit.
 func (k *Kit) Provisions(f func(key string, p mesh.Provision) bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	for key, m := range k.owns {
+		if !f(key, m.provision(key, k.self)) {
+			return
+		}
+	}
 	for key, p := range k.provs {
 		if !f(key, p) {
 			return
@@ -250,7 +295,7 @@ func (k *Kit) Provisions(f func(key string, p mesh.Provision) bool) {
 func (k *Kit) held() (whole, part int) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return len(k.provs), len(k.others)
+	return len(k.owns) + len(k.provs), len(k.others)
 }
 
 // Again handles key once more, as if its provision had changed: a provider
@@ -278,48 +323,51 @@ func (k *Kit) Again(key string) {
 // every provision, says that value).
 func (k *Kit) took(ch bus.Change) {
 	var (
-		p       mesh.Provision
-		o       other
-		whole   bool // p holds the value, decoded whole
-		decoded bool
+		keep  = keepNone
+		o     other
+		m     own
+		whole *mesh.Provision // decoded only when the head does not do
 	)
 	if !ch.Deleted {
-		_, keyErr := mesh.ParseProvisionKey(ch.Key)
+		pk, keyErr := mesh.ParseProvisionKey(ch.Key)
 		h, err := k.heads.read(ch.Value)
 		if keyErr == nil && err == nil && h.provider != k.self {
-			o = other{provider: h.provider, state: h.state, reference: h.reference, dependsOn: h.dependsOn}
-			decoded = true
-		} else if err := json.Unmarshal(ch.Value, &p); err != nil {
+			o, keep = other{provider: h.provider, state: h.state, reference: h.reference, dependsOn: h.dependsOn}, keepOther
+		} else if keep, o, m, whole, err = k.decode(ch.Value, pk, keyErr); err != nil {
 			k.log.Error("kit: a provision does not decode; it is left out", "bucket", ch.Bucket, "key", ch.Key, "err", err)
-		} else if keyErr == nil && p.Provider != k.self {
-			// Decoded whole (its head was not plain) and not ours: kept
-			// in part, as any other provider's.
-			o = other{provider: p.Provider, state: p.State, reference: p.Reference, dependsOn: p.DependsOn}
-			decoded = true
-		} else {
-			whole, decoded = true, true
 		}
 	}
 	_, hasEntry := k.w.entry(ch.Key)
 	k.mu.Lock()
-	_, wasOurs := k.ours[ch.Key]
+	oldDeps, wasOurs := k.ourDependsOn(ch.Key)
 	// Another provider's key is kept only when it may matter to this
 	// provider: it depends on other keys (a verb answers a consumer or a
 	// provider the credentials its keys depend on), it is provided (a key
 	// of this provider may depend on it: its reference is provided from),
 	// or it is or was this provider's. Any other (asked, failed, waits or
 	// retiring, depending on nothing) would be read by nothing.
-	if decoded && !whole && len(o.dependsOn) == 0 && o.state != mesh.Provided && !wasOurs && !hasEntry {
-		decoded = false
+	if keep == keepOther && len(o.dependsOn) == 0 && o.state != mesh.Provided && !wasOurs && !hasEntry {
+		keep = keepNone
 	}
+	delete(k.owns, ch.Key)
 	delete(k.provs, ch.Key)
 	delete(k.others, ch.Key)
-	k.indexConsumer(ch.Key, decoded)
-	switch {
-	case whole:
-		k.names.Provision(&p)
-		k.provs[ch.Key] = p
-	case decoded:
+	k.indexConsumer(ch.Key, keep != keepNone)
+	var deps []string // our key's depends-on, when the value is ours
+	ours := false
+	switch keep {
+	case keepOwn:
+		m.state = mesh.State(k.names.String(string(m.state)))
+		m.why = k.names.String(m.why)
+		k.owns[ch.Key] = m
+		deps, ours = m.dependsOn, true
+	case keepWhole:
+		k.names.Provision(whole)
+		k.provs[ch.Key] = *whole
+		if whole.Provider == k.self {
+			deps, ours = whole.DependsOn, true
+		}
+	case keepOther:
 		o.provider = k.names.Ref(o.provider)
 		o.state = mesh.State(k.names.String(string(o.state)))
 		k.others[ch.Key] = o
@@ -328,11 +376,9 @@ func (k *Kit) took(ch bus.Change) {
 	for key := range k.dependents[ch.Key] {
 		dependents = append(dependents, key)
 	}
-	k.unindex(ch.Key)
-	ours := whole && p.Provider == k.self
+	k.unindex(ch.Key, oldDeps)
 	if ours {
-		k.ours[ch.Key] = p.DependsOn
-		for _, d := range p.DependsOn {
+		for _, d := range deps {
 			if k.dependents[d] == nil {
 				k.dependents[d] = map[string]bool{}
 			}
@@ -348,6 +394,60 @@ func (k *Kit) took(ch bus.Change) {
 	for _, key := range dependents {
 		k.q.add(key)
 	}
+}
+
+// keep says what the kit keeps of a provision value.
+type keep int
+
+const (
+	// keepNone: nothing (deleted, does not decode, or another provider's
+	// that matters to nothing, see [Kit.took]).
+	keepNone keep = iota
+	// keepOther: another provider's value in part, as an other.
+	keepOther
+	// keepOwn: the provider's own value whose names are its key's, as an
+	// own.
+	keepOwn
+	// keepWhole: any other value (a key out of shape, or a value of the
+	// provider whose names are not its key's), whole.
+	keepWhole
+)
+
+// decode decodes value whole, at key pk (keyErr when the key is out of
+// shape), and returns what the kit keeps of it: o for keepOther (another
+// provider's value whose head was not plain), m for keepOwn, whole for
+// keepWhole. It returns encoding/json's error for a value that does not
+// decode.
+func (k *Kit) decode(value []byte, pk mesh.ProvisionKey, keyErr error) (kind keep, o other, m own, whole *mesh.Provision, err error) {
+	// Allocated here, not in took: most values never get this far.
+	p := new(mesh.Provision)
+	if err := json.Unmarshal(value, p); err != nil {
+		return keepNone, o, m, nil, err
+	}
+	switch {
+	case keyErr != nil:
+		return keepWhole, o, m, p, nil
+	case p.Provider != k.self:
+		o = other{provider: p.Provider, state: p.State, reference: p.Reference, dependsOn: p.DependsOn}
+		return keepOther, o, m, nil, nil
+	}
+	var ok bool
+	if m, ok = ownOf(pk, p); ok {
+		return keepOwn, o, m, nil, nil
+	}
+	return keepWhole, o, m, p, nil
+}
+
+// ourDependsOn returns the depends-on of key when the kit holds it as one
+// of the provider's own keys, and whether it does. k.mu is held.
+func (k *Kit) ourDependsOn(key string) ([]string, bool) {
+	if m, ok := k.owns[key]; ok {
+		return m.dependsOn, true
+	}
+	if p, ok := k.provs[key]; ok && p.Provider == k.self {
+		return p.DependsOn, true
+	}
+	return nil, false
 }
 
 // indexConsumer puts key into byConsumer (held) or takes it out. k.mu is
@@ -400,9 +500,10 @@ func (k *Kit) ConsumerProvisions(node, consumer string, f func(key string, p mes
 	}
 }
 
-// unindex drops key from ours and from the dependents index. k.mu is held.
-func (k *Kit) unindex(key string) {
-	for _, d := range k.ours[key] {
+// unindex drops key, whose depends-on were deps, from the dependents
+// index. k.mu is held.
+func (k *Kit) unindex(key string, deps []string) {
+	for _, d := range deps {
 		if set := k.dependents[d]; set != nil {
 			delete(set, key)
 			if len(set) == 0 {
@@ -410,7 +511,6 @@ func (k *Kit) unindex(key string) {
 			}
 		}
 	}
-	delete(k.ours, key)
 }
 
 func (k *Kit) run(ctx context.Context) {
@@ -516,7 +616,7 @@ func (k *Kit) handle(ctx context.Context, key string) {
 
 	k.mu.Lock()
 	delete(k.retired, key)
-	inputs, waiting := k.inputs(p)
+	inputs, waiting := k.inputs(key, p)
 	last := k.done[key]
 	k.mu.Unlock()
 	if waiting != "" {
@@ -599,18 +699,34 @@ func (k *Kit) wrote(w *write, err error) {
 	k.log.Error("kit: the entry could not be written; tried again later", "key", w.key, "err", err, "retry_in", d)
 }
 
-// inputs returns what a provide of p depends on, as text (the provision's
-// names and the references of the keys it depends on, separated by NUL
-// bytes, which no name holds), or the first key it depends on that is not
-// provided yet. k.mu is held.
-func (k *Kit) inputs(p mesh.Provision) (inputs, waiting string) {
+// inputs returns what a provide of p at key depends on, as text, or the
+// first key it depends on that is not provided yet. k.mu is held.
+//
+// The text starts with the provision's names: when they are the key's own
+// (as the seat writes every provision), the key says them and they are one
+// NUL byte (keyNames); otherwise a 0x01 byte and the four names, each ended
+// by a NUL byte, which no name holds. Then come the keys it depends on,
+// each with the reference it is provided with. A key that depends on
+// nothing, with its key's names, has the constant text "\x00": the inputs
+// kept for each key done cost no allocation.
+func (k *Kit) inputs(key string, p mesh.Provision) (inputs, waiting string) {
+	named := keyNames(key, &p)
+	if named && len(p.DependsOn) == 0 {
+		return "\x00", ""
+	}
 	var b strings.Builder
 	// One allocation for the names (a depends-on key and its reference
 	// may grow it once more).
-	b.Grow(len(p.Provision) + len(p.Local) + len(p.Consumer.Module) + len(p.Consumer.Node) + 4 + 96*len(p.DependsOn))
-	for _, s := range []string{p.Provision, p.Local, p.Consumer.Module, p.Consumer.Node} {
-		b.WriteString(s)
+	if named {
+		b.Grow(1 + 96*len(p.DependsOn))
 		b.WriteByte(0)
+	} else {
+		b.Grow(1 + len(p.Provision) + len(p.Local) + len(p.Consumer.Module) + len(p.Consumer.Node) + 4 + 96*len(p.DependsOn))
+		b.WriteByte(1)
+		for _, s := range []string{p.Provision, p.Local, p.Consumer.Module, p.Consumer.Node} {
+			b.WriteString(s)
+			b.WriteByte(0)
+		}
 	}
 	for _, d := range p.DependsOn {
 		dp, ok := k.provision(d)
@@ -629,6 +745,32 @@ func (k *Kit) inputs(p mesh.Provision) (inputs, waiting string) {
 		b.WriteByte(0)
 	}
 	return b.String(), ""
+}
+
+// keyNames reports whether key is "<node>.<consumer>.<provision>[.<local>]"
+// of p's consumer's node, consumer, provision and local, none of which
+// holds a dot (so that the key names exactly these four).
+func keyNames(key string, p *mesh.Provision) bool {
+	rest := key
+	for i, name := range [...]string{p.Consumer.Node, p.Consumer.Module, p.Provision, p.Local} {
+		if i == 3 && name == "" {
+			return rest == ""
+		}
+		if i > 0 {
+			var ok bool
+			if rest, ok = strings.CutPrefix(rest, "."); !ok {
+				return false
+			}
+		}
+		var ok bool
+		if name == "" || strings.IndexByte(name, '.') >= 0 {
+			return false
+		}
+		if rest, ok = strings.CutPrefix(rest, name); !ok {
+			return false
+		}
+	}
+	return rest == ""
 }
 
 // later is when a key that failed or waits is tried again, and what it was
