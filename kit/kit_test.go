@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -794,5 +795,62 @@ func TestKitReadsWhoseEachValueIs(t *testing.T) {
 	}
 	if whole, part := kit.Held(k); whole != 3 || part != 3 {
 		t.Errorf("the kit holds %d keys whole and %d in part; want 3 (plain, upper, twice) and 3 (database, route, back)", whole, part)
+	}
+}
+
+// TestKitHoldsItsOwnValuesAsWritten checks that Provision and Provisions
+// give back each of the provider's own values exactly as written, whether
+// its names are its key's (kept without them) or not (kept whole).
+func TestKitHoldsItsOwnValuesAsWritten(t *testing.T) {
+	r := newRecorder(func(string, int, mesh.Provision) (kit.Result, error) { return kit.Waiting("held by the test"), nil })
+	f := start(t, r.handler(), 0)
+	at := time.Date(2026, 12, 1, 9, 30, 0, 123, time.UTC)
+	key := func(local string) string { return mesh.ProvisionKey{Node: "ace", Consumer: "gitea", Provision: "shelf", Local: local}.String() }
+	full := mesh.Provision{Provision: "shelf", Local: "full", Consumer: gitea, Provider: provider, State: mesh.Retiring, Why: "retiring: no build of gitea requires it",
+		DependsOn: []string{"ace.gitea.credential.shelf_shelf_full"}, Reference: &mesh.Reference{ID: "v", Generation: 3}, Ask: "retire-1",
+		Warrant: &mesh.Warrant{Ask: "retire-1", Option: "no", By: mesh.Identity{Who: "operator"}, At: at}, At: at}
+	other := full
+	other.Consumer = mesh.Ref{Module: "wiki", Node: "ace"}
+	noLocal := mesh.Provision{Provision: "shelf", Consumer: gitea, Provider: provider, State: mesh.Asked, At: at}
+	want := map[string]mesh.Provision{
+		key("full"):  full,    // its names are its key's
+		key("other"): other,   // another consumer than its key's: kept whole
+		key("x"):     noLocal, // no local, at a key with one: kept whole
+		key(""):      noLocal, // its names are its key's
+	}
+	for k, p := range want {
+		v, err := json.Marshal(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kit.Take(f.kit, bus.Change{Bucket: mesh.ProvisionsBucket, Key: k, Value: v, Revision: 1})
+	}
+	for k, p := range want {
+		// What the bus holds, as encoding/json decodes it.
+		v, _ := json.Marshal(p)
+		var decoded mesh.Provision
+		if err := json.Unmarshal(v, &decoded); err != nil {
+			t.Fatal(err)
+		}
+		if got, ok := f.kit.Provision(k); !ok || !reflect.DeepEqual(got, decoded) {
+			t.Errorf("Provision(%s) = %+v, %v; want %+v", k, got, ok, decoded)
+		}
+		want[k] = decoded
+	}
+	seen := 0
+	f.kit.Provisions(func(k string, p mesh.Provision) bool {
+		if w, ok := want[k]; ok {
+			seen++
+			if !reflect.DeepEqual(p, w) {
+				t.Errorf("Provisions gives %s = %+v; want %+v", k, p, w)
+			}
+		}
+		return true
+	})
+	if seen != len(want) {
+		t.Errorf("Provisions gave %d of the %d keys written", seen, len(want))
+	}
+	if whole, part := kit.Held(f.kit); whole != len(want) || part != 0 {
+		t.Errorf("the kit holds %d keys whole and %d in part; want %d and 0", whole, part, len(want))
 	}
 }

@@ -49,6 +49,9 @@ type fixture struct {
 	dir   string
 	conns map[string]*nats.Conn
 	said  *kittest.Said
+	// stop stops the running vault: its context cancelled and its
+	// connection closed, so that it answers nothing more.
+	stop func()
 }
 
 func start(t *testing.T) *fixture {
@@ -69,8 +72,14 @@ func start(t *testing.T) *fixture {
 	return f
 }
 
-func (f *fixture) startVault(t *testing.T) context.CancelFunc {
+// startVault starts a vault on f's directory, after stopping the one
+// running (a restart: two vaults on one store would answer the same verbs
+// with their own values).
+func (f *fixture) startVault(t *testing.T) {
 	t.Helper()
+	if f.stop != nil {
+		f.stop()
+	}
 	nc, js := kittest.Connect(t, f.url, mesh.VaultModule)
 	log, said := kittest.Log()
 	f.said = said
@@ -87,7 +96,7 @@ func (f *fixture) startVault(t *testing.T) context.CancelFunc {
 	}
 	<-v.Ready()
 	f.vault = v
-	return cancel
+	f.stop = func() { cancel(); nc.Close() }
 }
 
 // need writes consumer's database provision of postgres and its own
