@@ -50,15 +50,24 @@ func NameError(what, s string) error {
 	return fmt.Errorf("%s %q is not a valid name (lower-case [a-z0-9][a-z0-9-]*)", what, s)
 }
 
-func split(key string, min, max int) ([]string, error) {
-	parts := strings.Split(key, ".")
-	if len(parts) < min || len(parts) > max {
+// split cuts key at its dots into at most max (at most 4) tokens, held in
+// t: no allocation, where strings.Split made a slice per key parsed (the
+// seat and the kit parse a key per change). It returns a [*KeyError] when
+// key has fewer than min tokens or more than max.
+func split(t *[4]string, key string, min, max int) ([]string, error) {
+	n := strings.Count(key, ".") + 1
+	if n < min || n > max {
 		if min == max {
-			return nil, &KeyError{Key: key, Why: fmt.Sprintf("has %d tokens; want %d", len(parts), min)}
+			return nil, &KeyError{Key: key, Why: fmt.Sprintf("has %d tokens; want %d", n, min)}
 		}
-		return nil, &KeyError{Key: key, Why: fmt.Sprintf("has %d tokens; want %d to %d", len(parts), min, max)}
+		return nil, &KeyError{Key: key, Why: fmt.Sprintf("has %d tokens; want %d to %d", n, min, max)}
 	}
-	return parts, nil
+	rest := key
+	for i := range n - 1 {
+		t[i], rest, _ = strings.Cut(rest, ".")
+	}
+	t[n-1] = rest
+	return t[:n], nil
 }
 
 func names(key string, parts []string, what ...string) error {
@@ -90,7 +99,8 @@ func (k NodeModule) AppendTo(b []byte) []byte {
 // ParseNodeModule parses "<node>.<module>". It returns a [*KeyError] when
 // key has not two tokens or either is not a valid name.
 func ParseNodeModule(key string) (NodeModule, error) {
-	p, err := split(key, 2, 2)
+	var t [4]string
+	p, err := split(&t, key, 2, 2)
 	if err != nil {
 		return NodeModule{}, err
 	}
@@ -111,7 +121,8 @@ func (k WantKey) String() string { return "want." + k.Node + "." + k.Module }
 // ParseWantKey parses "want.<node>.<module>", returning a [*KeyError] when
 // key is of another shape.
 func ParseWantKey(key string) (WantKey, error) {
-	p, err := split(key, 3, 3)
+	var t [4]string
+	p, err := split(&t, key, 3, 3)
 	if err != nil {
 		return WantKey{}, err
 	}
@@ -135,7 +146,8 @@ func (k BuildKey) String() string { return k.Module + "." + k.Fingerprint }
 // ParseBuildKey parses "<module>.<fp>". The fingerprint must be a valid
 // name too; it returns a [*KeyError] otherwise.
 func ParseBuildKey(key string) (BuildKey, error) {
-	p, err := split(key, 2, 2)
+	var t [4]string
+	p, err := split(&t, key, 2, 2)
 	if err != nil {
 		return BuildKey{}, err
 	}
@@ -162,7 +174,8 @@ func (k HaveKey) String() string {
 // ParseHaveKey parses "<node>" or "<node>.<module>", returning a
 // [*KeyError] for any other shape.
 func ParseHaveKey(key string) (HaveKey, error) {
-	p, err := split(key, 1, 2)
+	var t [4]string
+	p, err := split(&t, key, 1, 2)
 	if err != nil {
 		return HaveKey{}, err
 	}
@@ -213,7 +226,8 @@ func (k ProvisionKey) AppendTo(b []byte) []byte {
 // names; the provision token may also hold "_" (a credential's provision is
 // "credential" and its local "<provider>_<provision>[_<local>]").
 func ParseProvisionKey(key string) (ProvisionKey, error) {
-	p, err := split(key, 3, 4)
+	var t [4]string
+	p, err := split(&t, key, 3, 4)
 	if err != nil {
 		return ProvisionKey{}, err
 	}
@@ -232,12 +246,16 @@ func ParseProvisionKey(key string) (ProvisionKey, error) {
 
 // validLocal admits names joined by "_", the shape of a credential's local.
 func validLocal(s string) bool {
-	for _, part := range strings.Split(s, "_") {
+	for {
+		part, rest, more := strings.Cut(s, "_")
 		if !ValidName(part) {
 			return false
 		}
+		if !more {
+			return true
+		}
+		s = rest
 	}
-	return true
 }
 
 // CredentialKey returns the key of the vault credential that consumer on
@@ -285,7 +303,8 @@ func (k CollectKey) String() string {
 // [*KeyError] when the key has not three tokens, the node is not a valid
 // name, or a token does not decode.
 func ParseCollectKey(key string) (CollectKey, error) {
-	p, err := split(key, 3, 3)
+	var t [4]string
+	p, err := split(&t, key, 3, 3)
 	if err != nil {
 		return CollectKey{}, err
 	}
@@ -317,7 +336,8 @@ func (k RefusalKey) String() string { return k.Node + "." + token.Escape(k.Modul
 // key has not two tokens, the node is not a valid name, or the module token
 // does not decode.
 func ParseRefusalKey(key string) (RefusalKey, error) {
-	p, err := split(key, 2, 2)
+	var t [4]string
+	p, err := split(&t, key, 2, 2)
 	if err != nil {
 		return RefusalKey{}, err
 	}

@@ -80,3 +80,21 @@ func TestKeysAppendTo(t *testing.T) {
 		}
 	}
 }
+
+// Parsing a key in shape allocates nothing: the seat and the kit parse a
+// key per change they take (hundreds of thousands at a cold start).
+func TestParseKeysAllocateNothing(t *testing.T) {
+	for name, parse := range map[string]func() error{
+		"provision":   func() error { _, err := ParseProvisionKey("web1.app.credential.pg_database_main"); return err },
+		"node module": func() error { _, err := ParseNodeModule("web1.app"); return err },
+		"want":        func() error { _, err := ParseWantKey("want.web1.app"); return err },
+		"have":        func() error { _, err := ParseHaveKey("web1.app"); return err },
+	} {
+		if err := parse(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if n := testing.AllocsPerRun(100, func() { _ = parse() }); n != 0 {
+			t.Errorf("%s: parsing allocates %.0f times; want 0", name, n)
+		}
+	}
+}
