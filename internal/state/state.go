@@ -215,6 +215,13 @@ type Mesh struct {
 
 	bound set // providers whose bound bucket is followed
 
+	// provision and entry are what a provision's or an entry's value is
+	// decoded into, zero between changes: a value decoded into a local
+	// variable (through an interface) made that variable an object per
+	// change.
+	provision mesh.Provision
+	entry     mesh.Entry
+
 	// names keeps one copy of the names and texts that repeat across keys
 	// (the providers' nodes and modules and the whys of provisions; the
 	// modules of placements; the fingerprints of wants; the phases,
@@ -696,7 +703,9 @@ func (m *Mesh) takeEntry(ch bus.Change, t *Touch) {
 		delete(m.entries[provider], ch.Key)
 	} else {
 		v := entry{}
-		if err := decode(ch, &v.e); err != nil {
+		err := decode(ch, &m.entry)
+		v.e, m.entry = m.entry, mesh.Entry{}
+		if err != nil {
 			t.Odd, v.err = err, err
 		}
 		v.e.State, v.e.Why = mesh.State(m.names.String(string(v.e.State))), m.names.String(v.e.Why)
@@ -754,7 +763,8 @@ func (m *Mesh) takeProvision(ch bus.Change, put *mesh.Provision, t *Touch) {
 	if put != nil {
 		p = decoded(*put)
 	} else {
-		err = decode(ch, &p)
+		err = decode(ch, &m.provision)
+		p, m.provision = m.provision, mesh.Provision{}
 	}
 	if err == nil {
 		err = checkProvision(ch, k, p)
