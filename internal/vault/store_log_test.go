@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -210,4 +212,106 @@ func TestStoreSharesOneSyncBetweenConcurrentValues(t *testing.T) {
 	if len(values) != n {
 		t.Errorf("values handed out = %d; want %d", len(values), n)
 	}
+}
+
+// TestStoreSyncPace checks the group commit's pace (syncGap, syncBatch) on
+// the bubble's clock: values ensured one after the other never wait; grouped
+// values (the kit's credentials) that come close together wait for the next
+// sync, up to syncGap after the last one began, and share it; syncBatch of
+// them, or a value that is not grouped, go at once.
+func TestStoreSyncPace(t *testing.T) {
+	open := func(t *testing.T) *Store {
+		t.Helper()
+		s, err := OpenStore(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	syncs := func(s *Store) int {
+		s.gmu.Lock()
+		defer s.gmu.Unlock()
+		return s.syncs
+	}
+	// ensure ensures n values named prefix-i, each in its own goroutine
+	// after its own delay, and waits for them all.
+	ensure := func(t *testing.T, s *Store, prefix string, n int, grouped bool, delay func(i int) time.Duration) {
+		t.Helper()
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				time.Sleep(delay(i))
+				if _, err := s.ensure(fmt.Sprintf("%s-%d", prefix, i), grouped); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	apart := func(i int) time.Duration { return time.Duration(i) * time.Millisecond }
+	for _, c := range []struct {
+		name    string
+		n       int
+		grouped bool
+		delay   func(i int) time.Duration
+		// What ensuring n values more costs after one grouped value
+		// was synced (which starts syncGap).
+		waited time.Duration
+		syncs  int
+	}{
+		{"not grouped, 1ms apart", 10, false, apart, 9 * time.Millisecond, 10},
+		{"grouped, 1ms apart", 10, true, apart, syncGap, 1},
+		{"grouped, a batch at once", syncBatch, true, func(int) time.Duration { return 0 }, 0, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := open(t)
+				if _, err := s.ensure("first", true); err != nil {
+					t.Fatal(err)
+				}
+				start, before := time.Now(), syncs(s)
+				ensure(t, s, "v", c.n, c.grouped, c.delay)
+				if waited, n := time.Since(start), syncs(s)-before; waited != c.waited || n != c.syncs {
+					t.Errorf("%d values: all on disk after %v, in %d syncs; want %v and %d", c.n, waited, n, c.waited, c.syncs)
+				}
+			})
+		})
+	}
+	t.Run("one after the other", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			s := open(t)
+			start := time.Now()
+			for i := range 20 {
+				if _, err := s.Ensure(fmt.Sprintf("v-%d", i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if waited, n := time.Since(start), syncs(s); waited != 0 || n != 20 {
+				t.Errorf("20 values ensured one after the other: %v waited, %d syncs; want 0 and 20", waited, n)
+			}
+		})
+	})
+	t.Run("a value not grouped does not wait for the gap", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			s := open(t)
+			if _, err := s.ensure("first", true); err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				if _, err := s.ensure("grouped", true); err != nil {
+					t.Error(err)
+				}
+			})
+			time.Sleep(5 * time.Millisecond)
+			if _, err := s.Ensure("verb"); err != nil {
+				t.Fatal(err)
+			}
+			wg.Wait()
+			if waited, n := time.Since(start), syncs(s); waited != 5*time.Millisecond || n != 2 {
+				t.Errorf("a grouped value, then one not grouped 5ms later: on disk after %v, %d syncs; want 5ms and 2 (the first's, then one for both)", waited, n)
+			}
+		})
+	})
 }

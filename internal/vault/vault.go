@@ -133,7 +133,9 @@ func (h handler) Provide(_ context.Context, key mesh.ProvisionKey, p mesh.Provis
 	if key.Provision != mesh.CredentialProvision {
 		return kit.Failing(whyNotCredential(mesh.VaultModule, key.Provision)), nil
 	}
-	val, err := h.v.store.Ensure(key.String())
+	// The kit's workers ensure credentials concurrently: grouped, a
+	// trickle of new ones shares the store's syncs.
+	val, err := h.v.store.ensure(key.String(), true)
 	if err != nil {
 		return kit.Result{}, err
 	}
