@@ -13,8 +13,11 @@
 //     that depends on others, is provided, or is or was this provider's:
 //     see [Kit.Provision]) in one pass
 //     of a JSON tokenizer; a value naming this provider, or one the
-//     tokenizer does not read as encoding/json would, is decoded whole, and
-//     one that does not decode is said in the log and left out;
+//     tokenizer does not read as plain (a name escaped, or in another
+//     case), is decoded whole, and one that does not decode is said in the
+//     log and left out. Field names are matched exactly, as the spec writes
+//     them: a value whose provider is {"MODULE":..} or "Provider" names no
+//     provider, and is never this provider's;
 //   - calls [Handler.Provide] for each needed key once every key in its
 //     depends-on is provided (their states are read from the same copy), and
 //     again whenever the reference (vault name, generation) of a key it

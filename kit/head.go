@@ -1,7 +1,7 @@
 package kit
 
 import (
-	"encoding/json"
+	"bytes"
 	"errors"
 	"io"
 	"sync"
@@ -23,11 +23,12 @@ type head struct {
 	dependsOn []string
 }
 
-// errNotPlain says that a value is not one [headReader.read] reads as
-// encoding/json would decode it into a [mesh.Provision]: it is not a
-// syntactically valid JSON object, names one of the four fields twice or
-// in another case, or one of them does not decode. The caller decodes
-// such a value whole, which says what is wrong with it.
+// errNotPlain says that a value is not one [headReader.read] reads as the
+// kit's whole decode ([jsonhead.Unmarshal], names matched exactly) would
+// decode it into a [mesh.Provision], or one that may not decode: it is not
+// a syntactically valid JSON object, names one of the four fields twice,
+// escaped or in another case, or one of them does not decode. The caller
+// decodes such a value whole, which says what is wrong with it.
 var errNotPlain = errors.New("kit: not a plain provision value")
 
 // errSelf says that a value names the reader's own provider (at least in
@@ -114,8 +115,10 @@ func (r *headReader) fields(dec *jsontext.Decoder) (head, error) {
 		case nameDependsOn:
 			field = 3
 		default:
-			// encoding/json matches a field's name in any case (and
-			// unescaped): such a name is left to it.
+			// An escaped name may be one of the four, and one in
+			// another case is a value that is not as the seat writes
+			// it: both are left to the whole decode (which reads the
+			// first as the name and ignores the second).
 			if jsonhead.Folds(name, headNames[:]...) {
 				return h, errors.New("a field name in another case or escaped")
 			}
@@ -164,7 +167,13 @@ func (r *headReader) fields(dec *jsontext.Decoder) (head, error) {
 // headNames are the four names a head reads, unquoted.
 var headNames = [...][]byte{[]byte("provider"), []byte("state"), []byte("reference"), []byte("depends-on")}
 
-// ref decodes a provider value, once per distinct value.
+// refNames are the names of a provider value, unquoted.
+var refNames = [...][]byte{[]byte("module"), []byte("node")}
+
+// ref decodes a provider value, once per distinct value. A provider value
+// with a name escaped or in another case ({"MODULE":..}) is an error: the
+// value is decoded whole (where "MODULE" names no module: it is no
+// provider's own), so that it is said if it does not decode.
 func (r *headReader) ref(v jsontext.Value) (mesh.Ref, error) {
 	r.mu.Lock()
 	ref, ok := r.refs[string(v)]
@@ -172,8 +181,11 @@ func (r *headReader) ref(v jsontext.Value) (mesh.Ref, error) {
 	if ok {
 		return ref, nil
 	}
+	if foldedName(v, refNames[:]...) {
+		return mesh.Ref{}, errors.New("a provider's name in another case or escaped")
+	}
 	decoded := new(mesh.Ref)
-	if err := json.Unmarshal(v, decoded); err != nil {
+	if err := jsonhead.Unmarshal(v, decoded); err != nil {
 		return mesh.Ref{}, err
 	}
 	r.mu.Lock()
@@ -186,7 +198,7 @@ func (r *headReader) ref(v jsontext.Value) (mesh.Ref, error) {
 }
 
 // readState decodes a state value: the spec's states without a copy, any
-// other string as encoding/json decodes it.
+// other string as the whole decode does.
 func readState(v jsontext.Value) (mesh.State, error) {
 	for _, s := range [...]mesh.State{mesh.Asked, mesh.Provided, mesh.Failed, mesh.Waits, mesh.Retiring} {
 		if len(v) == len(s)+2 && string(v[1:len(v)-1]) == string(s) && v[0] == '"' {
@@ -194,17 +206,56 @@ func readState(v jsontext.Value) (mesh.State, error) {
 		}
 	}
 	s := new(mesh.State)
-	err := json.Unmarshal(v, s)
+	err := jsonhead.Unmarshal(v, s)
 	return *s, err
 }
 
-// readReference decodes a reference value (null is none) as encoding/json
-// does.
+// readReference decodes a reference value (null is none) as the whole
+// decode does: its names ("id", "generation") matched exactly.
 func readReference(v jsontext.Value) (*mesh.Reference, error) {
 	if string(v) == "null" {
 		return nil, nil
 	}
 	ref := new(mesh.Reference)
-	err := json.Unmarshal(v, ref)
+	err := jsonhead.Unmarshal(v, ref)
 	return ref, err
+}
+
+// foldedName reports whether the object v (a valid JSON value) has a
+// top-level name that [jsonhead.Folds] to one of names without being
+// spelled exactly so. A value that is
+// not an object has none. It is called once per distinct provider value
+// (see ref), so its tokenizer is not kept.
+func foldedName(v jsontext.Value, names ...[]byte) bool {
+	if len(v) == 0 || v[0] != '{' {
+		return false
+	}
+	dec := jsontext.NewDecoder(bytes.NewReader(v), jsontext.AllowDuplicateNames(true))
+	if _, err := dec.ReadToken(); err != nil {
+		return false
+	}
+	for dec.PeekKind() == '"' {
+		name, err := dec.ReadValue()
+		if err != nil {
+			return false
+		}
+		if jsonhead.Folds(name, names...) && !spelled(name, names) {
+			return true
+		}
+		if err := dec.SkipValue(); err != nil {
+			return false
+		}
+	}
+	return false
+}
+
+// spelled reports whether quoted (a name as the tokenizer gives it) is one
+// of names, quoted, exactly.
+func spelled(quoted []byte, names [][]byte) bool {
+	for _, n := range names {
+		if len(quoted) == len(n)+2 && string(quoted[1:len(quoted)-1]) == string(n) {
+			return true
+		}
+	}
+	return false
 }

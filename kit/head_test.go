@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/mesh-provisioner/mesh-provisioner/internal/jsonhead"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
 
@@ -43,10 +44,13 @@ var headCases = []struct {
 		&head{provider: mesh.Ref{Module: "route-proxy", Node: "control"}, state: mesh.Asked}},
 	{"no provider", `{"state":"asked"}`, &head{state: mesh.Asked}},
 	{"an escaped state", `{"provider":{"module":"p","node":"n"},"state":"aske\u0064"}`, &head{provider: mesh.Ref{Module: "p", Node: "n"}, state: mesh.Asked}},
+	{"a reference's names in another case are none of its names", `{"reference":{"ID":"x","Generation":2}}`, &head{reference: &mesh.Reference{}}},
 
 	{"the reader's provider", `{"provider":{"module":"shelf","node":"control"},"state":"asked","at":5}`, nil},
 	{"the reader's provider, then another", `{"provider":{"module":"shelf","node":"control"},"provider":{"module":"postgres","node":"control"}}`, nil},
 	{"the provider's name in another case", `{"Provider":{"module":"shelf","node":"control"},"state":"asked"}`, nil},
+	{"the provider's module in another case", `{"provider":{"MODULE":"shelf","node":"control"},"state":"asked"}`, nil},
+	{"the provider's node escaped", `{"provider":{"module":"shelf","n\u006fde":"control"}}`, nil},
 	{"the state's name with a long s (folds to s)", "{\"\u017ftate\":\"asked\"}", nil},
 	{"the provider's name escaped", `{"provid\u0065r":{"module":"shelf","node":"control"}}`, nil},
 	{"the provider given twice", `{"provider":{"module":"postgres","node":"control"},"provider":{"module":"shelf","node":"control"}}`, nil},
@@ -67,8 +71,8 @@ var headCases = []struct {
 }
 
 // TestHeadReadsAsJSONWould reads each value's head and checks it against
-// what encoding/json decodes of it (the kit's whole decode), and that a
-// value not plain is said so.
+// what the kit's whole decode (jsonhead.Unmarshal: encoding/json's, names
+// matched exactly) decodes of it, and that a value not plain is said so.
 func TestHeadReadsAsJSONWould(t *testing.T) {
 	r := headReader{self: mesh.Ref{Module: "shelf", Node: "control"}}
 	for _, c := range headCases {
@@ -99,8 +103,8 @@ func sameHead(a, b head) bool {
 		(a.reference == nil) == (b.reference == nil) && (a.reference == nil || *a.reference == *b.reference)
 }
 
-// sameAsJSON checks that h is what encoding/json decodes of value's four
-// fields (it must decode them).
+// sameAsJSON checks that h is what the kit's whole decode decodes of
+// value's four fields (it must decode them).
 func sameAsJSON(t *testing.T, value []byte, h head) {
 	t.Helper()
 	var p struct {
@@ -109,17 +113,17 @@ func sameAsJSON(t *testing.T, value []byte, h head) {
 		Reference *mesh.Reference `json:"reference"`
 		DependsOn []string        `json:"depends-on"`
 	}
-	if err := json.Unmarshal(value, &p); err != nil {
-		t.Fatalf("read(%q) = %+v, but encoding/json does not decode it: %v", value, h, err)
+	if err := jsonhead.Unmarshal(value, &p); err != nil {
+		t.Fatalf("read(%q) = %+v, but the whole decode does not decode it: %v", value, h, err)
 	}
 	if !sameHead(h, head{provider: p.Provider, state: p.State, reference: p.Reference, dependsOn: p.DependsOn}) {
-		t.Fatalf("read(%q) = %+v; encoding/json decodes %+v", value, h, p)
+		t.Fatalf("read(%q) = %+v; the whole decode decodes %+v", value, h, p)
 	}
 }
 
-// FuzzHead checks that a head read is never other than what encoding/json
-// decodes: the kit must never take a value for another provider's that
-// its whole decode would give to this one.
+// FuzzHead checks that a head read is never other than what the whole
+// decode decodes: the kit must never take a value for another provider's
+// that its whole decode would give to this one.
 func FuzzHead(f *testing.F) {
 	for _, c := range headCases {
 		f.Add([]byte(c.value))

@@ -17,6 +17,7 @@ import (
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/intern"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/jsonhead"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
 
@@ -316,9 +317,10 @@ func (k *Kit) Again(key string) {
 // at a cold start), so a value is first read only as far as its head (see
 // [headReader]): its provider, state, reference and depends-on, every
 // other field skipped. A value whose head names the provider, whose key is
-// out of shape, or that the head does not read as encoding/json would (see
-// errNotPlain) is decoded whole; one that does not decode is said and left
-// out. Another provider's value whose head reads is kept in part even if a
+// out of shape, or that the head does not read as plain (see errNotPlain)
+// is decoded whole, its names matched exactly ([jsonhead.Unmarshal]: a
+// name in another case is no field, so such a value is not the
+// provider's); one that does not decode is said and left out. Another provider's value whose head reads is kept in part even if a
 // field the kit does not read would not decode (the seat, which decodes
 // every provision, says that value).
 func (k *Kit) took(ch bus.Change) {
@@ -416,12 +418,12 @@ const (
 // decode decodes value whole, at key pk (keyErr when the key is out of
 // shape), and returns what the kit keeps of it: o for keepOther (another
 // provider's value whose head was not plain), m for keepOwn, whole for
-// keepWhole. It returns encoding/json's error for a value that does not
-// decode.
+// keepWhole. It decodes with [jsonhead.Unmarshal] (the spec's names,
+// exactly), and returns its error for a value that does not decode.
 func (k *Kit) decode(value []byte, pk mesh.ProvisionKey, keyErr error) (kind keep, o other, m own, whole *mesh.Provision, err error) {
 	// Allocated here, not in took: most values never get this far.
 	p := new(mesh.Provision)
-	if err := json.Unmarshal(value, p); err != nil {
+	if err := jsonhead.Unmarshal(value, p); err != nil {
 		return keepNone, o, m, nil, err
 	}
 	switch {

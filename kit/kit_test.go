@@ -731,10 +731,19 @@ func TestKitReadsWhoseEachValueIs(t *testing.T) {
 		value string
 	}{
 		{key("shelf", "plain"), string(plain)},
-		// encoding/json reads a field's name in any case, and the last of
-		// a name given twice: both are the provider's.
-		{key("shelf", "upper"), `{"local":"upper",` + consumer + `,"Provider":{"module":"shelf","node":"control"}}`},
+		// The last of a name given twice is read, as encoding/json does:
+		// the provider's.
 		{key("shelf", "twice"), `{"local":"twice",` + consumer + `,"provider":{"module":"postgres","node":"control"},"provider":{"module":"shelf","node":"control"}}`},
+		// Field names are exact (spec 2): a name in another case is no
+		// field, so neither value is the provider's (encoding/json would
+		// read both as "provider" and "module"). The first depends on
+		// nothing and is asked (not held); the second, provided, is held
+		// in part with a provider of no module.
+		{key("shelf", "upper"), `{"local":"upper",` + consumer + `,"Provider":{"module":"shelf","node":"control"}}`},
+		{key("shelf", "inner"), `{"provision":"shelf","local":"inner","consumer":{"module":"gitea","node":"ace"},"provider":{"MODULE":"shelf","node":"control"},"state":"provided"}`},
+		// Not the provider's either, and undecodable besides: said.
+		{key("shelf", "upcut"), `{"local":"upcut",` + consumer + `,"Provider":{"module":"shelf","node":"control"},"at":5}`},
+		{key("shelf", "incut"), `{"local":"incut",` + consumer + `,"provider":{"MODULE":"shelf","node":"control"},"at":5}`},
 		{key("shelf", "back"), `{"local":"back",` + consumer + `,"provider":{"module":"shelf","node":"control"},"provider":{"module":"postgres","node":"control"},"state":"provided"}`},
 		// The provider's name deeper in another provider's value does not
 		// make it the provider's.
@@ -766,13 +775,13 @@ func TestKitReadsWhoseEachValueIs(t *testing.T) {
 			t.Logf("the kit said:\n%s", said.Lines())
 		}
 	})
-	for _, p := range []string{"plain", "upper", "twice"} {
+	for _, p := range []string{"plain", "twice"} {
 		bustest.WaitFor(t, 0, "a provided entry at "+key("shelf", p).String(), func() bool {
 			e, ok := kittest.Entry(t, js, provider.Module, key("shelf", p))
 			return ok && e.State == mesh.Provided && e.VaultName == "shelf-a"
 		})
 	}
-	for _, p := range []string{"late", "cut"} {
+	for _, p := range []string{"late", "cut", "upcut", "incut"} {
 		bustest.WaitFor(t, 0, "the kit to say "+key("shelf", p).String()+" does not decode", func() bool {
 			return said.Has("a provision does not decode", "key="+key("shelf", p).String())
 		})
@@ -784,7 +793,7 @@ func TestKitReadsWhoseEachValueIs(t *testing.T) {
 		key      mesh.ProvisionKey
 		provider string
 		state    mesh.State
-	}{{key("database", ""), "postgres", mesh.Asked}, {key("route", ""), "route-proxy", mesh.Provided}, {key("shelf", "back"), "postgres", mesh.Provided}} {
+	}{{key("database", ""), "postgres", mesh.Asked}, {key("route", ""), "route-proxy", mesh.Provided}, {key("shelf", "back"), "postgres", mesh.Provided}, {key("shelf", "inner"), "", mesh.Provided}} {
 		p, ok := k.Provision(c.key.String())
 		if !ok || p.Provider.Module != c.provider || p.State != c.state || p.Consumer != gitea {
 			t.Errorf("Provision(%s) = %+v, %v; want it held, provider %s, %s, consumer gitea on ace", c.key, p, ok, c.provider, c.state)
@@ -793,8 +802,22 @@ func TestKitReadsWhoseEachValueIs(t *testing.T) {
 			t.Errorf("provide of %s called %d times; want 0 (another provider's)", c.key, n)
 		}
 	}
-	if whole, part := kit.Held(k); whole != 3 || part != 3 {
-		t.Errorf("the kit holds %d keys whole and %d in part; want 3 (plain, upper, twice) and 3 (database, route, back)", whole, part)
+	if p, ok := k.Provision(key("shelf", "inner").String()); ok && p.Provider != (mesh.Ref{Node: "control"}) {
+		t.Errorf("Provision(%s) provider = %+v; want no module, node control", key("shelf", "inner"), p.Provider)
+	}
+	if p, ok := k.Provision(key("shelf", "upper").String()); ok {
+		t.Errorf("Provision(%s) = %+v; want it not held (no provider's, asked, depending on nothing)", key("shelf", "upper"), p)
+	}
+	for _, p := range []string{"upper", "inner", "upcut", "incut"} {
+		if n, _ := r.calls(key("shelf", p)); n != 0 {
+			t.Errorf("provide of %s called %d times; want 0 (its names are not the provider's)", key("shelf", p), n)
+		}
+		if e, ok := kittest.Entry(t, js, provider.Module, key("shelf", p)); ok {
+			t.Errorf("entry at %s = %+v; want none (not the provider's key)", key("shelf", p), e)
+		}
+	}
+	if whole, part := kit.Held(k); whole != 2 || part != 4 {
+		t.Errorf("the kit holds %d keys whole and %d in part; want 2 (plain, twice) and 4 (database, route, back, inner)", whole, part)
 	}
 }
 

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"io"
 
@@ -20,10 +19,12 @@ import (
 // same way in every provision): up follows every provision of the mesh, and
 // encoding/json spent about 280 bytes on each. A value the tokenizer does
 // not read plainly (a name in another case or escaped, a field of another
-// type, text after the object, bytes that are not UTF-8) is decoded by
-// encoding/json instead, so that the answer is always what decoding into
-// [mesh.Provision]'s provider and state would give. Not safe for concurrent
-// use.
+// type, text after the object, bytes that are not UTF-8) is decoded whole
+// instead ([jsonhead.Unmarshal]), so that the answer is always what
+// decoding into [mesh.Provision]'s provider and state would give. Names are
+// matched exactly, as the providers' kits match them (spec 2): a provider
+// that reads {"MODULE":..} names no module, and its key is none of theirs.
+// Not safe for concurrent use.
 type answerReader struct {
 	tok jsonhead.Reader
 	// modules holds each provider value met, as its raw bytes, with its
@@ -35,15 +36,15 @@ type answerReader struct {
 // and values spelled otherwise start the map again.
 const answerModulesMax = 64
 
-// errNotPlain says a value is left to encoding/json.
+// errNotPlain says a value is left to the whole decode.
 var errNotPlain = errors.New("not a plain provision")
 
 // The names answerReader reads, unquoted.
 var answerNames = [...][]byte{[]byte("provider"), []byte("state")}
 
 // read returns the module of the provision's provider and true when value
-// decodes (as encoding/json decodes it into the fields provider and state
-// of a [mesh.Provision]) and its state is not retiring; "" and false
+// decodes (as [jsonhead.Unmarshal] decodes it into the fields provider and
+// state of a [mesh.Provision]) and its state is not retiring; "" and false
 // otherwise.
 func (r *answerReader) read(value []byte) (module string, answered bool) {
 	retiring := false
@@ -116,7 +117,7 @@ func (r *answerReader) module(v jsontext.Value) (string, error) {
 	var ref struct {
 		Module string `json:"module"`
 	}
-	if err := json.Unmarshal(v, &ref); err != nil {
+	if err := jsonhead.Unmarshal(v, &ref); err != nil {
 		return "", err
 	}
 	if r.modules == nil || len(r.modules) >= answerModulesMax {
@@ -126,13 +127,13 @@ func (r *answerReader) module(v jsontext.Value) (string, error) {
 	return ref.Module, nil
 }
 
-// decodeAnswer is answerReader.read by encoding/json.
+// decodeAnswer is answerReader.read by the whole decode.
 func decodeAnswer(value []byte) (module string, answered bool) {
 	var p struct {
 		Provider mesh.Ref   `json:"provider"`
 		State    mesh.State `json:"state"`
 	}
-	if err := json.Unmarshal(value, &p); err != nil || p.State == mesh.Retiring {
+	if err := jsonhead.Unmarshal(value, &p); err != nil || p.State == mesh.Retiring {
 		return "", false
 	}
 	return p.Provider.Module, true

@@ -2,6 +2,10 @@ package cli
 
 import (
 	"testing"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus/bustest"
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
 
 // answerCases are provision values with what followAnswers keeps of each:
@@ -21,9 +25,10 @@ var answerCases = []struct {
 	{"null provider and state", `{"provider":null,"state":null}`, "", true},
 	{"module escaped", `{"provider":{"module":"mesh\u002dvault"},"state":"provided"}`, "mesh-vault", true},
 	{"state escaped", `{"provider":{"module":"mesh-vault"},"state":"retir\u0069ng"}`, "", false},
-	{"name in another case", `{"Provider":{"module":"mesh-vault"},"STATE":"retiring"}`, "", false},
+	{"names in another case are no fields", `{"Provider":{"module":"mesh-vault"},"STATE":"retiring"}`, "", true},
 	{"name escaped", `{"provid\u0065r":{"module":"mesh-vault"},"state":"provided"}`, "mesh-vault", true},
-	{"module in another case", `{"provider":{"MODULE":"postgres"},"state":"provided"}`, "postgres", true},
+	{"module in another case is no module", `{"provider":{"MODULE":"postgres"},"state":"provided"}`, "", true},
+	{"module in another case beside it", `{"provider":{"MODULE":"postgres","module":"mesh-vault"},"state":"provided"}`, "mesh-vault", true},
 	{"state not a string", `{"provider":{"module":"mesh-vault"},"state":5}`, "", false},
 	{"provider not an object", `{"provider":"mesh-vault","state":"provided"}`, "", false},
 	{"module not a string", `{"provider":{"module":7},"state":"provided"}`, "", false},
@@ -36,8 +41,8 @@ var answerCases = []struct {
 	{"empty", ``, "", false},
 }
 
-// TestAnswerReader checks the reader against the table and against
-// encoding/json (decodeAnswer) on every case.
+// TestAnswerReader checks the reader against the table and against the
+// whole decode (decodeAnswer) on every case.
 func TestAnswerReader(t *testing.T) {
 	var r answerReader
 	for _, c := range answerCases {
@@ -47,7 +52,7 @@ func TestAnswerReader(t *testing.T) {
 				t.Errorf("read(%s) = %q, %v; want %q, %v", c.value, module, answered, c.module, c.answered)
 			}
 			if m, a := decodeAnswer([]byte(c.value)); m != module || a != answered {
-				t.Errorf("read(%s) = %q, %v; encoding/json gives %q, %v", c.value, module, answered, m, a)
+				t.Errorf("read(%s) = %q, %v; the whole decode gives %q, %v", c.value, module, answered, m, a)
 			}
 		})
 	}
@@ -65,8 +70,8 @@ func TestAnswerReaderAllocations(t *testing.T) {
 	}
 }
 
-// FuzzAnswerReader checks that the reader gives what encoding/json gives
-// for any value, and never panics.
+// FuzzAnswerReader checks that the reader gives what the whole decode
+// gives for any value, and never panics.
 func FuzzAnswerReader(f *testing.F) {
 	for _, c := range answerCases {
 		f.Add([]byte(c.value))
@@ -75,7 +80,51 @@ func FuzzAnswerReader(f *testing.F) {
 	f.Fuzz(func(t *testing.T, value []byte) {
 		module, answered := r.read(value)
 		if m, a := decodeAnswer(value); m != module || a != answered {
-			t.Errorf("read(%q) = %q, %v; encoding/json gives %q, %v", value, module, answered, m, a)
+			t.Errorf("read(%q) = %q, %v; the whole decode gives %q, %v", value, module, answered, m, a)
 		}
 	})
+}
+
+// TestFollowAnswersReadsNamesExactly writes a key of mesh-vault answered by
+// its entry, and a key whose provider reads {"MODULE":"mesh-vault",..}
+// with no entry: names are exact (spec 2), so the second is no key of
+// mesh-vault's (its kit never answers it) and up does not wait for it.
+// encoding/json would read it as mesh-vault's, and up --once would wait
+// for an entry that never comes.
+func TestFollowAnswersReadsNamesExactly(t *testing.T) {
+	s := bustest.Server(t)
+	_, js := bustest.Connect(t, s, "test")
+	ctx := bustest.Context(t)
+	provisions, err := bus.Bucket(ctx, js, mesh.ProvisionsBucket, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bound, err := bus.Bucket(ctx, js, mesh.BoundBucket(mesh.VaultModule), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const genuine, forged = "ace.gitea.credential.postgres_database", "ace.gitea.database"
+	for key, value := range map[string]string{
+		genuine: `{"provision":"credential","local":"postgres_database","consumer":{"module":"gitea","node":"ace"},"provider":{"module":"mesh-vault","node":"control"},"state":"asked"}`,
+		forged:  `{"provision":"database","consumer":{"module":"gitea","node":"ace"},"provider":{"MODULE":"mesh-vault","node":"control"},"state":"asked"}`,
+	} {
+		if _, err := provisions.Put(ctx, key, []byte(value)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := bound.Put(ctx, genuine, []byte(`{"state":"provided","vault-name":"`+genuine+`","generation":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	answered, _, err := followAnswers(ctx, ctx, js, []string{mesh.VaultModule})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !answered() {
+		t.Errorf("answered() = false; want true (%s has its entry, %s is no key of mesh-vault's)", genuine, forged)
+	}
+	// The genuine key without its entry is waited for.
+	if err := bound.Delete(ctx, genuine); err != nil {
+		t.Fatal(err)
+	}
+	bustest.WaitFor(t, 0, "answered() to be false once "+genuine+"'s entry is gone", func() bool { return !answered() })
 }

@@ -1,10 +1,10 @@
 // Package jsonhead reads a few top-level fields of a JSON value in one pass
 // of a tokenizer (go-json-experiment's jsontext), every other field
 // skipped without being decoded, for readers that must agree with what
-// encoding/json would decode: the provider kit's heads of provisions and
-// the vault's secrets of plans. Where a value might be read otherwise by
-// encoding/json (a name in another case or escaped), the caller is told,
-// and decodes the value whole.
+// the whole decode, [Unmarshal], would decode: the provider kit's heads of
+// provisions and the vault's secrets of plans. Where a value might be read
+// otherwise (a name escaped, or in another case), the caller is told, and
+// decodes the value whole.
 package jsonhead
 
 import (
@@ -13,8 +13,26 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+	jsonv1 "github.com/go-json-experiment/json/v1"
 )
+
+// exact is encoding/json's behaviour (go-json-experiment's v1 options) with
+// one change: an object's names match a field's only when spelled exactly.
+var exact = json.JoinOptions(jsonv1.DefaultOptionsV1(), json.MatchCaseInsensitiveNames(false))
+
+// Unmarshal decodes value into v as encoding/json's Unmarshal does, except
+// that an object's name matches a struct field's JSON name only when it is
+// that name exactly, once its escapes are undone (the spec's field names
+// are exact: "Provider" or {"MODULE":..} is no provider, and such a name is
+// left unread as any unknown name is). Duplicate names are let through
+// (the last is taken), as encoding/json does. It returns an error, as
+// encoding/json would, for a value that is not valid JSON or does not fit
+// v.
+func Unmarshal(value []byte, v any) error {
+	return json.Unmarshal(value, v, exact)
+}
 
 // Reader holds one tokenizer, kept for reuse across reads. It is safe for
 // concurrent use; reads wait for each other.
@@ -79,11 +97,13 @@ func Names(dec *jsontext.Decoder) ([]string, error) {
 	return names, err
 }
 
-// Folds reports whether encoding/json would match the quoted object name
-// (as the tokenizer gives it, quotes included) to one of names (unquoted),
-// though it is not spelled exactly so: another case, or escapes. A name
-// whose escapes do not unquote is reported as folding (the caller decodes
-// the value whole).
+// Folds reports whether the quoted object name (as the tokenizer gives it,
+// quotes included) is one of names (unquoted) though it is not spelled
+// exactly so: escaped, or in another case (as encoding/json would match
+// it). [Unmarshal] reads an escaped name as the name and ignores one in
+// another case; a reader that meets such a name decodes the value whole
+// with it, so that a value it cannot decode is said. A name whose escapes
+// do not unquote is reported as folding.
 func Folds(quoted []byte, names ...[]byte) bool {
 	name := quoted[1 : len(quoted)-1]
 	plain := true // ASCII, unescaped

@@ -55,3 +55,40 @@ func TestNames(t *testing.T) {
 		}
 	}
 }
+
+// TestUnmarshal decodes values whose names are spelled exactly, escaped,
+// in another case and twice: only a name that is the field's name once
+// unescaped is the field's (encoding/json would match the others too).
+func TestUnmarshal(t *testing.T) {
+	type ref struct {
+		Module string `json:"module"`
+		Node   string `json:"node"`
+	}
+	type value struct {
+		Provider  ref      `json:"provider"`
+		DependsOn []string `json:"depends-on"`
+	}
+	for _, c := range []struct {
+		in   string
+		want value
+	}{
+		{`{"provider":{"module":"p","node":"n"}}`, value{Provider: ref{"p", "n"}}},
+		{`{"provider":{"MODULE":"p","node":"n"}}`, value{Provider: ref{"", "n"}}},
+		{`{"Provider":{"module":"p","node":"n"}}`, value{}},
+		{`{"provid\u0065r":{"module":"p"}}`, value{Provider: ref{Module: "p"}}},
+		{`{"provider":{"module":"p"},"provider":{"node":"n"}}`, value{Provider: ref{"p", "n"}}},
+		{`{"Depends-On":["a"],"depends-on":["b"]}`, value{DependsOn: []string{"b"}}},
+		{"{\"\u017fomething\":1,\"depends-on\":[]}", value{DependsOn: []string{}}},
+	} {
+		var got value
+		if err := Unmarshal([]byte(c.in), &got); err != nil || got.Provider != c.want.Provider || !slices.Equal(got.DependsOn, c.want.DependsOn) {
+			t.Errorf("Unmarshal(%s) = %+v, %v; want %+v", c.in, got, err, c.want)
+		}
+	}
+	for _, in := range []string{`{"provider":{"MODULE":"p"},"at":5`, `{"provider":"p"}`, `{"provider":{}} x`} {
+		var got value
+		if err := Unmarshal([]byte(in), &got); err == nil {
+			t.Errorf("Unmarshal(%s) = %+v; want an error", in, got)
+		}
+	}
+}

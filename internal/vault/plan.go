@@ -1,7 +1,6 @@
 package vault
 
 import (
-	"encoding/json"
 	"errors"
 	"io"
 
@@ -13,9 +12,10 @@ import (
 // planReader reads the one field the vault keeps of a plan (value at
 // <node>.<module> in mesh-provisioner_plans, written by the seat): its
 // secrets. It reads a plan with a JSON tokenizer, in one pass, skipping
-// every other field, and falls back to encoding/json for a plan it does
-// not read as encoding/json would (see secrets). It is safe for
-// concurrent use.
+// every other field, and falls back to the whole decode
+// ([jsonhead.Unmarshal]: encoding/json's, with the spec's names matched
+// exactly) for a plan it does not read as plain (see secrets). It is safe
+// for concurrent use.
 type planReader struct {
 	// tok is the tokenizer, kept for reuse: plans are read on one
 	// goroutine (the plans copy's), so it is never waited for.
@@ -23,12 +23,13 @@ type planReader struct {
 }
 
 // errNotPlain says that a plan value is not one the tokenizer reads as
-// encoding/json would decode it: not a syntactically valid object, its
-// secrets named twice or in another case, or not a list of strings.
+// the whole decode would: not a syntactically valid object, its secrets
+// named twice, escaped or in another case, or not a list of strings.
 var errNotPlain = errors.New("vault: not a plain plan value")
 
 // secrets returns the secrets the plan value names (none when it names
-// none), or the error of encoding/json when it does not decode.
+// none, "Secrets" in another case included), or the error of the whole
+// decode when it does not decode.
 func (r *planReader) secrets(value []byte) ([]string, error) {
 	var secrets []string
 	err := r.tok.Read(value, func(dec *jsontext.Decoder) (err error) {
@@ -41,7 +42,7 @@ func (r *planReader) secrets(value []byte) ([]string, error) {
 	var p struct {
 		Secrets []string `json:"secrets"`
 	}
-	err = json.Unmarshal(value, &p)
+	err = jsonhead.Unmarshal(value, &p)
 	return p.Secrets, err
 }
 
@@ -62,7 +63,9 @@ func readSecrets(dec *jsontext.Decoder) ([]string, error) {
 			return nil, errors.Join(errNotPlain, err)
 		}
 		if string(name) != `"secrets"` {
-			// encoding/json matches a name in any case, unescaped.
+			// An escaped name may be "secrets"; one in another case
+			// is left to the whole decode too (which ignores it), so
+			// that a plan that does not decode is said.
 			if jsonhead.Folds(name, secretsName) {
 				return nil, errNotPlain
 			}

@@ -4,10 +4,13 @@ import (
 	"encoding/json"
 	"slices"
 	"testing"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/jsonhead"
 )
 
 // planCases are plan values as the vault may meet them in
-// mesh-provisioner_plans, with the secrets encoding/json decodes of them.
+// mesh-provisioner_plans, with the secrets the whole decode
+// (jsonhead.Unmarshal: names matched exactly) decodes of them.
 var planCases = []struct {
 	name  string
 	value string
@@ -18,6 +21,8 @@ var planCases = []struct {
 	{"no secrets field", `{"node":"ace"}`},
 	{"an escaped secret", `{"secrets":["a\u002db"]}`},
 	{"secrets in another case", `{"Secrets":["x"]}`},
+	{"secrets in another case beside them", `{"SECRETS":["x"],"secrets":["y"]}`},
+	{"secrets in another case, the plan cut short", `{"Secrets":["x"],`},
 	{"secrets escaped", `{"secr\u0065ts":["x"]}`},
 	{"secrets given twice", `{"secrets":["x"],"secrets":["y"]}`},
 	{"a secret that is not a string", `{"secrets":[1]}`},
@@ -29,13 +34,19 @@ var planCases = []struct {
 }
 
 // TestPlanSecretsAsJSONWould reads each plan's secrets and checks them,
-// and whether it decodes, against encoding/json.
+// and whether it decodes, against the whole decode; a name in another
+// case names no secrets.
 func TestPlanSecretsAsJSONWould(t *testing.T) {
 	var r planReader
 	for _, c := range planCases {
 		t.Run(c.name, func(t *testing.T) {
 			sameAsJSON(t, &r, []byte(c.value))
 		})
+	}
+	for value, want := range map[string][]string{`{"Secrets":["x"]}`: nil, `{"SECRETS":["x"],"secrets":["y"]}`: {"y"}} {
+		if got, err := r.secrets([]byte(value)); err != nil || !slices.Equal(got, want) {
+			t.Errorf("secrets(%s) = %q, %v; want %q (names are exact)", value, got, err, want)
+		}
 	}
 }
 
@@ -45,14 +56,14 @@ func sameAsJSON(t *testing.T, r *planReader, value []byte) {
 	var p struct {
 		Secrets []string `json:"secrets"`
 	}
-	werr := json.Unmarshal(value, &p)
+	werr := jsonhead.Unmarshal(value, &p)
 	if (err == nil) != (werr == nil) || !slices.Equal(got, p.Secrets) {
-		t.Fatalf("secrets(%q) = %q, %v; encoding/json decodes %q, %v", value, got, err, p.Secrets, werr)
+		t.Fatalf("secrets(%q) = %q, %v; the whole decode decodes %q, %v", value, got, err, p.Secrets, werr)
 	}
 }
 
-// FuzzPlanSecrets checks that the secrets read of any value are those
-// encoding/json decodes, and that it decodes when they are read.
+// FuzzPlanSecrets checks that the secrets read of any value are those the
+// whole decode decodes, and that it decodes when they are read.
 func FuzzPlanSecrets(f *testing.F) {
 	for _, c := range planCases {
 		f.Add([]byte(c.value))

@@ -356,7 +356,7 @@ func mustJS(t *testing.T, url string) jetstream.JetStream {
 
 // TestVaultReadsPlansAsJSONWould writes a plan cut short and one whose
 // secrets are named in another case: the first is said (its key and
-// bucket), the second answered as encoding/json reads it.
+// bucket), the second names no secrets (names are exact, spec 2).
 func TestVaultReadsPlansAsJSONWould(t *testing.T) {
 	f := start(t)
 	_, js := kittest.Connect(t, f.url, "planner")
@@ -374,12 +374,65 @@ func TestVaultReadsPlansAsJSONWould(t *testing.T) {
 	bustest.WaitFor(t, 0, "the vault to say ace.gitea's plan does not decode", func() bool {
 		return f.said.Has("a plan does not decode", "key=ace.gitea", "bucket="+mesh.PlansBucket)
 	})
-	var a kit.VaultAnswer
-	bustest.WaitFor(t, 0, "vaultwarden's admin-token", func() bool {
-		a, err = ask(t, f, "vaultwarden", "vaultwarden", false, kit.VaultRequest{})
-		return err == nil && len(a.Secrets) == 1 && a.Secrets[0].Name == "admin-token"
+	// A plan written after both, as the seat writes it: once its secret
+	// is answered, the vault has read the two before it (one copy, in
+	// order).
+	if _, err := plans.Put(ctx, "ace.postgres", []byte(`{"node":"ace","module":"postgres","secrets":["superuser"]}`)); err != nil {
+		t.Fatal(err)
+	}
+	bustest.WaitFor(t, 0, "postgres's superuser", func() bool {
+		a, err := ask(t, f, "postgres", "postgres", false, kit.VaultRequest{})
+		return err == nil && len(a.Secrets) == 1 && a.Secrets[0].Name == "superuser"
 	})
+	if a, err := ask(t, f, "vaultwarden", "vaultwarden", false, kit.VaultRequest{}); err != nil || len(a.Secrets) != 0 {
+		t.Errorf("vaultwarden's secrets = %+v, %v; want none (its plan names \"Secrets\", no field of a plan)", a.Secrets, err)
+	}
 	if g, err := ask(t, f, "gitea", "gitea", false, kit.VaultRequest{}); err != nil || len(g.Secrets) != 0 {
 		t.Errorf("gitea's secrets = %+v, %v; want none (its plan does not decode)", g.Secrets, err)
+	}
+}
+
+// TestVaultTakesNoKeyWhoseNamesDifferInCase writes, with the seat's
+// credentials, a database key whose provider reads {"MODULE":"mesh-vault",..}
+// and a credential key whose provider reads {..,"NODE":"control"}: names
+// are exact (spec 2), so neither is the vault's. encoding/json would read
+// both as mesh-vault on control: the vault would fail the first with a
+// stray entry that stays, and issue a credential for the second. A genuine
+// credential written after them is provided; by then the vault has taken
+// both (one copy, in order), and has written no entry for either and
+// answers no credential of the second.
+func TestVaultTakesNoKeyWhoseNamesDifferInCase(t *testing.T) {
+	f := start(t)
+	_, js := kittest.Connect(t, f.url, "forger")
+	ctx := bustest.Context(t)
+	provisions, err := bus.Bucket(ctx, js, mesh.ProvisionsBucket, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As the seat writes them (asked, with the why of a key with no entry
+	// yet), so that the test's seat, which judges mesh-vault's keys, has
+	// nothing to change in them.
+	why, _ := json.Marshal(kittest.WhyNoEntry(vaultRef))
+	db := mesh.ProvisionKey{Node: "ace", Consumer: "gitea", Provision: "database"}
+	cred := mesh.ProvisionKey{Node: "ace", Consumer: "vaultwarden", Provision: mesh.CredentialProvision, Local: "postgres_database"}
+	for key, value := range map[mesh.ProvisionKey]string{
+		db: `{"provision":"database","local":"","consumer":{"module":"gitea","node":"ace"},` +
+			`"provider":{"MODULE":"mesh-vault","node":"control"},"state":"asked","why":` + string(why) + `}`,
+		cred: `{"provision":"credential","local":"postgres_database","consumer":{"module":"vaultwarden","node":"ace"},` +
+			`"provider":{"module":"mesh-vault","NODE":"control"},"state":"asked","why":` + string(why) + `}`,
+	} {
+		if _, err := provisions.Put(ctx, key.String(), []byte(value)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, genuine := f.need(gitea, "main")
+	waitProvided(t, f.seat, genuine, 1)
+	for _, key := range []mesh.ProvisionKey{db, cred} {
+		if e, ok := kittest.Entry(t, mustJS(t, f.url), mesh.VaultModule, key); ok {
+			t.Errorf("mesh-vault's entry at %s = %+v; want none (its provider is not mesh-vault on control)", key, e)
+		}
+	}
+	if a, err := ask(t, f, "vaultwarden", "vaultwarden", false, kit.VaultRequest{}); err != nil || len(a.Credentials) != 0 {
+		t.Errorf("vaultwarden's credentials = %v, %v; want none", values(a), err)
 	}
 }
