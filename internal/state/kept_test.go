@@ -5,6 +5,7 @@ import (
 	"unsafe"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/compose"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
 
@@ -76,6 +77,53 @@ func TestTakenNamesAreShared(t *testing.T) {
 	} {
 		if f.a == "" || f.a != f.b || unsafe.StringData(f.a) != unsafe.StringData(f.b) {
 			t.Errorf("%s: %q and %q are not one string", f.name, f.a, f.b)
+		}
+	}
+}
+
+// A key stays routed to its provider (a change of the provider's have
+// touches it) and NeedOf finds it while any node's last composition needs
+// it, its own node's or another's (a shared credential), and no longer
+// once none does.
+func TestNeededKeyRoutedWhileAnyNodeNeedsIt(t *testing.T) {
+	const cred = "db1.pg.credential.pg_database"
+	vault := mesh.Ref{Module: mesh.VaultModule, Node: "lab"}
+	m := New()
+	composeNode := func(node string, needs bool) {
+		res := &compose.Result{Node: node, Needed: map[string]*compose.Need{}}
+		if needs {
+			res.Needed[cred] = &compose.Need{Key: cred, Provision: mesh.CredentialProvision, Local: "pg_database",
+				Consumer: mesh.Ref{Module: "pg", Node: "db1"}, Provider: vault}
+		}
+		m.Composed(res)
+	}
+	rev := uint64(0)
+	touched := func() []string {
+		rev++
+		return m.Take(bus.Change{Bucket: mesh.HaveBucket, Key: "lab." + mesh.VaultModule, Revision: rev,
+			Value: []byte(`{"phase":"running","health":"ok","fp":"f1"}`)}).Keys
+	}
+	for i, step := range []struct {
+		node   string
+		needs  bool
+		routed bool
+	}{
+		{"web1", true, true},  // another node's composition needs it
+		{"db1", true, true},   // and its own node's
+		{"web1", false, true}, // its own node's still does
+		{"web2", true, true},
+		{"db1", false, true}, // web2's still does
+		{"web2", false, false},
+		{"db1", true, true},
+		{"db1", false, false},
+	} {
+		composeNode(step.node, step.needs)
+		keys := touched()
+		if got := len(keys) == 1 && keys[0] == cred; got != step.routed || len(keys) > 1 {
+			t.Errorf("step %d (%s needs it: %v): the provider's have touches %v; want it routed: %v", i, step.node, step.needs, keys, step.routed)
+		}
+		if n := m.NeedOf(cred); (n != nil) != step.routed || n != nil && (n.Key != cred || n.Provider != vault) {
+			t.Errorf("step %d: NeedOf = %+v; want a need: %v", i, n, step.routed)
 		}
 	}
 }

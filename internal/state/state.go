@@ -196,8 +196,13 @@ type Mesh struct {
 	refusalsOf map[string][]string // node -> its refusal keys, sorted
 
 	// What the last composition of each node found.
-	needed     map[string][]need   // node -> what it needs, by key
-	needers    map[string]few      // key -> nodes whose composition needs it
+	needed map[string][]need // node -> what it needs, by key
+	// needers holds, for a key that the composition of a node other than
+	// its own needs (a shared credential, on its provider's node), those
+	// nodes; a key its own node's composition needs is found in
+	// needed[its node] (most keys: an entry per key here was the largest
+	// index of the seat).
+	needers    map[string]few      // key -> other nodes whose composition needs it
 	byProvider map[mesh.Ref]set    // provider -> needed keys it answers
 	requires   map[string][]string // node -> modules its modules require
 	consumers  map[string]set      // module -> nodes that require it
@@ -944,8 +949,17 @@ func (m *Mesh) Composed(res *compose.Result) {
 	}
 	node := res.Node
 	for _, n := range m.needed[node] {
-		removeFromFew(m.needers, n.key, node)
-		if _, still := m.needers[n.key]; !still {
+		own := nodeOf(n.key)
+		if own != node {
+			removeFromFew(m.needers, n.key, node)
+		}
+		// Still needed by another node's composition (this node's is being
+		// replaced)?
+		_, still := m.needers[n.key]
+		if !still && own != node {
+			_, still = m.neededBy(own, n.key)
+		}
+		if !still {
 			if s := m.byProvider[*n.provider]; s != nil {
 				delete(s, n.key)
 				if len(s) == 0 {
@@ -960,7 +974,9 @@ func (m *Mesh) Composed(res *compose.Result) {
 	needs := make([]need, 0, len(res.Needed))
 	for key, n := range res.Needed {
 		needs = append(needs, need{key: key, provider: m.ref(n.Provider), dependsOn: n.DependsOn, noProvider: n.NoProvider})
-		addToFew(m.needers, key, node)
+		if nodeOf(key) != node {
+			addToFew(m.needers, key, node)
+		}
 		s := m.byProvider[n.Provider]
 		if s == nil {
 			s = set{}
@@ -984,16 +1000,32 @@ func (m *Mesh) Composed(res *compose.Result) {
 // key, or nil when no composition needs it. The need is new at each call:
 // the caller's.
 func (m *Mesh) NeedOf(key string) *compose.Need {
-	f, ok := m.needers[key]
-	if !ok {
-		return nil
+	if n, ok := m.neededBy(nodeOf(key), key); ok {
+		return n.need()
 	}
-	needs := m.needed[f.one]
+	if f, ok := m.needers[key]; ok {
+		if n, ok := m.neededBy(f.one, key); ok {
+			return n.need()
+		}
+	}
+	return nil
+}
+
+// neededBy returns what the last composition of node found needed at key,
+// and whether it needs key.
+func (m *Mesh) neededBy(node, key string) (*need, bool) {
+	needs := m.needed[node]
 	i, found := slices.BinarySearchFunc(needs, key, func(n need, key string) int { return strings.Compare(n.key, key) })
 	if !found {
-		return nil
+		return nil, false
 	}
-	return needs[i].need()
+	return &needs[i], true
+}
+
+// nodeOf returns the node of a provision key: its first token.
+func nodeOf(key string) string {
+	node, _, _ := strings.Cut(key, ".")
+	return node
 }
 
 // Nodes returns every node the mesh knows: placed, or holding plans,
