@@ -28,6 +28,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/jwt/v2"
@@ -35,6 +36,7 @@ import (
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/access"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/meshfile"
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
 
 // Files of a directory written by [Gen].
@@ -48,6 +50,12 @@ const (
 	RevokedDir = "revoked"
 	// CredsExt ends every credentials file: "<user>.creds".
 	CredsExt = ".creds"
+	// LaterFile records the credentials files [Gen] left for later
+	// ([Options.Later]) until [Result.WriteLater] has written every one:
+	// a JSON object {"<user>": "<the text of its credentials file>"},
+	// mode 0600 (it holds their seeds, as the files do). [Mend] writes
+	// the files of a record whose writer stopped first.
+	LaterFile = "later-creds.json"
 )
 
 // MaxControlLine is the server's limit on a protocol line, in bytes,
@@ -68,11 +76,13 @@ type Options struct {
 	Source string
 	// Now is the time of the revocations; zero means time.Now().
 	Now time.Time
-	// Later, if set, picks the users whose credentials files Gen may
-	// write after it returns, on a goroutine of its own ([Result.Wait]
-	// waits for them): files nothing reads before they are written, such
-	// as the node clients' when up runs none. Making a file is the
-	// largest part of Gen on a disk slow to make them.
+	// Later, if set, picks the users whose credentials files Gen leaves
+	// for [Result.WriteLater] to write after it returns (a caller runs it
+	// on a goroutine of its own): files nothing reads before they are
+	// written, such as the node clients' when up runs none. Making a file
+	// is the largest part of Gen on a disk slow to make them. Gen records
+	// them in [LaterFile] first, so that a process stopped before
+	// WriteLater is done leaves what [Mend] needs to write them.
 	Later func(user string) bool
 }
 
@@ -91,20 +101,25 @@ type Result struct {
 	// revoked in the account.
 	Revoked []string
 
-	// later is closed once the files left for later are written;
-	// laterErr is then the first error writing one.
-	later    chan struct{}
+	// write writes the files left for later, once; laterErr is then the
+	// first error writing one.
+	write    sync.Once
+	later    func() error
 	laterErr error
 }
 
-// Wait waits until every credentials file Gen left for later
-// ([Options.Later]) is written, and returns the first error writing one.
-// It returns nil at once when Gen left none.
-func (r *Result) Wait() error {
-	if r.later == nil {
-		return nil
-	}
-	<-r.later
+// WriteLater writes the credentials files Gen left for later
+// ([Options.Later]), then removes their record ([LaterFile]), and returns
+// the first error writing one (the record is kept then). It writes them
+// once: a concurrent call waits for that write, and a later one returns
+// its error. It returns nil at once when Gen left none. It is safe for
+// concurrent use.
+func (r *Result) WriteLater() error {
+	r.write.Do(func() {
+		if r.later != nil {
+			r.laterErr = r.later()
+		}
+	})
 	return r.laterErr
 }
 
@@ -139,7 +154,8 @@ func CredsPath(dir, user string) string { return filepath.Join(dir, user+CredsEx
 // dir/revoked and its key revoked in the account. It returns an error when
 // a file cannot be read or written, or a key found there is not valid
 // (nothing is overwritten then). The files of the users opts.Later picks
-// are written after it returns: see [Result.Wait].
+// are written by [Result.WriteLater], after Gen returns; a record of them
+// left by an earlier Gen is replaced (or removed when none is left).
 func Gen(dir string, parties []access.Party, opts Options) (*Result, error) {
 	if opts.Now.IsZero() {
 		opts.Now = time.Now()
@@ -266,6 +282,24 @@ func Gen(dir string, parties []access.Party, opts Options) (*Result, error) {
 			return writeFile(out[idx[i]].path, out[idx[i]].creds, 0o600)
 		})
 	}
+	// The files left for later are recorded before any other is written:
+	// whenever the configuration is there, so is what Mend needs.
+	record := filepath.Join(dir, LaterFile)
+	pending := map[string]string{}
+	for _, i := range later {
+		if out[i].creds != nil {
+			pending[parties[i].User] = string(out[i].creds)
+		}
+	}
+	if len(pending) > 0 {
+		b, err := json.Marshal(pending)
+		if err != nil {
+			return nil, fmt.Errorf("auth: %s: %w", LaterFile, err)
+		}
+		if err := writeFile(record, b, 0o600); err != nil {
+			return nil, err
+		}
+	}
 	if err := write(now); err != nil {
 		return nil, err
 	}
@@ -273,17 +307,75 @@ func Gen(dir string, parties []access.Party, opts Options) (*Result, error) {
 	if err := writeFile(res.Config, conf, 0o600); err != nil {
 		return nil, err
 	}
+	if len(pending) == 0 {
+		// An earlier Gen's record: every file it named is written now,
+		// or signed anew.
+		if err := os.Remove(record); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("auth: %w", err)
+		}
+	}
 	if len(later) > 0 {
-		res.later = make(chan struct{})
-		go func() {
-			defer close(res.later)
-			res.laterErr = write(later)
-		}()
+		res.later = func() error {
+			if err := write(later); err != nil {
+				return err
+			}
+			if len(pending) == 0 {
+				return nil
+			}
+			if err := os.Remove(record); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("auth: %w", err)
+			}
+			return nil
+		}
 	}
 	sort.Strings(res.Made)
 	sort.Strings(res.Kept)
 	sort.Strings(res.Revoked)
 	return res, nil
+}
+
+// Mend writes the credentials files that a [Gen] left for later and that
+// were never written (its process stopped before [Result.WriteLater] was
+// done): those its record, [LaterFile] in dir, names and dir does not hold.
+// A file dir holds is kept (each is written whole, from the same record).
+// It then removes the record, and returns the users whose files it wrote,
+// sorted: none when dir holds no record. It returns an error when the
+// record cannot be read or decoded, or a file cannot be written (the
+// record is kept then, for the next Mend).
+func Mend(dir string) ([]string, error) {
+	record := filepath.Join(dir, LaterFile)
+	b, err := os.ReadFile(record)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("auth: mend: %w", err)
+	}
+	var pending map[string]string
+	if err := json.Unmarshal(b, &pending); err != nil {
+		return nil, fmt.Errorf("auth: mend: %s: %w", record, err)
+	}
+	var written []string
+	for user, creds := range pending {
+		path := CredsPath(dir, user)
+		if !mesh.ValidName(user) {
+			return nil, fmt.Errorf("auth: mend: %s names the user %q, not a valid name", record, user)
+		}
+		if _, err := os.Stat(path); err == nil {
+			continue
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("auth: mend: %w", err)
+		}
+		if err := writeFile(path, []byte(creds), 0o600); err != nil {
+			return nil, err
+		}
+		written = append(written, user)
+	}
+	if err := os.Remove(record); err != nil {
+		return nil, fmt.Errorf("auth: mend: %w", err)
+	}
+	sort.Strings(written)
+	return written, nil
 }
 
 func (r *Result) note(name string, made bool) {

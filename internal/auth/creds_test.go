@@ -1,6 +1,8 @@
 package auth_test
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/access"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/auth"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/meshfile"
 )
 
@@ -98,8 +101,9 @@ func TestCredsFilesAsFormatUserConfig(t *testing.T) {
 
 // TestGenLeavesFilesForLater runs Gen with Options.Later picking the node
 // clients: the configuration and every other party's file are written when
-// it returns, and once Result.Wait returns nil every client's file is
-// there too, with a key that a second Gen keeps.
+// it returns, the clients' are not (recorded in LaterFile instead); once
+// Result.WriteLater returns nil every client's file is there too, the
+// record is gone, and a second Gen keeps every key.
 func TestGenLeavesFilesForLater(t *testing.T) {
 	dir := t.TempDir()
 	f, err := meshfile.Parse("test.yaml", []byte(testMesh))
@@ -120,25 +124,34 @@ func TestGenLeavesFilesForLater(t *testing.T) {
 	}
 	clients := 0
 	for _, p := range parties {
-		if later(p.User) {
+		_, err := os.Stat(res.Creds[p.User])
+		switch {
+		case later(p.User):
 			clients++
-			continue
-		}
-		if _, err := os.Stat(res.Creds[p.User]); err != nil {
+			if !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("%s's credentials when Gen returns: %v; want none yet (left for later)", p.User, err)
+			}
+		case err != nil:
 			t.Errorf("%s's credentials not written when Gen returns: %v", p.User, err)
 		}
 	}
 	if clients != 2 {
 		t.Fatalf("the test mesh has %d clients; want 2", clients)
 	}
-	if err := res.Wait(); err != nil {
-		t.Fatalf("Wait: %v", err)
+	if _, err := os.Stat(filepath.Join(dir, auth.LaterFile)); err != nil {
+		t.Errorf("no record of the files left for later when Gen returns: %v", err)
+	}
+	if err := res.WriteLater(); err != nil {
+		t.Fatalf("WriteLater: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, auth.LaterFile)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the record of the files left for later after WriteLater: %v; want it gone", err)
 	}
 	pubs := map[string]string{}
 	for _, p := range parties {
 		b, err := os.ReadFile(res.Creds[p.User])
 		if err != nil {
-			t.Fatalf("%s's credentials after Wait: %v", p.User, err)
+			t.Fatalf("%s's credentials after WriteLater: %v", p.User, err)
 		}
 		kp, err := jwt.ParseDecoratedUserNKey(b)
 		if err != nil {
@@ -146,11 +159,17 @@ func TestGenLeavesFilesForLater(t *testing.T) {
 		}
 		pubs[p.User], _ = kp.PublicKey()
 	}
+	if err := res.WriteLater(); err != nil {
+		t.Errorf("WriteLater again: %v; want nil (written once)", err)
+	}
 	again, err := auth.Gen(dir, parties, auth.Options{StoreDir: filepath.Join(dir, "js"), Later: later})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := again.Wait(); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, auth.LaterFile)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Gen again with every file current left a record: %v; want none (nothing to write)", err)
+	}
+	if err := again.WriteLater(); err != nil {
 		t.Fatal(err)
 	}
 	if len(again.Made) != 0 {
@@ -164,8 +183,84 @@ func TestGenLeavesFilesForLater(t *testing.T) {
 			t.Errorf("Gen again changed %s's key", p.User)
 		}
 	}
-	if err := (&auth.Result{}).Wait(); err != nil {
-		t.Errorf("Wait of a Gen that left nothing: %v", err)
+	if err := (&auth.Result{}).WriteLater(); err != nil {
+		t.Errorf("WriteLater of a Gen that left nothing: %v", err)
+	}
+}
+
+// TestMendWritesWhatGenLeftForLater runs Gen with Options.Later and never
+// WriteLater, as a process stopped before it did: Mend writes each client's
+// file, and each connects as its user to a real server run on Gen's
+// configuration. A second Mend writes nothing; a Gen with nothing left for
+// later removes an earlier Gen's record, so that Mend never writes a file
+// from it.
+func TestMendWritesWhatGenLeftForLater(t *testing.T) {
+	dir := t.TempDir()
+	f, err := meshfile.Parse("test.yaml", []byte(testMesh))
+	if err != nil {
+		t.Fatal(err)
+	}
+	parties, err := access.Parties(auth.MeshOf(f, operators))
+	if err != nil {
+		t.Fatal(err)
+	}
+	later := func(user string) bool { return strings.HasPrefix(user, "client-") }
+	opts := auth.Options{StoreDir: filepath.Join(dir, "js"), Later: later}
+	res, err := auth.Gen(dir, parties, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var clients []string
+	for _, p := range parties {
+		if later(p.User) {
+			clients = append(clients, p.User)
+		}
+	}
+	written, err := auth.Mend(dir)
+	if err != nil || !slices.Equal(written, clients) {
+		t.Fatalf("Mend = %v, %v; want %v", written, err, clients)
+	}
+	s, err := bus.StartServer(bus.ServerConfig{Dir: filepath.Join(dir, "js"), Listen: "127.0.0.1:0", ConfigFile: res.Config})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Shutdown)
+	for _, user := range clients {
+		nc, _, err := bus.Connect(bus.Dial{URL: s.URL(), Name: user, Creds: res.Creds[user]})
+		if err != nil {
+			t.Errorf("%s connects with its mended credentials: %v", user, err)
+			continue
+		}
+		nc.Close()
+	}
+	if written, err := auth.Mend(dir); err != nil || len(written) != 0 {
+		t.Errorf("Mend again = %v, %v; want nothing written", written, err)
+	}
+
+	// Left for later again (new keys: the files are gone), then Gen with
+	// every file written at once.
+	for _, user := range clients {
+		if err := os.Remove(res.Creds[user]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := auth.Gen(dir, parties, opts); err != nil {
+		t.Fatal(err)
+	}
+	now, err := auth.Gen(dir, parties, auth.Options{StoreDir: opts.StoreDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, auth.LaterFile)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the record after a Gen that left nothing for later: %v; want it gone", err)
+	}
+	for _, user := range clients {
+		if _, err := os.Stat(now.Creds[user]); err != nil {
+			t.Errorf("%s's credentials after a Gen that left nothing for later: %v", user, err)
+		}
+	}
+	if written, err := auth.Mend(dir); err != nil || len(written) != 0 {
+		t.Errorf("Mend after a Gen that left nothing for later = %v, %v; want nothing written", written, err)
 	}
 }
 

@@ -88,7 +88,7 @@ and a second up on the same directory fails at once.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f.clientsSet = cmd.Flags().Changed("clients")
 			f.webSet = cmd.Flags().Changed("web")
-			return runUp(cmd.Context(), cmd.OutOrStdout(), f, args)
+			return runUp(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), f, args)
 		},
 	}
 	fl := cmd.Flags()
@@ -164,7 +164,7 @@ func upMemoryBudget(nodes int) uint64 {
 	return max(upMemoryFloor, uint64(nodes)*upMemoryPerNode)
 }
 
-func runUp(ctx context.Context, out io.Writer, f upFlags, args []string) (err error) {
+func runUp(ctx context.Context, out, errOut io.Writer, f upFlags, args []string) (err error) {
 	if f.output != "table" && f.output != "json" {
 		return usageError{fmt.Errorf("-o %q: want table or json", f.output)}
 	}
@@ -216,6 +216,17 @@ func runUp(ctx context.Context, out io.Writer, f upFlags, args []string) (err er
 		// users (made from the file it was last run with), never the
 		// bundled example's.
 		sc.ConfigFile = existing
+		// An up stopped while it wrote the node clients' credentials
+		// (after its server started) left some unwritten: written now,
+		// from the record it made of them.
+		mended, err := auth.Mend(authDir)
+		if err != nil {
+			return err
+		}
+		if len(mended) > 0 {
+			fmt.Fprintf(errOut, "up: the last up stopped before it wrote the credentials of %d users; written now in %s: %s\n",
+				len(mended), authDir, someOf(mended, 5))
+		}
 	default:
 		parties, err := access.Parties(auth.MeshOf(file, nil))
 		if err != nil {
@@ -237,12 +248,14 @@ func runUp(ctx context.Context, out io.Writer, f upFlags, args []string) (err er
 		if err != nil {
 			return err
 		}
-		// Up returns once they are written, and says when one is not.
-		credsWritten, later = res.Wait, opts.Later != nil
+		// They are written while the server starts; up returns once they
+		// are, and says when one is not.
+		go res.WriteLater()
+		credsWritten, later = res.WriteLater, opts.Later != nil
 		defer func() {
 			// A failed write of a credentials file is said with whatever
 			// else failed (the success path has checked it already).
-			if werr := res.Wait(); werr != nil && err != nil && !errors.Is(err, werr) {
+			if werr := res.WriteLater(); werr != nil && err != nil && !errors.Is(err, werr) {
 				err = errors.Join(err, werr)
 			}
 		}()
@@ -461,6 +474,15 @@ func runUp(ctx context.Context, out io.Writer, f upFlags, args []string) (err er
 			}
 		}
 	}
+}
+
+// someOf returns the first n of s joined by commas, and how many more
+// there are.
+func someOf(s []string, n int) string {
+	if len(s) <= n {
+		return strings.Join(s, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(s[:n], ", "), len(s)-n)
 }
 
 // listenWarning warns when up's embedded server listens beyond loopback

@@ -163,6 +163,60 @@ func TestUpWithNoFileOnUsersOfAnotherMesh(t *testing.T) {
 	}
 }
 
+// TestUpWithNoFileMendsTheClientsCreds checks that up with no file on a
+// data directory whose last up stopped before it wrote the node clients'
+// credentials (they are written after the server starts: Gen with Later,
+// and its WriteLater never done) writes them, says so on stderr, and runs
+// the mesh with its clients. It used to take the configuration as whole
+// and fail at every start on the missing client-control.creds.
+func TestUpWithNoFileMendsTheClientsCreds(t *testing.T) {
+	data := t.TempDir()
+	path := filepath.Join(t.TempDir(), "small.yaml")
+	if err := os.WriteFile(path, []byte(smallMesh), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"up", "--once", "-o", "json", "--data", data, "--listen", "127.0.0.1:0", "--log-level", "error"}
+	if _, _, err := run(t, append(args, "--clients=false", path)...); err != nil {
+		t.Fatal(err)
+	}
+	// The last up's Gen, stopped before WriteLater: the client's key is
+	// new (its file is gone), its file never written.
+	small, err := meshfile.Parse("small.yaml", []byte(smallMesh))
+	if err != nil {
+		t.Fatal(err)
+	}
+	parties, err := access.Parties(auth.MeshOf(small, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	authDir := filepath.Join(data, AuthDir)
+	client := auth.CredsPath(authDir, access.ClientUser("control"))
+	if err := os.Remove(client); err != nil {
+		t.Fatal(err)
+	}
+	later := func(user string) bool { return user == access.ClientUser("control") }
+	if _, err := auth.Gen(authDir, parties, auth.Options{StoreDir: filepath.Join(data, "nats"), Source: path, Later: later}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(client); err == nil {
+		t.Fatalf("%s written by a Gen whose WriteLater was not run", client)
+	}
+
+	_, stderr, err := run(t, args...)
+	if err != nil {
+		t.Fatalf("up with no file after an up stopped before it wrote the clients' credentials: %v", err)
+	}
+	if want := "written now in " + authDir + ": client-control"; !strings.Contains(stderr, want) {
+		t.Errorf("up's stderr:\n%s\nwant it to say %q", stderr, want)
+	}
+	if _, err := os.Stat(client); err != nil {
+		t.Errorf("%s after up: %v", client, err)
+	}
+	if _, stderr, err := run(t, args...); err != nil || strings.Contains(stderr, "written now") {
+		t.Errorf("up again: %v, stderr:\n%s\nwant nothing written", err, stderr)
+	}
+}
+
 func TestListenWarning(t *testing.T) {
 	for _, tc := range []struct {
 		listen string
