@@ -11,9 +11,10 @@ import (
 // reference of each key depended on.
 func TestInputs(t *testing.T) {
 	k := &Kit{owns: map[string]own{}, provs: map[string]mesh.Provision{}, others: map[string]other{}}
-	k.others["control.keycloak.credential.postgres_database"] = other{state: mesh.Provided, reference: &mesh.Reference{ID: "v", Generation: 2}}
-	k.others["control.keycloak.credential.none"] = other{state: mesh.Provided}
-	k.others["control.keycloak.credential.asked"] = other{state: mesh.Asked}
+	vault := &mesh.Ref{Module: mesh.VaultModule, Node: "control"}
+	k.others["control.keycloak.credential.postgres_database"] = other{provider: vault, state: mesh.Provided, reference: &mesh.Reference{ID: "v", Generation: 2}}
+	k.others["control.keycloak.credential.none"] = other{provider: vault, state: mesh.Provided}
+	k.others["control.keycloak.credential.asked"] = other{provider: vault, state: mesh.Asked}
 	cred := mesh.Provision{Provision: mesh.CredentialProvision, Local: "postgres_database", Consumer: mesh.Ref{Module: "keycloak", Node: "control"}}
 	db := mesh.Provision{Provision: "database", Consumer: mesh.Ref{Module: "keycloak", Node: "control"}}
 	withDeps := func(p mesh.Provision, deps ...string) mesh.Provision { p.DependsOn = deps; return p }

@@ -84,6 +84,9 @@ type Kit struct {
 	provs  map[string]mesh.Provision
 	others map[string]other
 	names  intern.Table
+	// refs holds each provider of others once (at most refsMax, then
+	// anew: what others hold stays valid).
+	refs map[mesh.Ref]*mesh.Ref
 	// byConsumer indexes the keys held (provs and others) by their first
 	// two tokens, "<node>.<consumer>": a consumer's provisions without a
 	// scan. A consumer has a few keys on a node, so they are a list, in no
@@ -188,9 +191,11 @@ func (k *Kit) Ready() <-chan struct{} { return k.ready }
 // other is what the kit keeps of a provision whose provider is another
 // module: what a provider reads of a key it does not answer (see
 // [Kit.Provision] for which keys are kept). Its provision, local and
-// consumer are the key's own.
+// consumer are the key's own; its provider is one of refs, shared by
+// every key of that provider (a pointer, not two strings: 56 bytes, not
+// 80).
 type other struct {
-	provider  mesh.Ref
+	provider  *mesh.Ref
 	state     mesh.State
 	reference *mesh.Reference
 	dependsOn []string
@@ -233,7 +238,7 @@ func (k *Kit) provision(key string) (mesh.Provision, bool) {
 func (o other) provision(key string) mesh.Provision {
 	pk, _ := mesh.ParseProvisionKey(key)
 	return mesh.Provision{Provision: pk.Provision, Local: pk.Local, Consumer: mesh.Ref{Module: pk.Consumer, Node: pk.Node},
-		Provider: o.provider, State: o.state, DependsOn: o.dependsOn, Reference: o.reference}
+		Provider: *o.provider, State: o.state, DependsOn: o.dependsOn, Reference: o.reference}
 }
 
 // own is what the kit keeps of a provision of its own provider whose
@@ -326,7 +331,7 @@ func (k *Kit) Again(key string) {
 func (k *Kit) took(ch bus.Change) {
 	var (
 		keep  = keepNone
-		o     other
+		o     head // another provider's value: what is kept of it
 		m     own
 		whole *mesh.Provision // decoded only when the head does not do
 	)
@@ -334,7 +339,7 @@ func (k *Kit) took(ch bus.Change) {
 		pk, keyErr := mesh.ParseProvisionKey(ch.Key)
 		h, err := k.heads.read(ch.Value)
 		if keyErr == nil && err == nil && h.provider != k.self {
-			o, keep = other{provider: h.provider, state: h.state, reference: h.reference, dependsOn: h.dependsOn}, keepOther
+			o, keep = h, keepOther
 		} else if keep, o, m, whole, err = k.decode(ch.Value, pk, keyErr); err != nil {
 			k.log.Error("kit: a provision does not decode; it is left out", "bucket", ch.Bucket, "key", ch.Key, "err", err)
 		}
@@ -370,9 +375,7 @@ func (k *Kit) took(ch bus.Change) {
 			deps, ours = whole.DependsOn, true
 		}
 	case keepOther:
-		o.provider = k.names.Ref(o.provider)
-		o.state = mesh.State(k.names.String(string(o.state)))
-		k.others[ch.Key] = o
+		k.others[ch.Key] = other{provider: k.ref(o.provider), state: mesh.State(k.names.String(string(o.state))), reference: o.reference, dependsOn: o.dependsOn}
 	}
 	dependents := make([]string, 0, len(k.dependents[ch.Key]))
 	for key := range k.dependents[ch.Key] {
@@ -420,7 +423,7 @@ const (
 // provider's value whose head was not plain), m for keepOwn, whole for
 // keepWhole. It decodes with [jsonhead.Unmarshal] (the spec's names,
 // exactly), and returns its error for a value that does not decode.
-func (k *Kit) decode(value []byte, pk mesh.ProvisionKey, keyErr error) (kind keep, o other, m own, whole *mesh.Provision, err error) {
+func (k *Kit) decode(value []byte, pk mesh.ProvisionKey, keyErr error) (kind keep, o head, m own, whole *mesh.Provision, err error) {
 	// Allocated here, not in took: most values never get this far.
 	p := new(mesh.Provision)
 	if err := jsonhead.Unmarshal(value, p); err != nil {
@@ -430,7 +433,7 @@ func (k *Kit) decode(value []byte, pk mesh.ProvisionKey, keyErr error) (kind kee
 	case keyErr != nil:
 		return keepWhole, o, m, p, nil
 	case p.Provider != k.self:
-		o = other{provider: p.Provider, state: p.State, reference: p.Reference, dependsOn: p.DependsOn}
+		o = head{provider: p.Provider, state: p.State, reference: p.Reference, dependsOn: p.DependsOn}
 		return keepOther, o, m, nil, nil
 	}
 	var ok bool
@@ -438,6 +441,21 @@ func (k *Kit) decode(value []byte, pk mesh.ProvisionKey, keyErr error) (kind kee
 		return keepOwn, o, m, nil, nil
 	}
 	return keepWhole, o, m, p, nil
+}
+
+// ref returns the one copy of r in k.refs, its names interned. k.mu is
+// held.
+func (k *Kit) ref(r mesh.Ref) *mesh.Ref {
+	if p, ok := k.refs[r]; ok {
+		return p
+	}
+	if k.refs == nil || len(k.refs) >= refsMax {
+		k.refs = map[mesh.Ref]*mesh.Ref{}
+	}
+	p := new(mesh.Ref)
+	*p = k.names.Ref(r)
+	k.refs[*p] = p
+	return p
 }
 
 // ourDependsOn returns the depends-on of key when the kit holds it as one

@@ -828,7 +828,9 @@ func TestKitHoldsItsOwnValuesAsWritten(t *testing.T) {
 	r := newRecorder(func(string, int, mesh.Provision) (kit.Result, error) { return kit.Waiting("held by the test"), nil })
 	f := start(t, r.handler(), 0)
 	at := time.Date(2026, 12, 1, 9, 30, 0, 123, time.UTC)
-	key := func(local string) string { return mesh.ProvisionKey{Node: "ace", Consumer: "gitea", Provision: "shelf", Local: local}.String() }
+	key := func(local string) string {
+		return mesh.ProvisionKey{Node: "ace", Consumer: "gitea", Provision: "shelf", Local: local}.String()
+	}
 	full := mesh.Provision{Provision: "shelf", Local: "full", Consumer: gitea, Provider: provider, State: mesh.Retiring, Why: "retiring: no build of gitea requires it",
 		DependsOn: []string{"ace.gitea.credential.shelf_shelf_full"}, Reference: &mesh.Reference{ID: "v", Generation: 3}, Ask: "retire-1",
 		Warrant: &mesh.Warrant{Ask: "retire-1", Option: "no", By: mesh.Identity{Who: "operator"}, At: at}, At: at}
