@@ -25,7 +25,7 @@ var at = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
 // load takes every key a mesh file writes into a fresh in-memory mesh, as
 // the seat's watched copies would.
-func load(t *testing.T, path string) *state.Mesh {
+func load(t testing.TB, path string) *state.Mesh {
 	t.Helper()
 	f, err := meshfile.ParseFile(path)
 	if err != nil {
@@ -36,7 +36,7 @@ func load(t *testing.T, path string) *state.Mesh {
 
 // loadFile takes every key of a parsed mesh file into a fresh in-memory
 // mesh.
-func loadFile(t *testing.T, f *meshfile.File) *state.Mesh {
+func loadFile(t testing.TB, f *meshfile.File) *state.Mesh {
 	t.Helper()
 	m := state.New()
 	keys := f.Keys()
@@ -69,7 +69,7 @@ func loadFile(t *testing.T, f *meshfile.File) *state.Mesh {
 // settle composes every node, taking each result's writes back into the
 // mesh as the seat does, until a round changes nothing. It returns the
 // results of the last changing round by node.
-func settle(t *testing.T, m *state.Mesh) map[string]*compose.Result {
+func settle(t testing.TB, m *state.Mesh) map[string]*compose.Result {
 	t.Helper()
 	last := map[string]*compose.Result{}
 	for round := 0; round < 5; round++ {

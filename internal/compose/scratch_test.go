@@ -84,7 +84,7 @@ func TestComposeAgainGivesTheSameAndSharesNothing(t *testing.T) {
 
 // loadGen takes a generated mesh of nodes nodes into a fresh in-memory mesh
 // and settles it.
-func loadGen(t *testing.T, nodes int) *state.Mesh {
+func loadGen(t testing.TB, nodes int) *state.Mesh {
 	t.Helper()
 	f, err := meshfile.Parse(fmt.Sprintf("gen-%d.yaml", nodes), gen.Generate(nodes, 8, 1))
 	if err != nil {
