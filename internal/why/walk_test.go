@@ -178,7 +178,7 @@ func TestWalk(t *testing.T) {
 			key: grafanaDB,
 			want: []line{
 				{0, StepProvision, grafanaDB, "no longer needed", "retiring"},
-				{1, StepAsk, "a1", "kept: the operator operator answered no to a1; it is not asked again while nothing changes (unkeep asks again)", "no"},
+				{1, StepAsk, "a1", "kept: the operator \"operator\" answered no to a1; it is not asked again while nothing changes (unkeep asks again)", "no"},
 			},
 		},
 		{

@@ -3,6 +3,7 @@ package why
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
@@ -89,9 +90,9 @@ func saysHave(pr mesh.Ref, h mesh.Have, want string, hasWant bool) string {
 func saysWarrant(p mesh.Provision, w mesh.Warrant) string {
 	by := or(w.By.Who, w.By.Identity)
 	if w.Option == "yes" {
-		return "the operator " + by + " answered yes (remove) to " + w.Ask + ": waiting for " + p.Provider.Module + " to remove its credential"
+		return "the operator " + strconv.Quote(by) + " answered yes (remove) to " + w.Ask + ": waiting for " + p.Provider.Module + " to remove its credential"
 	}
-	return "kept: the operator " + by + " answered " + w.Option + " to " + w.Ask + "; it is not asked again while nothing changes (unkeep asks again)"
+	return "kept: the operator " + strconv.Quote(by) + " answered " + w.Option + " to " + w.Ask + "; it is not asked again while nothing changes (unkeep asks again)"
 }
 
 func saysRecord(r mesh.Record) string {
