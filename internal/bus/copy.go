@@ -555,8 +555,13 @@ func (c *Copy) watch(ctx context.Context) error {
 	}
 	anew := c.renew(info)
 	var lastSeq uint64
+	hint := 0 // how many keys the initial values may bring
 	if info != nil {
 		lastSeq = info.State.LastSeq
+		if c.opts.Filter == "" { // a filter's keys are not counted
+			hint = int(min(info.State.Msgs, maxHint))
+		}
+		c.presize(hint)
 	}
 	nc := c.js.Conn()
 	// Room for a few advisories: one of the stream's own creation, which the
@@ -597,7 +602,7 @@ func (c *Copy) watch(ctx context.Context) error {
 	// again at once on a reconnect instead.
 	reconnected := nc.StatusChanged(nats.CONNECTED)
 	defer nc.RemoveStatusListener(reconnected)
-	seen := map[string]bool{}
+	seen := make(map[string]bool, hint)
 	initial := true
 	// apply takes one change read by this watch, or ends its initial
 	// values.
@@ -674,6 +679,26 @@ func (c *Copy) watch(ctx context.Context) error {
 		if !c.queue(q) {
 			apply(q)
 		}
+	}
+}
+
+// maxHint bounds the size a copy's maps are made at before a watch's
+// initial values (see presize): 2^20 keys.
+const maxHint = 1 << 20
+
+// presize makes the maps of a copy that holds no key at the size of n
+// keys, the messages of the bucket's stream when its watch starts (with
+// history 1, its keys and delete markers), so that taking its initial values
+// does not grow them step by step (each step allocates the map anew: about
+// twice the final size in all). A copy that holds keys is left as it is.
+func (c *Copy) presize(n int) {
+	if n <= 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.items.len() == 0 {
+		c.items = newHeldSized(c.opts.RevisionsOnly, n)
 	}
 }
 
@@ -782,11 +807,14 @@ type held struct {
 	revs  map[string]uint64
 }
 
-func newHeld(revisionsOnly bool) held {
+func newHeld(revisionsOnly bool) held { return newHeldSized(revisionsOnly, 0) }
+
+// newHeldSized is newHeld with room for n keys.
+func newHeldSized(revisionsOnly bool, n int) held {
 	if revisionsOnly {
-		return held{revs: map[string]uint64{}}
+		return held{revs: make(map[string]uint64, n)}
 	}
-	return held{items: map[string]Item{}}
+	return held{items: make(map[string]Item, n)}
 }
 
 // get returns the item at key (with a nil Value when only revisions are
