@@ -184,13 +184,34 @@ func runUp(ctx context.Context, out, errOut io.Writer, f upFlags, args []string)
 	if err != nil {
 		return err
 	}
-	// Memory: the collector keeps the process near what it holds (a
-	// 1000-node mesh's start under 300 MB) unless GOGC or GOMEMLIMIT is set.
-	if stop, ok := memlimit.Follow(upMemoryBudget(len(file.Nodes)), upMemoryFactor); ok {
-		defer stop()
-	}
-	if f.meshName, err = meshName(file, f.meshName, f.postgres != ""); err != nil {
+	if err := validMeshNameFlag(f.meshName); err != nil {
 		return err
+	}
+	// What depends on the mesh (its name, the memory limit's floor, whether
+	// node clients run) is decided once, from the mesh up runs, as soon as
+	// it is known: a given file's at once, before anything starts; with no
+	// file, the data directory's live mesh (or the bundled example, going
+	// into an empty one), once the server is up and the mesh read.
+	var m upMesh
+	stopMemory := func() {}
+	defer func() { stopMemory() }()
+	decided := func(d upMesh) {
+		m = d
+		f.meshName, f.clients = d.name, d.clients
+		// Memory: the collector keeps the process near what it holds (a
+		// 1000-node mesh's start under 300 MB) unless GOGC or GOMEMLIMIT
+		// is set.
+		if stop, ok := memlimit.Follow(d.budget, upMemoryFactor); ok {
+			stopMemory = stop
+		}
+		upDecided(d)
+	}
+	if len(args) == 1 {
+		d, err := decideMesh(file, f, false, "")
+		if err != nil {
+			return err
+		}
+		decided(d)
 	}
 	if w := listenWarning(f.listen); w != "" && f.noAuth {
 		fmt.Fprintln(os.Stderr, w)
@@ -200,10 +221,6 @@ func runUp(ctx context.Context, out, errOut io.Writer, f upFlags, args []string)
 		return err
 	}
 	defer lock.Release()
-	autoNoClients := f.clients && !f.clientsSet && len(file.Nodes) > maxAutoClients
-	if autoNoClients {
-		f.clients = false
-	}
 	sc := bus.ServerConfig{Dir: filepath.Join(f.data, "nats"), Listen: f.listen}
 	credsWritten := func() error { return nil }
 	later := false // node clients' credentials are written after the server starts
@@ -233,6 +250,8 @@ func runUp(ctx context.Context, out, errOut io.Writer, f upFlags, args []string)
 			return err
 		}
 		opts := auth.Options{StoreDir: sc.Dir, Source: name}
+		// With a file, whether clients run is decided; with none the
+		// data directory is new (or ran --no-auth) and --clients says.
 		if !f.clients {
 			// No client of up's reads the node clients' credentials:
 			// they are written while the server starts.
@@ -322,7 +341,11 @@ func runUp(ctx context.Context, out, errOut io.Writer, f upFlags, args []string)
 	// With no file, the bundled example goes only into an empty data
 	// directory: a restart never changes the operator's own mesh.
 	apply := true
+	stored := ""
 	if len(args) == 0 {
+		if stored, err = readMeshName(f.data); err != nil {
+			return err
+		}
 		current, err := meshfile.Current(ctx, ojs)
 		if err != nil {
 			return err
@@ -352,6 +375,25 @@ func runUp(ctx context.Context, out, errOut io.Writer, f upFlags, args []string)
 		if err := haveUsers(authDir, file); err != nil {
 			return fmt.Errorf("%s holds no mesh, and its NATS users were made for another mesh file (%w): run \"up MESHFILE\" with that file, or remove %s to start with the bundled example",
 				f.data, err, f.data)
+		}
+	}
+	if len(args) == 0 {
+		d, err := decideMesh(file, f, !apply, stored)
+		if err != nil {
+			return err
+		}
+		decided(d)
+	}
+	// The mesh's name is kept beside its data for a restart with no file:
+	// written by the up that applies a mesh (before it writes any of it),
+	// and by a restart told it with --mesh-name where none was kept.
+	if apply || stored == "" && m.name != "" {
+		if apply && stored != "" && stored != m.name {
+			fmt.Fprintf(progress, "up: the mesh in %s was named %q and is now %s: the postgres provider names its roles and databases after the new name and never takes those of %q\n",
+				f.data, stored, nameOrNone(m.name), stored)
+		}
+		if err := writeMeshName(f.data, m.name); err != nil {
+			return err
 		}
 	}
 	if apply {
@@ -405,7 +447,7 @@ func runUp(ctx context.Context, out, errOut io.Writer, f upFlags, args []string)
 		seatDone <- sr.Err()
 	}()
 
-	if autoNoClients {
+	if m.autoNoClients {
 		clientCreds := " --creds " + filepath.Join(authDir, "client-N"+auth.CredsExt)
 		if f.noAuth {
 			clientCreds = ""
@@ -507,9 +549,11 @@ func listenWarning(listen string) string {
 // liveFile is file with its nodes and placement replaced by those the
 // placement bucket holds (node -> value): what up runs clients and
 // providers for when it runs the mesh a data directory holds. A placement
-// that does not decode places nothing.
+// that does not decode places nothing. Its name (Mesh) is cleared: the
+// bus never holds it (up keeps it in DATA/MeshNameFile).
 func liveFile(file *meshfile.File, placement map[string][]byte) *meshfile.File {
 	lf := *file
+	lf.Mesh = ""
 	lf.Nodes = make([]string, 0, len(placement))
 	lf.Placement = map[string][]string{}
 	for node, v := range placement {
@@ -541,14 +585,132 @@ func haveUsers(dir string, file *meshfile.File) error {
 	return nil
 }
 
+// upMesh is what up decides from the mesh it runs, once that mesh is
+// known (see decideMesh): never from the bundled example when the data
+// directory holds a mesh of its own.
+type upMesh struct {
+	// nodes is the number of the mesh's nodes (placed nodes, for the live
+	// mesh of a restart with no file).
+	nodes int
+	// name is the mesh's name ("" for none): the postgres provider names
+	// its roles and databases after it.
+	name string
+	// budget is the floor of up's soft memory limit, in bytes
+	// (upMemoryBudget of nodes).
+	budget uint64
+	// clients says up runs a node client per node.
+	clients bool
+	// autoNoClients says clients are off because the mesh has more than
+	// maxAutoClients nodes and --clients was not given.
+	autoNoClients bool
+}
+
+// upDecided is called with what up decided, once per run; tests replace it
+// to see the decision.
+var upDecided = func(upMesh) {}
+
+// decideMesh decides what depends on the mesh for file, the mesh up runs.
+// restart says file is a data directory's live mesh, run with no file:
+// then its name is stored (what DATA/MeshNameFile held, "" for nothing),
+// and a --mesh-name that contradicts it is a usage error (a restart never
+// changes the mesh); else the name is --mesh-name or the file's mesh:. It
+// is a usage error when a postgres provider runs and the mesh has no name.
+func decideMesh(file *meshfile.File, f upFlags, restart bool, stored string) (upMesh, error) {
+	d := upMesh{nodes: len(file.Nodes), clients: f.clients}
+	d.budget = upMemoryBudget(d.nodes)
+	if f.clients && !f.clientsSet && d.nodes > maxAutoClients {
+		d.clients, d.autoNoClients = false, true
+	}
+	if !restart {
+		var err error
+		d.name, err = meshName(file, f.meshName, f.postgres != "")
+		return d, err
+	}
+	keep := filepath.Join(f.data, MeshNameFile)
+	switch {
+	case f.meshName != "" && stored != "" && f.meshName != stored:
+		return d, usageError{fmt.Errorf("--mesh-name %q: the mesh in %s is named %q (%s); a restart never changes the mesh: leave --mesh-name out, "+
+			"or run \"up MESHFILE --mesh-name %s\" to rename it (the postgres provider never takes the roles and databases of %q under a new name)",
+			f.meshName, f.data, stored, keep, f.meshName, stored)}
+	case f.meshName != "":
+		d.name = f.meshName
+	default:
+		d.name = stored
+	}
+	if d.name == "" && f.postgres != "" {
+		return d, usageError{fmt.Errorf("--postgres: the mesh in %s has no name that up knows (%s: none; its file named no mesh, or an older up ran it): "+
+			"pass --mesh-name NAME, the name its roles and databases carry (NAME_<node>_<consumer>), or run \"up MESHFILE\"", f.data, keep)}
+	}
+	return d, nil
+}
+
+// validMeshNameFlag returns a usage error when flag (--mesh-name) is given
+// and is not a valid name.
+func validMeshNameFlag(flag string) error {
+	if flag != "" && !mesh.ValidName(flag) {
+		return usageError{fmt.Errorf("--mesh-name %q is not a valid name (lower-case [a-z0-9][a-z0-9-]*)", flag)}
+	}
+	return nil
+}
+
+// MeshNameFile is the file in up's --data directory that holds the name
+// of the mesh the directory holds (one line), for a restart with no file:
+// up writes it when it applies a mesh (removes it when that mesh has no
+// name), and a restart with --mesh-name where none is kept. "apply -f"
+// never touches it: the name is up's configuration, never a bus value.
+const MeshNameFile = "mesh-name"
+
+// readMeshName returns the name data/MeshNameFile holds, "" when there is
+// no such file. A file that holds no valid name is an error naming it.
+func readMeshName(data string) (string, error) {
+	path := filepath.Join(data, MeshNameFile)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	name := strings.TrimSpace(string(b))
+	if !mesh.ValidName(name) {
+		return "", fmt.Errorf("%s holds %q, not a mesh's name (lower-case [a-z0-9][a-z0-9-]*): write the mesh's name in it, or remove it and run \"up MESHFILE\"", path, name)
+	}
+	return name, nil
+}
+
+// writeMeshName keeps name in data/MeshNameFile (mode 0600, replaced
+// whole by a rename), or removes that file when name is "".
+func writeMeshName(data, name string) error {
+	path := filepath.Join(data, MeshNameFile)
+	if name == "" {
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, []byte(name+"\n"), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// nameOrNone is name quoted, or "without a name" for "".
+func nameOrNone(name string) string {
+	if name == "" {
+		return "without a name"
+	}
+	return fmt.Sprintf("named %q", name)
+}
+
 // meshName is the mesh's name: flag (--mesh-name) when given, else the
 // mesh file's "mesh:". It is a usage error when flag is not a valid name,
 // or when needed (a postgres provider runs) and there is none.
 func meshName(file *meshfile.File, flag string, needed bool) (string, error) {
 	name := file.Mesh
 	if flag != "" {
-		if !mesh.ValidName(flag) {
-			return "", usageError{fmt.Errorf("--mesh-name %q is not a valid name (lower-case [a-z0-9][a-z0-9-]*)", flag)}
+		if err := validMeshNameFlag(flag); err != nil {
+			return "", err
 		}
 		name = flag
 	}

@@ -47,6 +47,111 @@ func TestUpRestartKeepsTheMesh(t *testing.T) {
 	}
 }
 
+// TestUpRestartDecidesFromTheLiveMesh checks that up with no file on a
+// data directory that holds a 150-node mesh decides what depends on the
+// mesh from that mesh, not from the bundled example's 4 nodes: it runs no
+// node clients (more than maxAutoClients nodes, no --clients) and takes its
+// memory limit's floor from the 150 nodes. It used to start 150 clients
+// (and size the floor for 4 nodes).
+func TestUpRestartDecidesFromTheLiveMesh(t *testing.T) {
+	data := t.TempDir()
+	path := filepath.Join(t.TempDir(), "g150.yaml")
+	if _, _, err := run(t, "gen", "--nodes", "150", "--modules", "1", "-o", path); err != nil {
+		t.Fatal(err)
+	}
+	var got []upMesh
+	was := upDecided
+	upDecided = func(d upMesh) { got = append(got, d) }
+	t.Cleanup(func() { upDecided = was })
+	for _, args := range [][]string{{path}, {}} {
+		args = append([]string{"up", "--once", "--data", data, "--listen", "127.0.0.1:0", "--log-level", "error"}, args...)
+		if _, _, err := run(t, args...); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+	}
+	if len(got) != 2 {
+		t.Fatalf("up decided %d times in 2 runs: %+v", len(got), got)
+	}
+	want := upMesh{nodes: 150, budget: upMemoryBudget(150), autoNoClients: true}
+	for i, what := range []string{"up g150.yaml", "up with no file"} {
+		if got[i] != want {
+			t.Errorf("%s decided %+v; want %+v", what, got[i], want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(data, "nodes")); err == nil {
+		t.Errorf("up ran node clients (%s exists) for a mesh of 150 nodes", filepath.Join(data, "nodes"))
+	}
+}
+
+// TestUpRestartKeepsTheMeshName checks that up FILE keeps the mesh's name
+// in DATA/mesh-name, that a restart with no file takes it from there (not
+// from the bundled example's mesh: homelab), that a --mesh-name that
+// contradicts it is refused, and that up --postgres with no file and no
+// name kept is refused rather than run under another mesh's name.
+func TestUpRestartKeepsTheMeshName(t *testing.T) {
+	data := t.TempDir()
+	path := filepath.Join(t.TempDir(), "prod.yaml")
+	if err := os.WriteFile(path, []byte("mesh: prod\n"+smallMesh), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var got []upMesh
+	was := upDecided
+	upDecided = func(d upMesh) { got = append(got, d) }
+	t.Cleanup(func() { upDecided = was })
+	up := func(args ...string) error {
+		t.Helper()
+		_, _, err := run(t, append([]string{"up", "--once", "--data", data, "--listen", "127.0.0.1:0", "--log-level", "error"}, args...)...)
+		return err
+	}
+	kept := func() string {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(data, MeshNameFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	if err := up(path); err != nil {
+		t.Fatal(err)
+	}
+	if k := kept(); k != "prod\n" {
+		t.Errorf("up prod.yaml kept the name %q; want prod", k)
+	}
+	if err := up(); err != nil {
+		t.Fatalf("up with no file: %v", err)
+	}
+	if n := len(got); n != 2 || got[1].name != "prod" {
+		t.Errorf("up with no file decided %+v; want the name prod", got)
+	}
+
+	err := up("--mesh-name", "other")
+	if want := `--mesh-name "other": the mesh in ` + data + ` is named "prod"`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("up --mesh-name other with no file = %v; want an error with %q", err, want)
+	}
+	if k := kept(); k != "prod\n" {
+		t.Errorf("a refused --mesh-name left the kept name %q; want prod", k)
+	}
+	if err := up("--mesh-name", "prod"); err != nil {
+		t.Errorf("up --mesh-name prod (the kept name) with no file: %v", err)
+	}
+
+	// A data directory an older up ran keeps no name.
+	if err := os.Remove(filepath.Join(data, MeshNameFile)); err != nil {
+		t.Fatal(err)
+	}
+	err = up("--postgres", "host=127.0.0.1 port=1 user=postgres sslmode=disable")
+	if want := "--postgres: the mesh in " + data + " has no name that up knows"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("up --postgres with no file and no name kept = %v; want an error with %q", err, want)
+	}
+	// Told it, a restart keeps it.
+	if err := up("--mesh-name", "prod"); err != nil {
+		t.Fatal(err)
+	}
+	if k := kept(); k != "prod\n" {
+		t.Errorf("up --mesh-name prod with no name kept kept %q; want prod", k)
+	}
+}
+
 // TestUpRestartAfterAnInterruptedApply checks that up with no file on a
 // data directory whose first apply was cut short (the mesh's modules,
 // builds and wants written, its placement not yet) runs what is there and
