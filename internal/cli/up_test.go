@@ -201,6 +201,42 @@ func TestUpOnceHomelabWithPostgres(t *testing.T) {
 	}
 }
 
+// TestUpRestartWithPostgresKeepsTheMeshName checks that up --postgres
+// restarted with no file on the data directory of a mesh named prod makes
+// its roles under prod, as up prod.yaml did, and none under the bundled
+// example's name homelab (which it used to: found by review).
+func TestUpRestartWithPostgresKeepsTheMeshName(t *testing.T) {
+	pg := pgtest.Start(t)
+	data := t.TempDir()
+	path := filepath.Join(t.TempDir(), "prod.yaml")
+	text := strings.Replace(string(examples.Homelab), "mesh: homelab", "mesh: prod", 1)
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(context.Background(), pg.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	roles := func(prefix string) int {
+		t.Helper()
+		var n int
+		if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM pg_roles WHERE starts_with(rolname, $1)`, prefix).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for _, file := range [][]string{{path}, {}} {
+		args := append([]string{"up", "--once", "--data", data, "--listen", "127.0.0.1:0", "--log-level", "error", "--postgres", pg.DSN}, file...)
+		if _, _, err := run(t, args...); err != nil {
+			t.Fatalf("up %v: %v", file, err)
+		}
+		if prod, homelab := roles("prod_"), roles("homelab_"); prod != 8 || homelab != 0 {
+			t.Errorf("after up %v: %d roles prod_* and %d homelab_*; want the 8 consumers' under prod only", file, prod, homelab)
+		}
+	}
+}
+
 // up with a postgres provider needs the mesh's name: a file without mesh:
 // and no --mesh-name is refused before anything starts, and so is a
 // --mesh-name that is not a name.
