@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -149,6 +150,18 @@ func TestUpRestartKeepsTheMeshName(t *testing.T) {
 	}
 	if k := kept(); k != "prod\n" {
 		t.Errorf("up --mesh-name prod with no name kept kept %q; want prod", k)
+	}
+	// A file with no name leaves none kept: a restart never runs it under
+	// the name of the mesh before.
+	unnamed := filepath.Join(t.TempDir(), "small.yaml")
+	if err := os.WriteFile(unnamed, []byte(smallMesh), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := up(unnamed); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(data, MeshNameFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("up small.yaml (no mesh:) after prod left %s (%v); want it removed", MeshNameFile, err)
 	}
 }
 
