@@ -757,8 +757,13 @@ func (m *Mesh) takeProvision(ch bus.Change, put *mesh.Provision, t *Touch) {
 		}
 	}
 	// Taken from the bus, this is another writer's change to what the seat
-	// keeps: its node is composed again, so that the seat's word stands.
+	// keeps: its node is composed again, so that the seat's word stands,
+	// and so are the other nodes whose composition needs it (a shared
+	// credential is needed by its consumers' nodes, not its own).
 	t.nodes(k.Node)
+	if f, ok := m.needers[ch.Key]; ok {
+		t.nodes(f.sorted()...)
+	}
 	if ch.Deleted {
 		delete(m.provisions, ch.Key)
 		removeSorted(m.provByNode, k.Node, ch.Key)
