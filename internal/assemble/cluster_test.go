@@ -110,6 +110,8 @@ type meshRun struct {
 	first   *seat.Seat
 	obs     jetstream.JetStream
 	results atomic.Int64 // compositions of a node the seat reported
+	mu      sync.Mutex
+	perNode map[string]int // the same, per node
 	// started is closed once the router and the vault run: the seat
 	// composes while they start.
 	started chan struct{}
@@ -121,7 +123,7 @@ type meshRun struct {
 func startMesh(t *testing.T, url string, replicas int, onResult func(r *meshRun, res *compose.Result, n int64)) *meshRun {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &meshRun{t: t, ctx: ctx, log: newCounter(), started: make(chan struct{})}
+	r := &meshRun{t: t, ctx: ctx, log: newCounter(), started: make(chan struct{}), perNode: map[string]int{}}
 	log := slog.New(r.log)
 	f, err := meshfile.Parse("gen", gen.Generate(failoverNodes, failoverModules, 1))
 	if err != nil {
@@ -146,6 +148,9 @@ func startMesh(t *testing.T, url string, replicas int, onResult func(r *meshRun,
 			return
 		}
 		n := r.results.Add(1)
+		r.mu.Lock()
+		r.perNode[res.Node]++
+		r.mu.Unlock()
 		if onResult != nil {
 			onResult(r, res, n)
 		}
@@ -162,6 +167,29 @@ func startMesh(t *testing.T, url string, replicas int, onResult func(r *meshRun,
 	}
 	close(r.started)
 	return r
+}
+
+// compositions returns how many times the seat composed each node, the
+// most composed first: what a failure of the bound on compositions is read
+// from (which nodes, how many each).
+func (r *meshRun) compositions() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	nodes := slices.Collect(maps.Keys(r.perNode))
+	slices.SortFunc(nodes, func(a, b string) int {
+		if c := r.perNode[b] - r.perNode[a]; c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	var b strings.Builder
+	for i, n := range nodes {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s %d", n, r.perNode[n])
+	}
+	return b.String()
 }
 
 // settled reports whether the mesh has settled, and returns what the
@@ -440,8 +468,8 @@ func TestClusterFailover(t *testing.T) {
 	// each of its writes taken as failed (its ack lost with the server)
 	// that comes back from the bus: at most three times more each.
 	if n, most := run.results.Load(), plain.results.Load()+3*failoverNodes; n > most {
-		t.Errorf("the seat composed %d times; want at most %d (the single-server run's %d, and each node three times more)",
-			n, most, plain.results.Load())
+		t.Errorf("the seat composed %d times; want at most %d (the single-server run's %d, and each node three times more); per node: %s",
+			n, most, plain.results.Load(), run.compositions())
 	}
 	if t.Failed() {
 		run.log.dump(t)
