@@ -4,7 +4,9 @@
 // the whole decode, [Unmarshal], would decode: the provider kit's heads of
 // provisions and the vault's secrets of plans. Where a value might be read
 // otherwise (a name escaped, or in another case), the caller is told, and
-// decodes the value whole.
+// decodes the value whole. [Decode] is that whole decode for readers that
+// must also say a value whose names are the spec's in another case (the
+// seat's).
 package jsonhead
 
 import (

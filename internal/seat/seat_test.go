@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"os"
 	"strings"
 	"sync"
@@ -59,6 +60,7 @@ type options struct {
 	router bool          // run the ask router on its own connection
 	askTTL time.Duration // the seat's AskTTL
 	window int           // the seat's window of puts in flight; 0 for its own
+	log    *slog.Logger  // the seat's log; nil for its own
 }
 
 func startWith(t *testing.T, file []byte, o options) *harness {
@@ -84,7 +86,7 @@ func startWith(t *testing.T, file []byte, o options) *harness {
 func (h *harness) startSeat() {
 	h.t.Helper()
 	_, sjs := bustest.Connect(h.t, h.srv, "seat")
-	h.seat = seat.New(sjs, seat.Config{AskTTL: h.opts.askTTL, OnResult: func(r *compose.Result) {
+	h.seat = seat.New(sjs, seat.Config{AskTTL: h.opts.askTTL, Log: h.opts.log, OnResult: func(r *compose.Result) {
 		h.mu.Lock()
 		h.results = append(h.results, r)
 		h.mu.Unlock()

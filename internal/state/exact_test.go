@@ -1,6 +1,8 @@
 package state
 
 import (
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
@@ -42,5 +44,58 @@ func BenchmarkTake(b *testing.B) {
 				m.Take(ch)
 			}
 		})
+	}
+}
+
+// TestTakeReadsNamesExactly takes values whose names are the spec's in
+// another case (spec 2: names are exact; encoding/json folded them): each
+// change is odd, saying the name; a value of a bucket the seat alone
+// writes is junk (taken as absent); one of another writer is read without
+// that name: an entry saying "STATE" says no state.
+func TestTakeReadsNamesExactly(t *testing.T) {
+	const key = "ace.gitea.credential.gitea_gitea-read"
+	m := New()
+	for i, c := range []struct{ bucket, key, value, name string }{
+		{mesh.ProvisionsBucket, key, `{"Provision":"credential","LOCAL":"gitea_gitea-read","Consumer":{"Module":"gitea","Node":"ace"},` +
+			`"Provider":{"Module":"mesh-vault","Node":"control"},"State":"provided",` +
+			`"Reference":{"ID":"ace.gitea.credential.gitea_gitea-read","Generation":1},"at":"2026-12-01T09:41:36Z"}`, "Provision"},
+		{mesh.ProvisionsBucket, "ace.gitea.database", `{"provision":"database","local":"","consumer":{"module":"gitea","node":"ace"},` +
+			`"provider":{"Module":"postgres","node":"control"},"state":"asked","why":"w","at":"2026-12-01T09:41:36Z"}`, "Module"},
+		{mesh.RefusedBucket, "ace.gitea", `{"node":"ace","module":"gitea","Why":"w","since":"2026-12-01T09:41:36Z"}`, "Why"},
+		{mesh.PlansBucket, "ace.gitea", `{"NODE":"ace","module":"gitea"}`, "NODE"},
+		{"mesh-vault_bound", key, `{"STATE":"provided","Vault-Name":"x","Generation":3}`, "STATE"},
+		{mesh.HaveBucket, "control.mesh-vault", `{"phase":"running","Health":"ok","fp":"f"}`, "Health"},
+		{mesh.WantsBucket, "want.ace.gitea", `{"FP":"f"}`, "FP"},
+		{mesh.PlacementBucket, "ace", `{"modules":[{"Module":"gitea"}]}`, "Module"},
+	} {
+		tc := m.Take(bus.Change{Bucket: c.bucket, Key: c.key, Value: []byte(c.value), Revision: uint64(i + 1)})
+		if tc.Odd == nil || !errors.Is(tc.Odd, ErrOdd) || !strings.Contains(tc.Odd.Error(), `"`+c.name+`"`) {
+			t.Errorf("Take(%s %s %s) odd = %v; want it odd, naming %q", c.bucket, c.key, c.value, tc.Odd, c.name)
+		}
+		own := c.bucket == mesh.ProvisionsBucket || c.bucket == mesh.PlansBucket || c.bucket == mesh.RefusedBucket
+		if tc.Junk != own {
+			t.Errorf("Take(%s %s %s) junk = %v; want %v", c.bucket, c.key, c.value, tc.Junk, own)
+		}
+	}
+	if p, ok := m.Provision(key); ok {
+		t.Errorf("Provision(%s) = %+v; want none (junk)", key, p)
+	}
+	if _, ok := m.Refusal("ace.gitea"); ok {
+		t.Errorf("Refusal(ace.gitea) is kept; want none (junk)")
+	}
+	if _, ok := m.Plan("ace.gitea"); ok {
+		t.Errorf("Plan(ace.gitea) is kept; want none (junk)")
+	}
+	if e, ok, err := m.Entry("mesh-vault", key); !ok || err != nil || e.State != "" || e.VaultName != "" || e.Generation != 0 {
+		t.Errorf("Entry(mesh-vault, %s) = %+v, %v, %v; want one with no state, no error", key, e, ok, err)
+	}
+	if h, ok, err := m.Have("control", "mesh-vault"); !ok || err != nil || h.Phase != "running" || h.Health != "" {
+		t.Errorf("Have(control, mesh-vault) = %+v, %v, %v; want running with no health", h, ok, err)
+	}
+	if fp, ok, err := m.Want("ace", "gitea"); !ok || err != nil || fp != "" {
+		t.Errorf("Want(ace, gitea) = %q, %v, %v; want no fingerprint", fp, ok, err)
+	}
+	if mods, err := m.Placed("ace"); err != nil || len(mods) != 1 || mods[0] != "" {
+		t.Errorf("Placed(ace) = %q, %v; want one module with no name", mods, err)
 	}
 }

@@ -8,7 +8,6 @@
 package state
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -18,6 +17,7 @@ import (
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/compose"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/intern"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/jsonhead"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh/token"
 )
@@ -435,8 +435,33 @@ func (m *Mesh) Junk(bucket, key string) (uint64, bool) {
 	return r, ok
 }
 
+// decode decodes ch's value into v, its names matched exactly (spec 2,
+// [jsonhead.Decode]): a value with a name in another case ("STATE") is odd
+// as one that does not decode is. It is how the seat reads what it alone
+// writes (plans, provisions, refused): such a value is not its own.
 func decode(ch bus.Change, v any) error {
-	if err := json.Unmarshal(ch.Value, v); err != nil {
+	if err := jsonhead.Decode(ch.Value, v); err != nil {
+		var name *jsonhead.NameError
+		if errors.As(err, &name) {
+			return odd(ch, "value not as written by the seat: %v", err)
+		}
+		return odd(ch, "value does not decode: %v", err)
+	}
+	return nil
+}
+
+// read decodes ch's value into v, its names matched exactly, as the seat
+// reads what others write: a name in another case is left unread (as any
+// name not the spec's), and the change is odd (t.Odd) but the value read;
+// the error returned is a value that does not decode.
+func read(ch bus.Change, v any, t *Touch) error {
+	err := jsonhead.Decode(ch.Value, v)
+	var name *jsonhead.NameError
+	if errors.As(err, &name) {
+		t.Odd = odd(ch, "value read without that name: %v", err)
+		return nil
+	}
+	if err != nil {
 		return odd(ch, "value does not decode: %v", err)
 	}
 	return nil
@@ -452,7 +477,7 @@ func (m *Mesh) takePlacement(ch bus.Change, t *Touch) {
 	var now placed
 	if !ch.Deleted {
 		var p mesh.Placement
-		if err := decode(ch, &p); err != nil {
+		if err := read(ch, &p, t); err != nil {
 			t.Odd = err
 			now = placed{modules: old.modules, err: err}
 		} else {
@@ -520,7 +545,7 @@ func (m *Mesh) takeWant(ch bus.Change, t *Touch) {
 	} else {
 		var w mesh.Want
 		v := want{}
-		if err := decode(ch, &w); err != nil {
+		if err := read(ch, &w, t); err != nil {
 			t.Odd, v.err = err, err
 		} else if !w.Removed {
 			v.fp = m.names.String(w.Fingerprint)
@@ -556,7 +581,7 @@ func (m *Mesh) takeHave(ch bus.Change, t *Touch) {
 		}
 	} else {
 		v := have{}
-		if err := decode(ch, &v.h); err != nil {
+		if err := read(ch, &v.h, t); err != nil {
 			t.Odd, v.err = err, err
 		}
 		v.h.Phase, v.h.Health = m.names.String(v.h.Phase), m.names.String(v.h.Health)
@@ -587,7 +612,7 @@ func (m *Mesh) takeBuild(ch bus.Change, t *Touch) {
 		delete(m.builds[k.Module], k.Fingerprint)
 	} else {
 		var b mesh.Build
-		if err := decode(ch, &b); err != nil {
+		if err := read(ch, &b, t); err != nil {
 			t.Odd = err
 			return
 		}
@@ -636,7 +661,7 @@ func (m *Mesh) takeModule(ch bus.Change, t *Touch) {
 		delete(m.trunk, ch.Key)
 	} else {
 		var r mesh.ModuleRecord
-		if err := decode(ch, &r); err != nil {
+		if err := read(ch, &r, t); err != nil {
 			t.Odd = err
 			return
 		}
@@ -658,7 +683,7 @@ func (m *Mesh) takeManifest(ch bus.Change, t *Touch) {
 		delete(m.texts, digest)
 	} else {
 		var r mesh.ManifestRecord
-		if err := decode(ch, &r); err != nil {
+		if err := read(ch, &r, t); err != nil {
 			t.Odd = err
 			m.manifests[digest] = manifest{err: err}
 		} else {
@@ -708,7 +733,7 @@ func (m *Mesh) takeEntry(ch bus.Change, t *Touch) {
 		delete(m.entries[provider], ch.Key)
 	} else {
 		v := entry{}
-		err := decode(ch, &m.entry)
+		err := read(ch, &m.entry, t)
 		v.e, m.entry = m.entry, mesh.Entry{}
 		if err != nil {
 			t.Odd, v.err = err, err
@@ -928,7 +953,7 @@ func (m *Mesh) takeRecord(ch bus.Change, t *Touch) {
 		delete(m.records, ch.Key)
 	} else {
 		var r mesh.Record
-		if err := decode(ch, &r); err != nil {
+		if err := read(ch, &r, t); err != nil {
 			t.Odd = err
 			return
 		}
