@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/jsonhead"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
 
@@ -262,9 +263,15 @@ func readBucket(ctx context.Context, js jetstream.JetStream, bucket string, chec
 	return ans, nil
 }
 
-// decode decodes a stored value strictly, saying why it does not.
+// decode decodes a stored value strictly, its names exact (spec 2,
+// [jsonhead.Decode]), saying why it does not, or why its names are not the
+// spec's.
 func decode(value []byte, v any) string {
-	if err := json.Unmarshal(value, v); err != nil {
+	if err := jsonhead.Decode(value, v); err != nil {
+		var name *jsonhead.NameError
+		if errors.As(err, &name) {
+			return "value not as written: " + err.Error()
+		}
 		return "value does not decode: " + err.Error()
 	}
 	return ""

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/jsonhead"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh/token"
 )
@@ -149,14 +150,18 @@ func (a *answerer) add(key string, value []byte, why string) {
 	a.reply.Entries = append(a.reply.Entries, Entry{Key: key, Value: json.RawMessage(value)})
 }
 
-// decode decodes a JSON object into v and returns the why when it does
-// not, or "" when it does.
+// decode decodes a JSON object into v, its names exact (spec 2,
+// [jsonhead.Decode]), and returns the why when it does not or when a name
+// is the spec's in another case, or "" when it decodes.
 func decode(b []byte, v any, what string) string {
 	t := bytes.TrimSpace(b)
 	if len(t) == 0 || t[0] != '{' {
 		return whyValue(what, errors.New("not a JSON object"))
 	}
-	if err := json.Unmarshal(t, v); err != nil {
+	if err := jsonhead.Decode(t, v); err != nil {
+		if name := (*jsonhead.NameError)(nil); errors.As(err, &name) {
+			return whyNames(what, err)
+		}
 		return whyValue(what, err)
 	}
 	return ""

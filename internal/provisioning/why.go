@@ -22,6 +22,10 @@ func whyValue(what string, err error) string {
 	return fmt.Sprintf("value does not decode as %s: %v", what, err)
 }
 
+func whyNames(what string, err error) string {
+	return fmt.Sprintf("value is not %s as the spec names its fields: %v", what, err)
+}
+
 func whyNotItsKey(what, says string) string {
 	return fmt.Sprintf("the %s names %s, not its key", what, says)
 }

@@ -16,7 +16,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -26,6 +26,7 @@ import (
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/asks"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/jsonhead"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
 
@@ -120,6 +121,16 @@ func (p *Page) Ready() <-chan struct{} {
 	return done
 }
 
+// oddValue says why a value read with jsonhead.Decode (its names exact,
+// spec 2) is odd.
+func oddValue(err error) string {
+	var name *jsonhead.NameError
+	if errors.As(err, &name) {
+		return "not as written: " + err.Error()
+	}
+	return "does not decode: " + err.Error()
+}
+
 // take takes one change of a copy into the page's decoded state.
 func (p *Page) take(ch bus.Change) {
 	p.mu.Lock()
@@ -131,8 +142,8 @@ func (p *Page) take(ch bus.Change) {
 		delete(p.provs, ch.Key)
 		if !ch.Deleted {
 			var v mesh.Provision
-			if err := json.Unmarshal(ch.Value, &v); err != nil {
-				p.odd[oddKey] = "does not decode: " + err.Error()
+			if err := jsonhead.Decode(ch.Value, &v); err != nil {
+				p.odd[oddKey] = oddValue(err)
 			} else {
 				p.provs[ch.Key] = v
 			}
@@ -141,8 +152,8 @@ func (p *Page) take(ch bus.Change) {
 		delete(p.refusals, ch.Key)
 		if !ch.Deleted {
 			var v mesh.Refusal
-			if err := json.Unmarshal(ch.Value, &v); err != nil {
-				p.odd[oddKey] = "does not decode: " + err.Error()
+			if err := jsonhead.Decode(ch.Value, &v); err != nil {
+				p.odd[oddKey] = oddValue(err)
 			} else {
 				p.refusals[ch.Key] = v
 			}
@@ -151,8 +162,8 @@ func (p *Page) take(ch bus.Change) {
 		delete(p.records, ch.Key)
 		if !ch.Deleted {
 			var v mesh.Record
-			if err := json.Unmarshal(ch.Value, &v); err != nil {
-				p.odd[oddKey] = "does not decode: " + err.Error()
+			if err := jsonhead.Decode(ch.Value, &v); err != nil {
+				p.odd[oddKey] = oddValue(err)
 			} else {
 				p.records[ch.Key] = v
 			}
