@@ -336,8 +336,11 @@ func Gen(dir string, parties []access.Party, opts Options) (*Result, error) {
 
 // Mend writes the credentials files that a [Gen] left for later and that
 // were never written (its process stopped before [Result.WriteLater] was
-// done): those its record, [LaterFile] in dir, names and dir does not hold.
-// A file dir holds is kept (each is written whole, from the same record).
+// done): each file its record, [LaterFile] in dir, names that dir does not
+// hold, or holds with other bytes (a file Gen signed anew, for instance
+// because the user's permissions changed). A file that holds the record's
+// bytes already is kept; each is written whole (a temporary file renamed),
+// so Mend run twice writes nothing the second time.
 // It then removes the record, and returns the users whose files it wrote,
 // sorted: none when dir holds no record. It returns an error when the
 // record cannot be read or decoded, or a file cannot be written (the
@@ -361,9 +364,12 @@ func Mend(dir string) ([]string, error) {
 		if !mesh.ValidName(user) {
 			return nil, fmt.Errorf("auth: mend: %s names the user %q, not a valid name", record, user)
 		}
-		if _, err := os.Stat(path); err == nil {
+		// A file that holds the record's bytes is kept; one that is
+		// missing or holds other bytes (an older JWT: the record's was
+		// signed anew, for other permissions) is written.
+		if have, err := os.ReadFile(path); err == nil && string(have) == creds {
 			continue
-		} else if !errors.Is(err, fs.ErrNotExist) {
+		} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("auth: mend: %w", err)
 		}
 		if err := writeFile(path, []byte(creds), 0o600); err != nil {

@@ -1,6 +1,7 @@
 package auth_test
 
 import (
+	"encoding/json"
 	"errors"
 	"io/fs"
 	"os"
@@ -191,9 +192,11 @@ func TestGenLeavesFilesForLater(t *testing.T) {
 // TestMendWritesWhatGenLeftForLater runs Gen with Options.Later and never
 // WriteLater, as a process stopped before it did: Mend writes each client's
 // file, and each connects as its user to a real server run on Gen's
-// configuration. A second Mend writes nothing; a Gen with nothing left for
-// later removes an earlier Gen's record, so that Mend never writes a file
-// from it.
+// configuration. A second Mend over the same record writes nothing; a Gen
+// with nothing left for later removes an earlier Gen's record, so that Mend
+// never writes a file from it. When a module moves from n2 to n1, Gen signs
+// both clients anew and records them while their old files exist: Mend
+// writes the newly signed ones over them.
 func TestMendWritesWhatGenLeftForLater(t *testing.T) {
 	dir := t.TempDir()
 	f, err := meshfile.Parse("test.yaml", []byte(testMesh))
@@ -216,9 +219,17 @@ func TestMendWritesWhatGenLeftForLater(t *testing.T) {
 			clients = append(clients, p.User)
 		}
 	}
+	record := filepath.Join(dir, auth.LaterFile)
+	recorded, err := os.ReadFile(record)
+	if err != nil {
+		t.Fatal(err)
+	}
 	written, err := auth.Mend(dir)
 	if err != nil || !slices.Equal(written, clients) {
 		t.Fatalf("Mend = %v, %v; want %v", written, err, clients)
+	}
+	if _, err := os.Stat(record); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the record after Mend: %v; want it gone", err)
 	}
 	s, err := bus.StartServer(bus.ServerConfig{Dir: filepath.Join(dir, "js"), Listen: "127.0.0.1:0", ConfigFile: res.Config})
 	if err != nil {
@@ -233,8 +244,28 @@ func TestMendWritesWhatGenLeftForLater(t *testing.T) {
 		}
 		nc.Close()
 	}
+	// Mend again over the same record (as after a stop between writing the
+	// files and removing the record): every file holds the record's bytes
+	// already, so none is written, and the record is removed.
+	stat := map[string]os.FileInfo{}
+	for _, user := range clients {
+		if stat[user], err = os.Stat(res.Creds[user]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(record, recorded, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if written, err := auth.Mend(dir); err != nil || len(written) != 0 {
-		t.Errorf("Mend again = %v, %v; want nothing written", written, err)
+		t.Errorf("Mend again over the same record = %v, %v; want nothing written", written, err)
+	}
+	for _, user := range clients {
+		if fi, err := os.Stat(res.Creds[user]); err != nil || !os.SameFile(fi, stat[user]) {
+			t.Errorf("%s's file after Mend again: %v; want the same file, not written again", user, err)
+		}
+	}
+	if _, err := os.Stat(record); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the record after Mend again: %v; want it gone", err)
 	}
 
 	// Left for later again (new keys: the files are gone), then Gen with
@@ -261,6 +292,56 @@ func TestMendWritesWhatGenLeftForLater(t *testing.T) {
 	}
 	if written, err := auth.Mend(dir); err != nil || len(written) != 0 {
 		t.Errorf("Mend after a Gen that left nothing for later = %v, %v; want nothing written", written, err)
+	}
+
+	// The module n moves from n2 to n1: Gen signs both clients' JWTs anew
+	// (their permissions follow what is placed on their node), records them
+	// for later and never writes them. Their files exist, with the old
+	// JWTs; Mend writes the record's over them, so that n2's client keeps
+	// no right it lost.
+	moved := strings.Replace(testMesh, "n1: [mesh-vault, a, m]\n  n2: [b, n]", "n1: [mesh-vault, a, m, n]\n  n2: [b]", 1)
+	if moved == testMesh {
+		t.Fatal("the test mesh's placement is not where the test moves n")
+	}
+	mf, err := meshfile.Parse("moved.yaml", []byte(moved))
+	if err != nil {
+		t.Fatal(err)
+	}
+	movedParties, err := access.Parties(auth.MeshOf(mf, operators))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := auth.Gen(dir, movedParties, opts); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(record)
+	if err != nil {
+		t.Fatalf("the record of a Gen that signed the clients anew: %v", err)
+	}
+	var pending map[string]string
+	if err := json.Unmarshal(b, &pending); err != nil {
+		t.Fatal(err)
+	}
+	var stale []string
+	for user, creds := range pending {
+		if have, err := os.ReadFile(now.Creds[user]); err != nil {
+			t.Fatal(err)
+		} else if string(have) != creds {
+			stale = append(stale, user)
+		}
+	}
+	slices.Sort(stale)
+	if want := []string{"client-n1", "client-n2"}; !slices.Equal(stale, want) {
+		t.Fatalf("users whose file differs from the record after the move = %v; want %v", stale, want)
+	}
+	written, err = auth.Mend(dir)
+	if err != nil || !slices.Equal(written, stale) {
+		t.Errorf("Mend after the move = %v, %v; want %v", written, err, stale)
+	}
+	for user, creds := range pending {
+		if have, err := os.ReadFile(now.Creds[user]); err != nil || string(have) != creds {
+			t.Errorf("%s's file after Mend: %v; want the record's newly signed credentials", user, err)
+		}
 	}
 }
 
