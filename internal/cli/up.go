@@ -385,23 +385,17 @@ func runUp(ctx context.Context, out, errOut io.Writer, f upFlags, args []string)
 		decided(d)
 	}
 	// The mesh's name is kept beside its data for a restart with no file:
-	// written by the up that applies a mesh (before it writes any of it),
-	// and by a restart told it with --mesh-name where none was kept.
-	if apply || stored == "" && m.name != "" {
-		if apply && stored != "" && stored != m.name {
-			fmt.Fprintf(progress, "up: the mesh in %s was named %q and is now %s: the postgres provider names its roles and databases after the new name and never takes those of %q\n",
-				f.data, stored, nameOrNone(m.name), stored)
+	// written by the up that applies a mesh (once the data holds it, see
+	// applyMesh), and by a restart told it with --mesh-name where none was
+	// kept.
+	if apply {
+		if err := applyMesh(ctx, ojs, file, name, f.data, stored, m.name, progress); err != nil {
+			return err
 		}
+	} else if stored == "" && m.name != "" {
 		if err := writeMeshName(f.data, m.name); err != nil {
 			return err
 		}
-	}
-	if apply {
-		stats, err := meshfile.Apply(ctx, ojs, file, time.Now())
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(progress, "applied %s: %d written, %d unchanged, %d removed\n", name, stats.Written, stats.Unchanged, stats.Removed)
 	}
 	// The buckets the node clients and the vault follow exist before they
 	// start, so that none of them waits on a bucket the seat has yet to make.
@@ -676,6 +670,35 @@ func readMeshName(data string) (string, error) {
 		return "", fmt.Errorf("%s holds %q, not a mesh's name (lower-case [a-z0-9][a-z0-9-]*): write the mesh's name in it, or remove it and run \"up MESHFILE\"", path, name)
 	}
 	return name, nil
+}
+
+// applyMesh applies file (label names it in messages) through js, then
+// keeps meshName, the mesh's name, in data/MeshNameFile for a restart with
+// no file ("" removes it). The name is kept once the data holds the new mesh,
+// whole or in part: when [meshfile.Apply] returns, or fails having written
+// or removed a key. An Apply that fails before it wrote anything (a value
+// over the server's max payload refuses the whole file) leaves the kept
+// name as it is: the data still holds the mesh it names. stored is the name
+// kept before ("" for none); one other than meshName is said on progress
+// when the new one is kept. It returns Apply's error, or the error of
+// writing the name.
+func applyMesh(ctx context.Context, js jetstream.JetStream, file *meshfile.File, label, data, stored, meshName string, progress io.Writer) error {
+	stats, err := meshfile.Apply(ctx, js, file, time.Now())
+	if err != nil && stats.Written+stats.Removed == 0 {
+		return err
+	}
+	if stored != "" && stored != meshName {
+		fmt.Fprintf(progress, "up: the mesh in %s was named %q and is now %s: the postgres provider names its roles and databases after the new name and never takes those of %q\n",
+			data, stored, nameOrNone(meshName), stored)
+	}
+	if werr := writeMeshName(data, meshName); werr != nil {
+		return errors.Join(err, werr)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(progress, "applied %s: %d written, %d unchanged, %d removed\n", label, stats.Written, stats.Unchanged, stats.Removed)
+	return nil
 }
 
 // writeMeshName keeps name in data/MeshNameFile (mode 0600, replaced
