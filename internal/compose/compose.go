@@ -476,8 +476,15 @@ func (c *composer) trunk(module string) (*mesh.Manifest, error) {
 	return c.judge.trunk(module)
 }
 
-// hold records m as held: a refusal written only when its why changes.
+// hold records m as held: a refusal written only when its why changes. A
+// module with no name cannot stand in a refusal key (no key token is
+// empty: "<node>." is no key the bus stores); it is a problem instead,
+// neither held nor composed.
 func (c *composer) hold(m, why string) {
+	if m == "" {
+		c.res.Problems = append(c.res.Problems, problemNoName(c.node, why))
+		return
+	}
 	c.res.Held[m] = why
 	key := mesh.RefusalKey{Node: c.node, Module: m}.String()
 	if old, ok := c.st.Refusal(key); ok && old.Why == why {

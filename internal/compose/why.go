@@ -275,3 +275,7 @@ func whyApprovedHaveUndecodable(provider mesh.Ref, err error) string {
 	return fmt.Sprintf("%sthe have of %s on %s cannot be decoded (%v), so it may not remove its entry in %s",
 		noteApproved, provider.Module, provider.Node, err, mesh.BoundBucket(provider.Module))
 }
+
+func problemNoName(node, why string) string {
+	return fmt.Sprintf("a module with no name is placed on %s, so no refusal can name it: %s", node, why)
+}

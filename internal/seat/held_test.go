@@ -1,6 +1,7 @@
 package seat_test
 
 import (
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -160,4 +161,29 @@ func TestNoVaultIsAProblem(t *testing.T) {
 	if !found {
 		t.Error("no result said that no node runs mesh-vault")
 	}
+}
+
+// A placement item with no module name ({"MODULE":"x"} read with the
+// spec's exact names, or "module":"") is said as odd and left out; the
+// node's other modules are composed. It was held under the refusal key
+// "lab.", which the bus refuses: the seat's write failed, and it backed
+// off and composed the node again without end, the why never stored.
+func TestPlacementItemWithNoNameIsSaidAndLeftOut(t *testing.T) {
+	var l logs
+	h := startWith(t, []byte(labMesh), options{log: slog.New(slog.NewTextHandler(&l, nil))})
+	h.module("ghost2", "g2", `{"module":"ghost2","dirs":[{"name":"state"}]}`)
+	h.put(mesh.PlacementBucket, "lab",
+		`{"modules":[{"module":"mesh-vault"},{"MODULE":"x"},{"module":"db"},{"module":""},{"module":"web"},{"module":"ghost2"}]}`)
+	h.settle()
+	var p mesh.Plan
+	if !h.get(mesh.PlansBucket, "lab.ghost2", &p) || p.Fingerprint != "g2" {
+		t.Errorf("plan lab.ghost2 = %+v; want composed at g2 beside the items with no name", p)
+	}
+	if errs := h.errs(); len(errs) > 0 {
+		t.Errorf("the bus refused the seat's writes: %q", errs)
+	}
+	for _, key := range h.keys(mesh.RefusedBucket, "lab") {
+		t.Errorf("refusal %s written; want none", key)
+	}
+	oddLogged(t, &l, "lab", "item 1 has no module name: left out")
 }

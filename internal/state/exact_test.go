@@ -2,6 +2,7 @@ package state
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -95,7 +96,44 @@ func TestTakeReadsNamesExactly(t *testing.T) {
 	if fp, ok, err := m.Want("ace", "gitea"); !ok || err != nil || fp != "" {
 		t.Errorf("Want(ace, gitea) = %q, %v, %v; want no fingerprint", fp, ok, err)
 	}
-	if mods, err := m.Placed("ace"); err != nil || len(mods) != 1 || mods[0] != "" {
-		t.Errorf("Placed(ace) = %q, %v; want one module with no name", mods, err)
+	if mods, err := m.Placed("ace"); err != nil || len(mods) != 0 {
+		t.Errorf("Placed(ace) = %q, %v; want no module (its item has no name)", mods, err)
+	}
+}
+
+// A placement item with no module name (its name in another case, or
+// "module":"") is odd and left out: no key token is empty, and the
+// refusal composition made for it ("<node>.") was no key the bus stores,
+// so the seat's write failed and it composed the node again without end.
+// An item whose name is not valid is odd too but placed (composition holds
+// it, its refusal key escaped); the others are placed as before.
+func TestPlacementItemWithNoNameIsLeftOut(t *testing.T) {
+	m := New()
+	tc := m.Take(bus.Change{Bucket: mesh.PlacementBucket, Key: "control", Revision: 1,
+		Value: []byte(`{"modules":[{"MODULE":"x"},{"module":"gitea"},{"module":""},{"module":"Bad_Name"},{"module":"mesh-vault"}]}`)})
+	if !errors.Is(tc.Odd, ErrOdd) {
+		t.Fatalf("Take(placement) odd = %v; want ErrOdd", tc.Odd)
+	}
+	for _, said := range []string{`"MODULE"`, "item 0 has no module name: left out", "item 2 has no module name: left out",
+		`item 3: module "Bad_Name" is not a valid name: held`} {
+		if !strings.Contains(tc.Odd.Error(), said) {
+			t.Errorf("Take(placement) odd = %v; want it saying %s", tc.Odd, said)
+		}
+	}
+	if strings.Contains(tc.Odd.Error(), "item 1") || strings.Contains(tc.Odd.Error(), "item 4") {
+		t.Errorf("Take(placement) odd = %v; want nothing said of items 1 and 4", tc.Odd)
+	}
+	want := []string{"gitea", "Bad_Name", "mesh-vault"}
+	if mods, err := m.Placed("control"); err != nil || !slices.Equal(mods, want) {
+		t.Errorf("Placed(control) = %q, %v; want %q", mods, err, want)
+	}
+	if nodes := m.NodesOf(""); len(nodes) != 0 {
+		t.Errorf("NodesOf(\"\") = %q; want none", nodes)
+	}
+	// The same placement with the spec's names is not odd.
+	tc = m.Take(bus.Change{Bucket: mesh.PlacementBucket, Key: "control", Revision: 2,
+		Value: []byte(`{"modules":[{"module":"gitea"},{"module":"mesh-vault"}]}`)})
+	if tc.Odd != nil {
+		t.Errorf("Take(placement) odd = %v; want none", tc.Odd)
 	}
 }

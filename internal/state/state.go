@@ -481,9 +481,7 @@ func (m *Mesh) takePlacement(ch bus.Change, t *Touch) {
 			t.Odd = err
 			now = placed{modules: old.modules, err: err}
 		} else {
-			for _, pm := range p.Modules {
-				now.modules = append(now.modules, m.names.String(pm.Module))
-			}
+			now.modules = m.placedModules(ch, p.Modules, t)
 		}
 	}
 	if ch.Deleted {
@@ -511,6 +509,38 @@ func (m *Mesh) takePlacement(ch bus.Change, t *Touch) {
 		}
 		t.Keys = append(t.Keys, m.approved[mesh.Ref{Module: mod, Node: node}].sorted()...)
 	}
+}
+
+// placedModules returns the names of a placement's modules. A module
+// that is not a valid name is odd (t.Odd, beside any odd name of the
+// value): one with no name (an item whose "module" is "" or missing, as
+// {"MODULE":"x"} reads) is left out, as no key token can name it (its
+// refusal key would be "<node>."); one with a name is kept, and
+// composition holds it with a why in its refusal (the module's token
+// escaped, spec 2).
+func (m *Mesh) placedModules(ch bus.Change, items []mesh.PlacedModule, t *Touch) []string {
+	modules := make([]string, 0, len(items))
+	var bad []string
+	for i, pm := range items {
+		switch {
+		case pm.Module == "":
+			bad = append(bad, fmt.Sprintf("item %d has no module name: left out", i))
+			continue
+		case !mesh.ValidName(pm.Module):
+			bad = append(bad, fmt.Sprintf("item %d: module %q is not a valid name: held", i, pm.Module))
+		}
+		modules = append(modules, m.names.String(pm.Module))
+	}
+	if len(bad) == 0 {
+		return modules
+	}
+	why := strings.Join(bad, "; ")
+	if t.Odd != nil {
+		t.Odd = fmt.Errorf("%w; %s", t.Odd, why) // and an odd name of the value
+	} else {
+		t.Odd = odd(ch, "%s", why)
+	}
+	return modules
 }
 
 // reindexNodesOf puts node into the sorted nodes of mod, or takes it out,
