@@ -189,7 +189,7 @@ func (s *Seat) publish(ctx context.Context, f *flight, d *dirty, bucket, key str
 			}
 		}
 	}
-	ack, err := s.js.PublishAsync("$KV."+bucket+"."+key, value, jetstream.WithExpectLastSequencePerSubject(prev))
+	ack, err := s.js.PublishMsgAsync(bus.PutAtMsg(bucket, key, value, prev))
 	if err != nil {
 		s.writeFailed(bucket, key, err)
 		return true
