@@ -443,6 +443,10 @@ func (k *Kit) decode(value []byte, pk mesh.ProvisionKey, keyErr error) (kind kee
 	return keepWhole, o, m, p, nil
 }
 
+// refsMax bounds the providers of others the kit keeps one copy of in
+// k.refs; past it the set starts anew.
+const refsMax = 4096
+
 // ref returns the one copy of r in k.refs, its names interned. k.mu is
 // held.
 func (k *Kit) ref(r mesh.Ref) *mesh.Ref {

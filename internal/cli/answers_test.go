@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
@@ -39,6 +40,14 @@ var answerCases = []struct {
 	{"null", `null`, "", true},
 	{"bytes that are not UTF-8", "{\"provider\":{\"module\":\"mesh-vault\"},\"state\":\"provided\",\"why\":\"\xff\"}", "mesh-vault", true},
 	{"empty", ``, "", false},
+	// Found by review: the provider is a mesh.Ref (a node that is not a
+	// string does not decode), and a name given twice is merged (null
+	// leaves a field as it was, {} leaves the provider's module).
+	{"node not a string", `{"provider":{"module":"mesh-vault","node":5},"state":"provided"}`, "", false},
+	{"node an object", `{"provider":{"module":"mesh-vault","node":{}},"state":"provided"}`, "", false},
+	{"retiring, then a null state", `{"state":"retiring","state":null,"provider":{"module":"mesh-vault","node":"control"}}`, "", false},
+	{"a provider, then a null one", `{"provider":{"module":"mesh-vault","node":"control"},"provider":null,"state":"provided"}`, "mesh-vault", true},
+	{"a provider, then an empty one", `{"provider":{"module":"mesh-vault","node":"control"},"provider":{},"state":"provided"}`, "mesh-vault", true},
 }
 
 // TestAnswerReader checks the reader against the table and against the
@@ -127,4 +136,37 @@ func TestFollowAnswersReadsNamesExactly(t *testing.T) {
 		t.Fatal(err)
 	}
 	bustest.WaitFor(t, 0, "answered() to be false once "+genuine+"'s entry is gone", func() bool { return !answered() })
+}
+
+// BenchmarkAnswerReader reads provisions as the seat writes them: one
+// value again and again (its provider met before), and values of a provider
+// placed on 10 000 nodes, each node's provider a value of its own, read in
+// turn (as up's copy of the provisions reads them at a start).
+func BenchmarkAnswerReader(b *testing.B) {
+	one := []byte(answerCases[0].value)
+	many := make([][]byte, 10000)
+	for i := range many {
+		many[i] = fmt.Appendf(nil, `{"provision":"cache","consumer":{"module":"app","node":"node-%05d"},"provider":{"module":"redis","node":"node-%05d"},"state":"provided","reference":{"id":"x","generation":1},"at":"2026-12-01T02:44:51Z"}`, i, i)
+	}
+	var r answerReader
+	if m, a := r.read(one); m != "mesh-vault" || !a {
+		b.Fatalf("read(%s) = %q, %v; want mesh-vault, true", one, m, a)
+	}
+	if m, a := r.read(many[1]); m != "redis" || !a {
+		b.Fatalf("read(%s) = %q, %v; want redis, true", many[1], m, a)
+	}
+	b.Run("one value", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			r.read(one)
+		}
+	})
+	b.Run("a provider on 10000 nodes", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			r.read(many[i%len(many)])
+			i++
+		}
+	})
 }
