@@ -1,8 +1,9 @@
 // Package jsonhead reads a few top-level fields of a JSON value in one pass
 // of a tokenizer (go-json-experiment's jsontext), every other field
 // skipped without being decoded, for readers that must agree with what
-// the whole decode, [Unmarshal], would decode: the provider kit's heads of
-// provisions and the vault's secrets of plans. Where a value might be read
+// the whole decode, [Unmarshal], would decode: the heads of provisions
+// ([HeadReader]: the provider kit's, and up's answers) and the vault's
+// secrets of plans. Where a value might be read
 // otherwise (a name escaped, or in another case), the caller is told, and
 // decodes the value whole. [Decode] is that whole decode for readers that
 // must also say a value whose names are the spec's in another case (the
