@@ -410,8 +410,10 @@ func TestVaultTakesNoKeyWhoseNamesDifferInCase(t *testing.T) {
 		t.Fatal(err)
 	}
 	// As the seat writes them (asked, with the why of a key with no entry
-	// yet), so that the test's seat, which judges mesh-vault's keys, has
-	// nothing to change in them.
+	// yet). The test's seat reads names exactly too: the first names no
+	// provider, so it is not judged; the second is mesh-vault's on no node,
+	// so it is judged (no entry: asked) and written anew with that why and
+	// the spec's names. Neither is the vault's.
 	why, _ := json.Marshal(kittest.WhyNoEntry(vaultRef))
 	db := mesh.ProvisionKey{Node: "ace", Consumer: "gitea", Provision: "database"}
 	cred := mesh.ProvisionKey{Node: "ace", Consumer: "vaultwarden", Provision: mesh.CredentialProvision, Local: "postgres_database"}

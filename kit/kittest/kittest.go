@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/jsonhead"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
 
@@ -113,8 +114,11 @@ func (s *Seat) get(key string) (mesh.Provision, bool) {
 	if !ok {
 		return mesh.Provision{}, false
 	}
+	// Names are exact (spec 2), as the seat reads them: a name in another
+	// case is left unread ({"STATE":"provided"} says no state), and the
+	// judge writes the key anew with the spec's names.
 	var p mesh.Provision
-	if err := json.Unmarshal(it.Value, &p); err != nil {
+	if err := jsonhead.Unmarshal(it.Value, &p); err != nil {
 		s.t.Errorf("kittest: provision %s does not decode: %v", key, err)
 		return mesh.Provision{}, false
 	}
@@ -200,7 +204,9 @@ func (s *Seat) Drop(key mesh.ProvisionKey) {
 // every provision of those providers from their entries as the seat does:
 // provided (the entry's vault name and generation as the reference), failed
 // and waits with the entry's why, asked when there is no entry; a retiring
-// key approved with "yes" whose entry is gone is deleted.
+// key approved with "yes" whose entry is gone is deleted. Names are read
+// exactly, as the seat reads them (spec 2): an entry {"STATE":"provided"}
+// says no state, and leaves its key asked.
 func (s *Seat) Judge(providers ...string) {
 	// The judging loop has stopped before the seat's connection closes
 	// (cleanups run last first): a judge under way when the test ends
@@ -259,8 +265,8 @@ func (s *Seat) judge(ctx context.Context) {
 		if !has {
 			q.State, q.Why = mesh.Asked, WhyNoEntry(p.Provider)
 		} else {
-			var e mesh.Entry
-			if err := json.Unmarshal(it.Value, &e); err != nil {
+			var e mesh.Entry // its names exact, as the seat reads entries
+			if err := jsonhead.Unmarshal(it.Value, &e); err != nil {
 				q.State, q.Why = mesh.Asked, fmt.Sprintf("the entry of %s for this key cannot be decoded: %v", p.Provider.Module, err)
 			} else {
 				st, why := e.Outcome()
@@ -290,7 +296,9 @@ func sameRef(a, b *mesh.Reference) bool {
 }
 
 // Entry returns the entry of provider at key in "<provider>_bound" as read
-// from the bus now, and whether there is one.
+// from the bus now, and whether there is one. Its names are read exactly
+// (spec 2): an entry that does not decode, or has a name of an entry in
+// another case ("STATE", left unread as the seat leaves it), fails t.
 func Entry(t testing.TB, js jetstream.JetStream, provider string, key mesh.ProvisionKey) (mesh.Entry, bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -304,7 +312,9 @@ func Entry(t testing.TB, js jetstream.JetStream, provider string, key mesh.Provi
 		return mesh.Entry{}, false
 	}
 	var out mesh.Entry
-	if err := json.Unmarshal(e.Value(), &out); err != nil {
+	if err := jsonhead.Decode(e.Value(), &out); err != nil {
+		// A name in another case (a *jsonhead.NameError) is left unread,
+		// and said, as the seat says it.
 		t.Errorf("kittest: entry %s of %s does not decode: %v", key, provider, err)
 	}
 	return out, true
