@@ -1,6 +1,7 @@
 package state
 
 import (
+	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
+	"github.com/mesh-provisioner/mesh-provisioner/mesh/token"
 )
 
 // takeValues are one value of each kind the seat decodes on its hot path,
@@ -135,5 +137,28 @@ func TestPlacementItemWithNoNameIsLeftOut(t *testing.T) {
 		Value: []byte(`{"modules":[{"module":"gitea"},{"module":"mesh-vault"}]}`)})
 	if tc.Odd != nil {
 		t.Errorf("Take(placement) odd = %v; want none", tc.Odd)
+	}
+}
+
+// TestManifestNamesAreExact: a manifest text whose names are the spec's in
+// another case ({"Module":..}, a requirement's "FROM") is not a manifest,
+// as one with an unknown name is not; encoding/json took them.
+func TestManifestNamesAreExact(t *testing.T) {
+	for text, bad := range map[string]bool{
+		`{"module":"gitea","provides":[{"name":"gitea-read","credential":"shared"}]}`: false,
+		`{"Module":"gitea","provides":[{"name":"gitea-read","credential":"shared"}]}`: true,
+		`{"module":"gitea","requires":[{"provision":"database","FROM":"postgres"}]}`:  true,
+	} {
+		m := New()
+		digest := mesh.Digest([]byte(text))
+		record, _ := json.Marshal(mesh.ManifestRecord{JSON: text})
+		tc := m.Take(bus.Change{Bucket: mesh.ManifestsBucket, Key: token.Escape(digest), Value: record, Revision: 1})
+		_, err := m.Manifest(digest)
+		if bad && (err == nil || !strings.Contains(err.Error(), "names are exact") || tc.Odd == nil) {
+			t.Errorf("Manifest(%s) = %v, odd %v; want an error, names are exact", text, err, tc.Odd)
+		}
+		if !bad && (err != nil || tc.Odd != nil) {
+			t.Errorf("Manifest(%s) = %v, odd %v; want a manifest", text, err, tc.Odd)
+		}
 	}
 }

@@ -740,8 +740,13 @@ func (m *Mesh) noteManifest(digest string, t *Touch) {
 		}
 		if got := mesh.Digest([]byte(text)); got != digest {
 			mf = manifest{err: fmt.Errorf("its text has digest %s", got)}
-		} else {
-			mf.m, mf.err = mesh.ParseManifest([]byte(text))
+		} else if mf.m, mf.err = mesh.ParseManifest([]byte(text)); mf.err == nil {
+			// ParseManifest (encoding/json) takes a name in another case
+			// for the field's: the spec's names are exact.
+			var name *jsonhead.NameError
+			if err := jsonhead.Decode([]byte(text), new(mesh.Manifest)); errors.As(err, &name) {
+				mf = manifest{err: fmt.Errorf("manifest: %w", err)}
+			}
 		}
 		m.manifests[digest] = mf
 	}
