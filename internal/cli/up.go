@@ -221,6 +221,17 @@ func runUp(ctx context.Context, out, errOut io.Writer, f upFlags, args []string)
 		return err
 	}
 	defer lock.Release()
+	// The name of the mesh the data holds, kept by the up that applied it:
+	// a restart with no file runs under it, and up MESHFILE says when the
+	// file renames the mesh.
+	stored, err := readMeshName(f.data)
+	if err != nil {
+		if len(args) == 0 {
+			return err
+		}
+		fmt.Fprintf(errOut, "up: %v; %s replaces it\n", err, name)
+		stored = ""
+	}
 	sc := bus.ServerConfig{Dir: filepath.Join(f.data, "nats"), Listen: f.listen}
 	credsWritten := func() error { return nil }
 	later := false // node clients' credentials are written after the server starts
@@ -287,7 +298,7 @@ func runUp(ctx context.Context, out, errOut io.Writer, f upFlags, args []string)
 	defer srv.Shutdown()
 	progress := out
 	if f.once {
-		progress = os.Stderr
+		progress = errOut
 	}
 	fmt.Fprintf(progress, "NATS with JetStream on %s (store %s)\n", srv.URL(), filepath.Join(f.data, "nats"))
 	hint := "--nats " + srv.URL()
@@ -341,11 +352,7 @@ func runUp(ctx context.Context, out, errOut io.Writer, f upFlags, args []string)
 	// With no file, the bundled example goes only into an empty data
 	// directory: a restart never changes the operator's own mesh.
 	apply := true
-	stored := ""
 	if len(args) == 0 {
-		if stored, err = readMeshName(f.data); err != nil {
-			return err
-		}
 		current, err := meshfile.Current(ctx, ojs)
 		if err != nil {
 			return err
@@ -389,7 +396,7 @@ func runUp(ctx context.Context, out, errOut io.Writer, f upFlags, args []string)
 	// applyMesh), and by a restart told it with --mesh-name where none was
 	// kept.
 	if apply {
-		if err := applyMesh(ctx, ojs, file, name, f.data, stored, m.name, progress); err != nil {
+		if err := applyMesh(ctx, ojs, file, name, f.data, stored, m.name, progress, errOut); err != nil {
 			return err
 		}
 	} else if stored == "" && m.name != "" {
@@ -679,16 +686,16 @@ func readMeshName(data string) (string, error) {
 // or removed a key. An Apply that fails before it wrote anything (a value
 // over the server's max payload refuses the whole file) leaves the kept
 // name as it is: the data still holds the mesh it names. stored is the name
-// kept before ("" for none); one other than meshName is said on progress
-// when the new one is kept. It returns Apply's error, or the error of
-// writing the name.
-func applyMesh(ctx context.Context, js jetstream.JetStream, file *meshfile.File, label, data, stored, meshName string, progress io.Writer) error {
+// kept before ("" for none); one other than meshName is said on errOut
+// when the new one is kept. What it applied is said on progress. It returns
+// Apply's error, or the error of writing the name.
+func applyMesh(ctx context.Context, js jetstream.JetStream, file *meshfile.File, label, data, stored, meshName string, progress, errOut io.Writer) error {
 	stats, err := meshfile.Apply(ctx, js, file, time.Now())
 	if err != nil && stats.Written+stats.Removed == 0 {
 		return err
 	}
 	if stored != "" && stored != meshName {
-		fmt.Fprintf(progress, "up: the mesh in %s was named %q and is now %s: the postgres provider names its roles and databases after the new name and never takes those of %q\n",
+		fmt.Fprintf(errOut, "up: the mesh in %s was named %q and is now %s: the postgres provider names its roles and databases after the new name and never takes those of %q\n",
 			data, stored, nameOrNone(meshName), stored)
 	}
 	if werr := writeMeshName(data, meshName); werr != nil {

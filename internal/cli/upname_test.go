@@ -52,7 +52,7 @@ func TestApplyMeshKeepsTheNameOnceTheDataHoldsIt(t *testing.T) {
 		"  big:\n    builds:\n      - fp: 0b0b01\n        manifest: {module: big, contributes: [{collection: c, item: \""+
 			strings.Repeat("x", 100_000)+"\"}]}\nplacement:\n  control: [mesh-vault, big]\n", 1))
 	var progress bytes.Buffer
-	err := applyMesh(ctx, js, big, "other.yaml", data, "prod", "other", &progress)
+	err := applyMesh(ctx, js, big, "other.yaml", data, "prod", "other", &progress, &progress)
 	if _, ok := errors.AsType[*meshfile.Errors](err); !ok {
 		t.Fatalf("applyMesh of a 100 kB manifest over a 64 KiB max payload = %v; want *meshfile.Errors", err)
 	}
@@ -69,7 +69,7 @@ func TestApplyMeshKeepsTheNameOnceTheDataHoldsIt(t *testing.T) {
 	}
 	small := parse("mesh: other\n" + smallMesh)
 	progress.Reset()
-	if err := applyMesh(ctx, js, small, "other.yaml", data, "prod", "other", &progress); err == nil {
+	if err := applyMesh(ctx, js, small, "other.yaml", data, "prod", "other", &progress, &progress); err == nil {
 		t.Fatal("applyMesh with a full placement bucket succeeded; want the placement's write to fail")
 	}
 	if k := kept(); k != "other\n" {
@@ -84,7 +84,7 @@ func TestApplyMeshKeepsTheNameOnceTheDataHoldsIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	progress.Reset()
-	if err := applyMesh(ctx, js, small, "other.yaml", data, "other", "other", &progress); err != nil {
+	if err := applyMesh(ctx, js, small, "other.yaml", data, "other", "other", &progress, &progress); err != nil {
 		t.Fatal(err)
 	}
 	if k := kept(); k != "other\n" {

@@ -88,7 +88,8 @@ func TestUpRestartDecidesFromTheLiveMesh(t *testing.T) {
 // in DATA/mesh-name, that a restart with no file takes it from there (not
 // from the bundled example's mesh: homelab), that a --mesh-name that
 // contradicts it is refused, and that up --postgres with no file and no
-// name kept is refused rather than run under another mesh's name.
+// name kept is refused rather than run under another mesh's name; and that
+// up FILE says on stderr when the file renames the mesh, and only then.
 func TestUpRestartKeepsTheMeshName(t *testing.T) {
 	data := t.TempDir()
 	path := filepath.Join(t.TempDir(), "prod.yaml")
@@ -99,9 +100,10 @@ func TestUpRestartKeepsTheMeshName(t *testing.T) {
 	was := upDecided
 	upDecided = func(d upMesh) { got = append(got, d) }
 	t.Cleanup(func() { upDecided = was })
-	up := func(args ...string) error {
+	var stderr string
+	up := func(args ...string) (err error) {
 		t.Helper()
-		_, _, err := run(t, append([]string{"up", "--once", "--data", data, "--listen", "127.0.0.1:0", "--log-level", "error"}, args...)...)
+		_, stderr, err = run(t, append([]string{"up", "--once", "--data", data, "--listen", "127.0.0.1:0", "--log-level", "error"}, args...)...)
 		return err
 	}
 	kept := func() string {
@@ -162,6 +164,23 @@ func TestUpRestartKeepsTheMeshName(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(data, MeshNameFile)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("up small.yaml (no mesh:) after prod left %s (%v); want it removed", MeshNameFile, err)
+	}
+	// up MESHFILE says that it renames the mesh (it used to say nothing:
+	// the kept name was read only with no file).
+	if want := `up: the mesh in ` + data + ` was named "prod" and is now without a name`; !strings.Contains(stderr, want) {
+		t.Errorf("up small.yaml after prod said on stderr:\n%s\nwant a line with %q", stderr, want)
+	}
+	if err := up(path); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(stderr, "was named") {
+		t.Errorf("up prod.yaml over a mesh without a name said on stderr:\n%s\nwant no rename (none was kept)", stderr)
+	}
+	if err := up(path); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(stderr, "was named") {
+		t.Errorf("up prod.yaml over prod said on stderr:\n%s\nwant no rename", stderr)
 	}
 }
 
