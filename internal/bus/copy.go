@@ -559,7 +559,7 @@ func (c *Copy) watch(ctx context.Context) error {
 	if info != nil {
 		lastSeq = info.State.LastSeq
 		if c.opts.Filter == "" { // a filter's keys are not counted
-			hint = int(min(info.State.Msgs, maxHint))
+			hint = sizeHint(info.State)
 		}
 		c.presize(hint)
 	}
@@ -686,11 +686,27 @@ func (c *Copy) watch(ctx context.Context) error {
 // initial values (see presize): 2^20 keys.
 const maxHint = 1 << 20
 
+// sizeHint is how many keys the initial values of a watch of a whole
+// bucket may bring, from the state of the bucket's stream when the watch
+// starts: its number of subjects (one per key, a deleted key's marker
+// included), bounded by its messages (the subjects are not counted when
+// the server leaves NumSubjects 0: then its messages, which count the
+// history and delete markers of each key), and by maxHint. A copy's maps
+// never shrink: a bucket with a long history of few keys must not make
+// them at the size of its messages.
+func sizeHint(st jetstream.StreamState) int {
+	n := st.Msgs
+	if st.NumSubjects > 0 {
+		n = min(st.NumSubjects, n)
+	}
+	return int(min(n, maxHint))
+}
+
 // presize makes the maps of a copy that holds no key at the size of n
-// keys, the messages of the bucket's stream when its watch starts (with
-// history 1, its keys and delete markers), so that taking its initial values
-// does not grow them step by step (each step allocates the map anew: about
-// twice the final size in all). A copy that holds keys is left as it is.
+// keys ([sizeHint] of the bucket's stream when its watch starts), so that
+// taking its initial values does not grow them step by step (each step
+// allocates the map anew: about twice the final size in all). A copy that
+// holds keys is left as it is.
 func (c *Copy) presize(n int) {
 	if n <= 0 {
 		return
