@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/mesh-provisioner/mesh-provisioner/examples"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/access"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/auth"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
@@ -50,10 +52,13 @@ func TestUpRestartKeepsTheMesh(t *testing.T) {
 
 // TestUpRestartDecidesFromTheLiveMesh checks that up with no file on a
 // data directory that holds a 150-node mesh decides what depends on the
-// mesh from that mesh, not from the bundled example's 4 nodes: it runs no
-// node clients (more than maxAutoClients nodes, no --clients) and takes its
-// memory limit's floor from the 150 nodes. It used to start 150 clients
-// (and size the floor for 4 nodes).
+// mesh from that mesh, not from the bundled example's 4 nodes: it counts 150
+// nodes and runs no node clients (more than maxAutoClients nodes, no
+// --clients). It used to start 150 clients. The memory limit's floor is the
+// same 256 MiB for 150 nodes and for 4, so the runs show it only through the
+// node count; a live mesh of 2000 placed nodes, read as a restart reads it
+// (liveFile of the bundled example), is decided directly: 500 MiB, not the
+// example's 256.
 func TestUpRestartDecidesFromTheLiveMesh(t *testing.T) {
 	data := t.TempDir()
 	path := filepath.Join(t.TempDir(), "g150.yaml")
@@ -81,6 +86,25 @@ func TestUpRestartDecidesFromTheLiveMesh(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(data, "nodes")); err == nil {
 		t.Errorf("up ran node clients (%s exists) for a mesh of 150 nodes", filepath.Join(data, "nodes"))
+	}
+
+	example, err := meshfile.Parse("homelab.yaml", examples.Homelab)
+	if err != nil {
+		t.Fatal(err)
+	}
+	placed := map[string][]byte{}
+	for i := range 2000 {
+		placed[fmt.Sprintf("n%d", i)] = []byte(`{"modules":[{"module":"mesh-vault"}]}`)
+	}
+	d, err := decideMesh(liveFile(example, placed), upFlags{data: data, clients: true}, true, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.nodes != 2000 || d.budget != 500<<20 || !d.autoNoClients || d.clients {
+		t.Errorf("decideMesh of a live mesh of 2000 nodes = %+v; want 2000 nodes, a budget of %d bytes (500 MiB), no clients", d, 500<<20)
+	}
+	if small := upMemoryBudget(len(example.Nodes)); d.budget == small {
+		t.Errorf("the budget of 2000 nodes equals the bundled example's (%d bytes): the check above tells nothing", small)
 	}
 }
 
