@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/mesh-provisioner/mesh-provisioner/internal/jsonhead"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
 
@@ -132,7 +133,9 @@ func ask(ctx context.Context, nc *nats.Conn, subject string, req, answer any, re
 	if err != nil {
 		return fmt.Errorf("kit: %s: %w", subject, err)
 	}
-	if err := json.Unmarshal(msg.Data, answer); err != nil {
+	// The answer's names are exact (spec 2): one in another case is no
+	// vault's answer.
+	if err := jsonhead.Decode(msg.Data, answer); err != nil {
 		return fmt.Errorf("kit: %s: the answer does not decode: %w", subject, err)
 	}
 	if why := refused(); why != "" {

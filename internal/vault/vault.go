@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/jsonhead"
 	"github.com/mesh-provisioner/mesh-provisioner/kit"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
@@ -272,10 +273,12 @@ func requester(m *nats.Msg) (string, kit.VaultRequest, string) {
 	if !mesh.ValidName(user) {
 		return user, kit.VaultRequest{}, whyBadUser(user)
 	}
+	// Names are exact (spec 2): {"KEY":..} is refused, not read as a key
+	// nor left unread (which would widen the request to every key).
 	var req kit.VaultRequest
 	if len(m.Data) > 0 {
-		if err := json.Unmarshal(m.Data, &req); err != nil {
-			return user, req, whyBadRequest(err)
+		if err := jsonhead.Decode(m.Data, &req); err != nil {
+			return user, kit.VaultRequest{}, whyBadRequest(err)
 		}
 	}
 	return user, req, ""
@@ -325,8 +328,8 @@ func (v *Vault) answerConsumers(m *nats.Msg) {
 
 func (v *Vault) answerRotate(m *nats.Msg) {
 	var req kit.RotateRequest
-	if err := json.Unmarshal(m.Data, &req); err != nil || req.Key == "" {
-		v.reply(m, kit.RotateAnswer{Error: `the request is not {"key": "<credential key>"}`}, "verb", kit.RotateVerb)
+	if err := jsonhead.Decode(m.Data, &req); err != nil || req.Key == "" {
+		v.reply(m, kit.RotateAnswer{Error: whyBadRotate(err)}, "verb", kit.RotateVerb)
 		return
 	}
 	val, err := v.Rotate(req.Key)

@@ -438,3 +438,42 @@ func TestVaultTakesNoKeyWhoseNamesDifferInCase(t *testing.T) {
 		t.Errorf("vaultwarden's credentials = %v, %v; want none", values(a), err)
 	}
 }
+
+// A request whose names are the spec's in another case is refused with a
+// clear error (spec 2: names are exact): {"KEY":..} is neither read as a
+// key nor left unread (which would answer every credential). encoding/json
+// folded the names: the vault answered the key, and rotated it.
+func TestVaultRefusesRequestsWhoseNamesDifferInCase(t *testing.T) {
+	f := start(t)
+	db, cred := f.need(gitea, "main")
+	waitProvided(t, f.seat, cred, 1)
+	onc, _ := kittest.Connect(t, f.url, "operator-verb")
+	for _, c := range []struct {
+		nc               *nats.Conn
+		subject, request string
+	}{
+		{f.conns["gitea"], kit.SecretSubject("gitea"), `{"KEY":"` + cred.String() + `"}`},
+		{f.conns["postgres"], kit.ConsumersSubject("postgres"), `{"Key":"` + db.String() + `","node":"control"}`},
+		{onc, kit.RotateVerb, `{"KEY":"` + cred.String() + `"}`},
+	} {
+		msg, err := c.nc.Request(c.subject, []byte(c.request), 5*time.Second)
+		if err != nil {
+			t.Fatalf("%s %s: %v", c.subject, c.request, err)
+		}
+		var a struct {
+			Credentials []kit.Credential `json:"credentials"`
+			Generation  int64            `json:"generation"`
+			Error       string           `json:"error"`
+		}
+		if err := json.Unmarshal(msg.Data, &a); err != nil {
+			t.Fatalf("%s %s: answer %s: %v", c.subject, c.request, msg.Data, err)
+		}
+		if !strings.Contains(a.Error, "is not the spec's \"key\" (names are exact)") || len(a.Credentials) != 0 || a.Generation != 0 {
+			t.Errorf("%s %s = %s; want refused, saying the name is not the spec's", c.subject, c.request, msg.Data)
+		}
+	}
+	// Nothing was rotated.
+	if a, err := ask(t, f, "gitea", "gitea", false, kit.VaultRequest{Key: cred.String()}); err != nil || len(a.Credentials) != 1 || a.Credentials[0].Generation != 1 {
+		t.Errorf("gitea's credential = %+v, %v; want it at generation 1", a.Credentials, err)
+	}
+}

@@ -17,3 +17,12 @@ func whyBadUser(user string) string {
 func whyBadRequest(err error) string {
 	return fmt.Sprintf("the request is not a JSON vault request: %v", err)
 }
+
+// whyBadRotate says a rotate request is not {"key": ..}, with err (nil for
+// a request with no key).
+func whyBadRotate(err error) string {
+	if err != nil {
+		return fmt.Sprintf(`the request is not {"key": "<credential key>"}: %v`, err)
+	}
+	return `the request is not {"key": "<credential key>"}`
+}
