@@ -46,7 +46,8 @@ const valueBytes = 32
 // grew with the run's length rather than its values (5180 syncs for 29879
 // values at 3000 nodes, 1002 for 9893 at 1000). Any other record (a value
 // ensured by a verb, a rotation, a removal) is synced at once, with those
-// pending.
+// pending, and so is a grouped record still pending when a caller that is
+// not grouped waits for it ([Store.Ensure] or [Store.Get] of its name).
 const (
 	syncGap   = 20 * time.Millisecond
 	syncBatch = 256
@@ -365,10 +366,24 @@ func (s *Store) gather(wait time.Duration) {
 }
 
 // settle waits until name's last record, at sequence seq (0 for none),
-// is on disk, then forgets that it was unsynced.
-func (s *Store) settle(name string, seq uint64) error {
+// is on disk, then forgets that it was unsynced. A caller that is not
+// grouped (see syncGap) does not wait for the gap: when the record is
+// still pending (appended grouped, by another caller), it is synced at
+// once, with those pending.
+func (s *Store) settle(name string, seq uint64, grouped bool) error {
 	if seq == 0 {
 		return nil
+	}
+	if !grouped {
+		s.mu.Lock()
+		if seq > s.taken && !s.urgent {
+			s.urgent = true
+			select {
+			case s.full <- struct{}{}:
+			default:
+			}
+		}
+		s.mu.Unlock()
 	}
 	if err := s.waitSynced(seq); err != nil {
 		return err
@@ -468,7 +483,7 @@ func (s *Store) Get(name string) (Value, bool) {
 	v, ok := s.values[name]
 	seq := s.unsynced[name]
 	s.mu.Unlock()
-	if ok && s.settle(name, seq) != nil {
+	if ok && s.settle(name, seq, false) != nil {
 		return Value{}, false
 	}
 	return v, ok
@@ -498,7 +513,7 @@ func (s *Store) ensure(name string, grouped bool) (Value, error) {
 	if err != nil {
 		return Value{}, err
 	}
-	if err := s.settle(name, seq); err != nil {
+	if err := s.settle(name, seq, grouped); err != nil {
 		return Value{}, err
 	}
 	return v, nil
@@ -519,7 +534,7 @@ func (s *Store) Rotate(name string) (Value, error) {
 	if err != nil {
 		return Value{}, err
 	}
-	if err := s.settle(name, seq); err != nil {
+	if err := s.settle(name, seq, false); err != nil {
 		return Value{}, err
 	}
 	return v, nil

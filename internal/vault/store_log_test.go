@@ -2,6 +2,7 @@ package vault
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -314,4 +315,46 @@ func TestStoreSyncPace(t *testing.T) {
 			}
 		})
 	})
+	// A caller that is not grouped (Ensure, Get for the secret verb) of a
+	// name whose grouped record is still pending is synced at once too: it
+	// waited up to syncGap, as the grouped caller does.
+	for _, c := range []struct {
+		name string
+		call func(s *Store) error
+	}{
+		{"Ensure", func(s *Store) error { _, err := s.Ensure("grouped"); return err }},
+		{"Get", func(s *Store) error {
+			if _, ok := s.Get("grouped"); !ok {
+				return errors.New("Get(grouped): none")
+			}
+			return nil
+		}},
+	} {
+		t.Run(c.name+" of a pending grouped value does not wait for the gap", func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := open(t)
+				if _, err := s.ensure("first", true); err != nil {
+					t.Fatal(err)
+				}
+				start := time.Now()
+				var wg sync.WaitGroup
+				wg.Go(func() {
+					if _, err := s.ensure("grouped", true); err != nil {
+						t.Error(err)
+					}
+				})
+				time.Sleep(5 * time.Millisecond)
+				if err := c.call(s); err != nil {
+					t.Fatal(err)
+				}
+				if waited := time.Since(start); waited != 5*time.Millisecond {
+					t.Errorf("%s of a value grouped 5ms before: returned after %v; want 5ms (synced at once)", c.name, waited)
+				}
+				wg.Wait()
+				if waited, n := time.Since(start), syncs(s); waited != 5*time.Millisecond || n != 2 {
+					t.Errorf("grouped value on disk after %v, %d syncs; want 5ms and 2", waited, n)
+				}
+			})
+		})
+	}
 }
