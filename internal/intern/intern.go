@@ -1,7 +1,11 @@
 // Package intern keeps one copy of strings that repeat across many decoded
-// values: the node, module, provider, provision and state names of
-// provisions, each decoded by JSON into a string of its own. A component
-// that holds thousands of provisions keeps each name once.
+// values, each decoded by JSON into a string of its own: the node, module,
+// provider, provision and state names of provisions and their whys (the
+// kit's provisions, the seat's state), and, in the seat's state, the
+// closed sets other writers' values repeat (placements' module names,
+// wants' and haves' fingerprints, haves' phases and healths, entries'
+// states). A component that holds thousands of values keeps each such
+// string once.
 //
 // A Table is not safe for concurrent use: each owner keeps its own, under
 // its own lock.

@@ -29,10 +29,12 @@ var exact = json.JoinOptions(jsonv1.DefaultOptionsV1(), json.MatchCaseInsensitiv
 // that an object's name matches a struct field's JSON name only when it is
 // that name exactly, once its escapes are undone (the spec's field names
 // are exact: "Provider" or {"MODULE":..} is no provider, and such a name is
-// left unread as any unknown name is). Duplicate names are let through
-// (the last is taken), as encoding/json does. It returns an error, as
-// encoding/json would, for a value that is not valid JSON or does not fit
-// v.
+// left unread as any unknown name is). Duplicate names are let through, as
+// encoding/json lets them: each is decoded in turn into the same place, so
+// the last string, number or list is taken, but objects are merged
+// ({"consumer":{"module":"a"},"consumer":{"node":"b"}} is consumer a on
+// b). It returns an error, as encoding/json would, for a value that is not
+// valid JSON or does not fit v.
 func Unmarshal(value []byte, v any) error {
 	return json.Unmarshal(value, v, exact)
 }
@@ -101,12 +103,13 @@ func Names(dec *jsontext.Decoder) ([]string, error) {
 }
 
 // Folds reports whether the quoted object name (as the tokenizer gives it,
-// quotes included) is one of names (unquoted) though it is not spelled
-// exactly so: escaped, or in another case (as encoding/json would match
-// it). [Unmarshal] reads an escaped name as the name and ignores one in
-// another case; a reader that meets such a name decodes the value whole
-// with it, so that a value it cannot decode is said. A name whose escapes
-// do not unquote is reported as folding.
+// quotes included) matches one of names (unquoted) as encoding/json would
+// match it: spelled exactly, escaped, or in another case. It is true for
+// an exact spelling too: a reader that must tell a name not spelled
+// exactly tests the exact spelling first. [Unmarshal] reads an escaped name
+// as the name and ignores one in another case; a reader that meets such a
+// name decodes the value whole with it, so that a value it cannot decode
+// is said. A name whose escapes do not unquote is reported as folding.
 func Folds(quoted []byte, names ...[]byte) bool {
 	name := quoted[1 : len(quoted)-1]
 	plain := true // ASCII, unescaped

@@ -1062,8 +1062,9 @@ func (m *Mesh) Composed(res *compose.Result) {
 }
 
 // NeedOf returns the need that the last composition of some node found for
-// key, or nil when no composition needs it. The need is new at each call:
-// the caller's.
+// key, or nil when no composition needs it. The Need is new at each call,
+// but its DependsOn is the mesh's own slice (and its strings the mesh's):
+// read it, never change it.
 func (m *Mesh) NeedOf(key string) *compose.Need {
 	if n, ok := m.neededBy(nodeOf(key), key); ok {
 		return n.need()
@@ -1183,6 +1184,13 @@ func (m *Mesh) Entry(provider, key string) (mesh.Entry, bool, error) {
 	return e.e, ok && e.err == nil, e.err
 }
 
+// Provision returns the provision at key in mesh-provisioner_provisions
+// (written by the seat), and whether the mesh holds one: a value the seat
+// itself wrote, as the mesh keeps it (one that is not of its kind is junk,
+// not held). The value is built anew at each call from what the mesh
+// keeps, its provision, local and consumer cut from key; its DependsOn,
+// Reference and Warrant are shared with the mesh: read them, never change
+// them.
 func (m *Mesh) Provision(key string) (mesh.Provision, bool) {
 	p, ok := m.provisions[key]
 	if !ok {
