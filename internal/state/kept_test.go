@@ -1,6 +1,7 @@
 package state
 
 import (
+	"fmt"
 	"testing"
 	"unsafe"
 
@@ -40,8 +41,8 @@ func TestKeptProvisionCutsTheKey(t *testing.T) {
 }
 
 // Names that repeat across keys of the buckets the seat reads are kept
-// once, not once per decoded value: two entries' states and whys, two
-// haves' phases, healths and fingerprints, two wants' fingerprints and two
+// once, not once per decoded value: two entries' states, two haves'
+// phases, healths and fingerprints, two wants' fingerprints and two
 // placements' modules share their bytes.
 func TestTakenNamesAreShared(t *testing.T) {
 	m := New()
@@ -70,7 +71,7 @@ func TestTakenNamesAreShared(t *testing.T) {
 	p1, _ := m.Placed("web1")
 	p2, _ := m.Placed("web2")
 	for _, f := range []struct{ name, a, b string }{
-		{"entry state", string(e1.State), string(e2.State)}, {"entry why", e1.Why, e2.Why},
+		{"entry state", string(e1.State), string(e2.State)},
 		{"have phase", h1.Phase, h2.Phase}, {"have health", h1.Health, h2.Health},
 		{"have fingerprint", h1.Fingerprint, h2.Fingerprint}, {"want fingerprint", w1, w2},
 		{"placed module", p1[0], p2[0]},
@@ -78,6 +79,37 @@ func TestTakenNamesAreShared(t *testing.T) {
 		if f.a == "" || f.a != f.b || unsafe.StringData(f.a) != unsafe.StringData(f.b) {
 			t.Errorf("%s: %q and %q are not one string", f.name, f.a, f.b)
 		}
+	}
+}
+
+// Free text of other writers' values (a have's detail, an entry's why,
+// refused and waits), most often each value's own, is kept as decoded,
+// not interned: the mesh's table of names holds the closed sets only
+// (states, phases, healths, fingerprints, module names), however many
+// texts come. Each text interned cost a table entry and was rarely shared.
+func TestFreeTextIsNotInterned(t *testing.T) {
+	m := New()
+	for i := range 200 {
+		rev := uint64(2*i + 1)
+		for _, ch := range []bus.Change{
+			{Bucket: mesh.HaveBucket, Key: fmt.Sprintf("web%d.app", i), Revision: rev,
+				Value: fmt.Appendf(nil, `{"phase":"failed","health":"failed","fp":"f1","detail":"exit %d at %d"}`, i, i)},
+			{Bucket: "pg_bound", Key: fmt.Sprintf("web%d.app.database", i), Revision: rev + 1,
+				Value: fmt.Appendf(nil, `{"state":"failed","why":"role app%d: %d","refused":"r%d","waits":"w%d"}`, i, i, i, i)},
+		} {
+			if tc := m.Take(ch); tc.Odd != nil {
+				t.Fatal(tc.Odd)
+			}
+		}
+	}
+	h, _, _ := m.Have("web7", "app")
+	e, _, _ := m.Entry("pg", "web7.app.database")
+	if h.Detail != "exit 7 at 7" || e.Why != "role app7: 7" || e.Refused != "r7" || e.Waiting != "w7" {
+		t.Errorf("have %+v, entry %+v; want their texts as written", h, e)
+	}
+	// failed, f1 (and nothing per value).
+	if n := m.names.Len(); n > 4 {
+		t.Errorf("the mesh interned %d strings for 200 haves and entries; want the closed sets only (at most 4)", n)
 	}
 }
 

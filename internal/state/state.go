@@ -614,8 +614,10 @@ func (m *Mesh) takeHave(ch bus.Change, t *Touch) {
 		if err := read(ch, &v.h, t); err != nil {
 			t.Odd, v.err = err, err
 		}
+		// The closed sets are interned; the detail is free text, most often
+		// the have's own, kept as decoded.
 		v.h.Phase, v.h.Health = m.names.String(v.h.Phase), m.names.String(v.h.Health)
-		v.h.Fingerprint, v.h.Detail = m.names.String(v.h.Fingerprint), m.names.String(v.h.Detail)
+		v.h.Fingerprint = m.names.String(v.h.Fingerprint)
 		if m.haves[k.Node] == nil {
 			m.haves[k.Node] = map[string]have{}
 		}
@@ -773,8 +775,9 @@ func (m *Mesh) takeEntry(ch bus.Change, t *Touch) {
 		if err != nil {
 			t.Odd, v.err = err, err
 		}
-		v.e.State, v.e.Why = mesh.State(m.names.String(string(v.e.State))), m.names.String(v.e.Why)
-		v.e.Refused, v.e.Waiting = m.names.String(v.e.Refused), m.names.String(v.e.Waiting)
+		// The state is interned; the whys (why, refused, waits) are free
+		// text, most often the entry's own, kept as decoded.
+		v.e.State = mesh.State(m.names.String(string(v.e.State)))
 		if m.entries[provider] == nil {
 			m.entries[provider] = map[string]entry{}
 		}
