@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -1007,12 +1008,14 @@ func printResult(out io.Writer, r *compose.Result) {
 		return
 	}
 	if r.Node == "" { // keys re-judged on a provider's entry or have, or an ask's record
-		keys := make([]string, 0, len(r.Provisions))
-		for k, p := range r.Provisions {
-			keys = append(keys, k+" "+string(p.State))
-		}
+		keys := make([]string, 0, len(r.Provisions)+len(r.Retired))
 		for _, k := range r.Retired {
 			keys = append(keys, k+" retired")
+		}
+		for k, p := range r.Provisions {
+			if !slices.Contains(r.Retired, k) { // a key retired in this judging is said once, as retired
+				keys = append(keys, k+" "+string(p.State))
+			}
 		}
 		sort.Strings(keys)
 		if len(keys) > 3 {
