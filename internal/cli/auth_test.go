@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/auth"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 )
 
 // TestAuthGenCommand runs "auth gen" on the homelab twice: a configuration
@@ -38,5 +39,28 @@ func TestAuthGenCommand(t *testing.T) {
 	}
 	if _, _, err := run(t, "auth", "gen", "-f", homelabFile); err == nil {
 		t.Errorf("auth gen without -o succeeded")
+	}
+
+	// A command against that server without credentials, or with another
+	// mesh's, is refused with a hint that names --creds.
+	s, err := bus.StartServer(bus.ServerConfig{Dir: t.TempDir(), Listen: "127.0.0.1:0", ConfigFile: filepath.Join(dir, auth.ConfigFile)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown()
+	t.Setenv("HOME", t.TempDir()) // no default operator's credentials
+	t.Setenv("XDG_STATE_HOME", "")
+	if _, _, err := run(t, "get", "provisions", "--nats", s.URL()); err == nil ||
+		!strings.Contains(err.Error(), "refused a connection without credentials: pass --creds FILE") {
+		t.Errorf("get without credentials: %v; want a hint naming --creds", err)
+	}
+	other := filepath.Join(t.TempDir(), "auth")
+	if _, _, err := run(t, "auth", "gen", "-f", homelabFile, "-o", other); err != nil {
+		t.Fatalf("auth gen of another mesh: %v", err)
+	}
+	otherCreds := auth.CredsPath(other, "operator")
+	if _, _, err := run(t, "get", "provisions", "--nats", s.URL(), "--creds", otherCreds); err == nil ||
+		!strings.Contains(err.Error(), "refused the credentials in "+otherCreds) {
+		t.Errorf("get with another mesh's credentials: %v; want a hint naming the file", err)
 	}
 }

@@ -137,9 +137,14 @@ func (f *busFlags) connect(name string) (*nats.Conn, jetstream.JetStream, error)
 }
 
 // explain adds a hint to an error of connecting: a server that cannot be
-// reached (is up running? --nats), a server without JetStream.
+// reached (is up running? --nats), a server without JetStream, a server
+// that refused the connection's credentials or their lack (--creds).
 func (f *busFlags) explain(err error) error {
 	switch {
+	case errors.Is(err, nats.ErrAuthorization) && f.credsOrDefault() == "":
+		return fmt.Errorf("the NATS server at %s refused a connection without credentials: pass --creds FILE (up writes the operator's in DATA/auth/operator.creds): %w", f.url, err)
+	case errors.Is(err, nats.ErrAuthorization):
+		return fmt.Errorf("the NATS server at %s refused the credentials in %s: are they this mesh's (up writes them in DATA/auth, auth gen in its -o)? %w", f.url, f.credsOrDefault(), err)
 	case errors.Is(err, nats.ErrNoServers):
 		return fmt.Errorf("no NATS server answers at %s: is `up` running? pass --nats URL", f.url)
 	case errors.Is(err, assemble.ErrNoJetStream):
