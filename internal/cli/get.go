@@ -113,6 +113,9 @@ func newGetCmd() *cobra.Command {
 			if output != "table" && output != "wide" && output != "json" {
 				return usageError{fmt.Errorf("get: -o %q; want table, wide or json", output)}
 			}
+			if q.node != "" && !mesh.ValidName(q.node) {
+				return usageError{fmt.Errorf("get: --node %q is no node's name (lower-case [a-z0-9][a-z0-9-]*), so it would narrow to nothing", q.node)}
+			}
 			nc, js, err := bf.connect("get")
 			if err != nil {
 				return fmt.Errorf("get: %w", err)

@@ -223,4 +223,8 @@ func TestGetEmptyAndUsage(t *testing.T) {
 	if !isUsage(err) {
 		t.Errorf("get -o yaml = %v; want a usage error", err)
 	}
+	_, _, err = run(t, "get", "provisions", "--node", "NoSuch", "--nats", s.URL())
+	if !isUsage(err) || !strings.Contains(err.Error(), `--node "NoSuch" is no node's name`) {
+		t.Errorf("get --node NoSuch = %v; want a usage error saying it is no node's name", err)
+	}
 }
