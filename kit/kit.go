@@ -84,9 +84,6 @@ type Kit struct {
 	provs  map[string]mesh.Provision
 	others map[string]other
 	names  intern.Table
-	// refs holds each provider of others once (at most refsMax, then
-	// anew: what others hold stays valid).
-	refs map[mesh.Ref]*mesh.Ref
 	// byConsumer indexes the keys held (provs and others) by their first
 	// two tokens, "<node>.<consumer>": a consumer's provisions without a
 	// scan. A consumer has a few keys on a node, so they are a list, in no
@@ -191,7 +188,7 @@ func (k *Kit) Ready() <-chan struct{} { return k.ready }
 // other is what the kit keeps of a provision whose provider is another
 // module: what a provider reads of a key it does not answer (see
 // [Kit.Provision] for which keys are kept). Its provision, local and
-// consumer are the key's own; its provider is one of refs, shared by
+// consumer are the key's own; its provider is one shared copy (ref), shared by
 // every key of that provider (a pointer, not two strings: 56 bytes, not
 // 80).
 type other struct {
@@ -443,24 +440,9 @@ func (k *Kit) decode(value []byte, pk mesh.ProvisionKey, keyErr error) (kind kee
 	return keepWhole, o, m, p, nil
 }
 
-// refsMax bounds the providers of others the kit keeps one copy of in
-// k.refs; past it the set starts anew.
-const refsMax = 4096
-
-// ref returns the one copy of r in k.refs, its names interned. k.mu is
-// held.
-func (k *Kit) ref(r mesh.Ref) *mesh.Ref {
-	if p, ok := k.refs[r]; ok {
-		return p
-	}
-	if k.refs == nil || len(k.refs) >= refsMax {
-		k.refs = map[mesh.Ref]*mesh.Ref{}
-	}
-	p := new(mesh.Ref)
-	*p = k.names.Ref(r)
-	k.refs[*p] = p
-	return p
-}
+// ref returns the kit's one shared copy of r ([intern.Table.SharedRef]).
+// k.mu is held.
+func (k *Kit) ref(r mesh.Ref) *mesh.Ref { return k.names.SharedRef(r) }
 
 // ourDependsOn returns the depends-on of key when the kit holds it as one
 // of the provider's own keys, and whether it does. k.mu is held.

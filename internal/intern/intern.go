@@ -22,7 +22,8 @@ const Max = 1 << 18
 // Table keeps one copy of each string it has been given. The zero value is
 // ready to use.
 type Table struct {
-	m map[string]string
+	m    map[string]string
+	refs map[mesh.Ref]*mesh.Ref
 }
 
 // String returns the table's copy of s, taking s as that copy when the
@@ -47,6 +48,24 @@ func (t *Table) Len() int { return len(t.m) }
 // Ref interns both names of r.
 func (t *Table) Ref(r mesh.Ref) mesh.Ref {
 	return mesh.Ref{Module: t.String(r.Module), Node: t.String(r.Node)}
+}
+
+// SharedRef returns the table's one shared copy of r, its names interned,
+// made when the table has none: many values (provisions of one provider)
+// can point at it instead of holding a Ref each. Past [Max] distinct refs
+// the copies start anew (those handed out stay valid). A shared copy is
+// read-only.
+func (t *Table) SharedRef(r mesh.Ref) *mesh.Ref {
+	if c, ok := t.refs[r]; ok {
+		return c
+	}
+	if t.refs == nil || len(t.refs) >= Max {
+		t.refs = make(map[mesh.Ref]*mesh.Ref)
+	}
+	c := new(mesh.Ref)
+	*c = t.Ref(r)
+	t.refs[*c] = c
+	return c
 }
 
 // Provision interns the names of p that repeat across provisions: its

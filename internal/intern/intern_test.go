@@ -70,3 +70,31 @@ func TestTableStartsAnewAtMax(t *testing.T) {
 		t.Error("the empty string was kept")
 	}
 }
+
+// TestSharedRefIsOneCopy gives SharedRef equal refs decoded apart and
+// checks they come back as one pointer whose names the table holds, that
+// another ref gets its own, and that past Max distinct refs the copies
+// start anew while those handed out keep their values.
+func TestSharedRefIsOneCopy(t *testing.T) {
+	var tab intern.Table
+	a := tab.SharedRef(mesh.Ref{Module: strings.Clone("mesh-vault"), Node: strings.Clone("control")})
+	b := tab.SharedRef(mesh.Ref{Module: strings.Clone("mesh-vault"), Node: strings.Clone("control")})
+	if a != b {
+		t.Fatalf("equal refs: two copies %p and %p, want one", a, b)
+	}
+	if !same(a.Module, tab.String("mesh-vault")) || !same(a.Node, tab.String("control")) {
+		t.Errorf("the shared ref's names are not the table's")
+	}
+	if c := tab.SharedRef(mesh.Ref{Module: "postgres", Node: "control"}); c == a || *c != (mesh.Ref{Module: "postgres", Node: "control"}) {
+		t.Errorf("another ref = %p %v; want a copy of its own", c, *c)
+	}
+	for i := range intern.Max {
+		tab.SharedRef(mesh.Ref{Module: "m", Node: "n" + strconv.Itoa(i)})
+	}
+	if c := tab.SharedRef(mesh.Ref{Module: "mesh-vault", Node: "control"}); c == a {
+		t.Errorf("past Max refs the copy handed out before is still shared; want the refs started anew")
+	}
+	if *a != (mesh.Ref{Module: "mesh-vault", Node: "control"}) {
+		t.Errorf("a ref handed out before the new start changed: %v", *a)
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/compose"
-	"github.com/mesh-provisioner/mesh-provisioner/internal/intern"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
 
@@ -108,18 +107,5 @@ func (n *need) need() *compose.Need {
 	}
 }
 
-// ref returns the mesh's one copy of r, its names interned. Like
-// [intern.Table], the copies start anew past [intern.Max] providers (those
-// handed out stay valid).
-func (m *Mesh) ref(r mesh.Ref) *mesh.Ref {
-	if c, ok := m.refs[r]; ok {
-		return c
-	}
-	if m.refs == nil || len(m.refs) >= intern.Max {
-		m.refs = map[mesh.Ref]*mesh.Ref{}
-	}
-	c := &mesh.Ref{}
-	*c = m.names.Ref(r)
-	m.refs[*c] = c
-	return c
-}
+// ref returns the mesh's one shared copy of r ([intern.Table.SharedRef]).
+func (m *Mesh) ref(r mesh.Ref) *mesh.Ref { return m.names.SharedRef(r) }

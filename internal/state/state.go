@@ -184,11 +184,10 @@ type Mesh struct {
 	usedBy    map[string]set    // digest -> modules whose build or trunk names it
 	entries   map[string]map[string]entry
 
-	provisions map[string]kept        // key -> the provision kept there
-	refs       map[mesh.Ref]*mesh.Ref // one copy of each provider kept provisions name
-	provByNode map[string][]string    // node -> its provision keys, sorted
-	dependents map[string]few         // key -> keys whose depends-on names it
-	approved   map[mesh.Ref]set       // provider -> retiring keys approved with a warrant, waiting for it
+	provisions map[string]kept     // key -> the provision kept there
+	provByNode map[string][]string // node -> its provision keys, sorted
+	dependents map[string]few      // key -> keys whose depends-on names it
+	approved   map[mesh.Ref]set    // provider -> retiring keys approved with a warrant, waiting for it
 
 	plans      map[string][]byte
 	plansOf    map[string][]string // node -> its plan keys, sorted
