@@ -25,3 +25,17 @@ func TestPrintResultSaysARetiredKeyOnce(t *testing.T) {
 		t.Errorf("printResult wrote %q, want %q", out.String(), want)
 	}
 }
+
+// A judging of more than three keys names three and says how many more.
+func TestPrintResultNamesThreeKeys(t *testing.T) {
+	r := &compose.Result{Provisions: map[string]mesh.Provision{
+		"a.m.x": {State: mesh.Provided}, "b.m.x": {State: mesh.Provided},
+		"c.m.x": {State: mesh.Asked}, "d.m.x": {State: mesh.Asked}, "e.m.x": {State: mesh.Asked},
+	}}
+	var out bytes.Buffer
+	printResult(&out, r)
+	want := "judged     a.m.x provided, b.m.x provided, c.m.x asked and 2 more\n"
+	if out.String() != want {
+		t.Errorf("printResult wrote %q, want %q", out.String(), want)
+	}
+}

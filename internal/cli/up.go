@@ -1018,10 +1018,7 @@ func printResult(out io.Writer, r *compose.Result) {
 			}
 		}
 		sort.Strings(keys)
-		if len(keys) > 3 {
-			keys = append(keys[:3], fmt.Sprintf("and %d more", len(keys)-3))
-		}
-		fmt.Fprintf(out, "judged     %s\n", strings.Join(keys, ", "))
+		fmt.Fprintf(out, "judged     %s\n", someOf(keys, 3))
 		for _, p := range r.Problems {
 			fmt.Fprintf(out, "           warrant refused: %s\n", p)
 		}
