@@ -280,10 +280,7 @@ func (s *Store) append(r sealedRecord, grouped bool) (uint64, error) {
 	seq := s.written.Add(1)
 	s.urgent = s.urgent || !grouped
 	if s.urgent || seq-s.taken >= syncBatch {
-		select {
-		case s.full <- struct{}{}:
-		default:
-		}
+		s.hurry()
 	}
 	return seq, nil
 }
@@ -342,6 +339,15 @@ func (s *Store) waitSynced(seq uint64) error {
 	return nil
 }
 
+// hurry signals full (once: a signal already given stands) so that the
+// pending records are synced at once.
+func (s *Store) hurry() {
+	select {
+	case s.full <- struct{}{}:
+	default:
+	}
+}
+
 // gather waits up to wait for the pending records to be synced at once:
 // one urgent, or syncBatch of them (see syncGap). s.mu and s.gmu are not
 // held.
@@ -378,10 +384,7 @@ func (s *Store) settle(name string, seq uint64, grouped bool) error {
 		s.mu.Lock()
 		if seq > s.taken && !s.urgent {
 			s.urgent = true
-			select {
-			case s.full <- struct{}{}:
-			default:
-			}
+			s.hurry()
 		}
 		s.mu.Unlock()
 	}
