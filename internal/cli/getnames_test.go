@@ -20,11 +20,8 @@ func TestGetSaysValuesWithNamesInAnotherCase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const key = "ace.gitea.credential.gitea_gitea-read"
-	forged := `{"Provision":"credential","LOCAL":"gitea_gitea-read","Consumer":{"Module":"gitea","Node":"ace"},` +
-		`"Provider":{"Module":"mesh-vault","Node":"control"},"State":"provided",` +
-		`"Reference":{"ID":"ace.gitea.credential.gitea_gitea-read","Generation":1},"at":"2026-12-01T09:41:36Z"}`
-	if _, err := kv.Put(ctx, key, []byte(forged)); err != nil {
+	const key = bustest.FoldedKey
+	if _, err := kv.Put(ctx, key, []byte(bustest.Folded)); err != nil {
 		t.Fatal(err)
 	}
 	out, _, err := run(t, "get", "provisions", "-o", "wide", "--nats", s.URL())

@@ -13,10 +13,8 @@ import (
 // folded the names and answered it as a provided key of gitea on ace.
 func TestVerbSaysValuesWithNamesInAnotherCase(t *testing.T) {
 	f := serve(t)
-	const key = "ace.gitea.credential.gitea_gitea-read"
-	f.put(mesh.ProvisionsBucket, key, []byte(`{"Provision":"credential","LOCAL":"gitea_gitea-read",`+
-		`"Consumer":{"Module":"gitea","Node":"ace"},"Provider":{"Module":"mesh-vault","Node":"control"},"State":"provided",`+
-		`"Reference":{"ID":"ace.gitea.credential.gitea_gitea-read","Generation":1},"at":"2026-12-01T09:41:36Z"}`))
+	const key = bustest.FoldedKey
+	f.put(mesh.ProvisionsBucket, key, []byte(bustest.Folded))
 	const want = `value is not a provision as the spec names its fields: the name "Provision" is not the spec's "provision"`
 	bustest.WaitFor(t, 0, key+" odd in the verb's answer", func() bool {
 		r := f.ask(t, `{"what":"provisions","node":"ace"}`)

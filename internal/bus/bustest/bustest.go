@@ -65,3 +65,15 @@ func WaitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// FoldedKey and Folded are a provision's key and a value of it whose field
+// names are the spec's in another case ("Provision", "LOCAL", "State"...):
+// encoding/json, which folds case, reads it as the vault's provided
+// credential, but names are exact (spec 2), so every reader of the bus must
+// say it is odd.
+const (
+	FoldedKey = "ace.gitea.credential.gitea_gitea-read"
+	Folded    = `{"Provision":"credential","LOCAL":"gitea_gitea-read","Consumer":{"Module":"gitea","Node":"ace"},` +
+		`"Provider":{"Module":"mesh-vault","Node":"control"},"State":"provided",` +
+		`"Reference":{"ID":"ace.gitea.credential.gitea_gitea-read","Generation":1},"at":"2026-12-01T09:41:36Z"}`
+)
