@@ -545,7 +545,7 @@ func listenWarning(listen string) string {
 		return ""
 	}
 	return "warning: --listen " + listen + " is not a loopback address, and up's server has no users: anyone who reaches it " +
-		"can read any module's credential from the vault, answer asks and write the mesh (see \"Security today\" in the README)"
+		"can read any module's credential from the vault, answer asks and write the mesh (see docs/trust.md)"
 }
 
 // liveFile is file with its nodes and placement replaced by those the
