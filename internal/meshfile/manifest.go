@@ -23,7 +23,7 @@ func (p *parser) manifest(module, what string, n *yaml.Node, refs *[]ref) (*mesh
 		return nil, false
 	}
 	m := &mesh.Manifest{}
-	if v := fields["module"]; v == nil || isNull(v) {
+	if v := fields["module"]; v == nil {
 		p.errf(n, "%s: module is missing; want %q", what, module)
 	} else if s, ok := p.name(v, what+": module"); ok && s != module {
 		p.errf(v, "%s: module is %q; want %q, the name it is listed under", what, s, module)
@@ -127,7 +127,7 @@ func (p *parser) manifest(module, what string, n *yaml.Node, refs *[]ref) (*mesh
 			continue
 		}
 		var c mesh.Contribution
-		if v := obj["collection"]; v == nil || isNull(v) {
+		if v := obj["collection"]; v == nil {
 			p.errf(item, "%s collection is missing", w)
 		} else if s, ok := p.text(v, w+" collection"); ok && s == "" {
 			p.errf(v, "%s collection is empty", w)
@@ -136,7 +136,7 @@ func (p *parser) manifest(module, what string, n *yaml.Node, refs *[]ref) (*mesh
 		}
 		if v := obj["item"]; v == nil {
 			p.errf(item, "%s item is missing", w)
-		} else if !isNull(v) {
+		} else {
 			c.Item, _ = p.text(v, w+" item")
 		}
 		m.Contributes = append(m.Contributes, c)
@@ -207,9 +207,10 @@ func (p *parser) seen() func(n *yaml.Node, what, name string) {
 	}
 }
 
-// required returns the name in v, saying a missing one at parent's line.
+// required returns the name in v, saying a missing one at parent's line
+// and an empty one (YAML null) at its own.
 func (p *parser) required(parent, v *yaml.Node, what string) string {
-	if v == nil || isNull(v) {
+	if v == nil {
 		p.errf(parent, "%s is missing", what)
 		return ""
 	}
@@ -220,9 +221,10 @@ func (p *parser) required(parent, v *yaml.Node, what string) string {
 	return s
 }
 
-// optional returns the name in v, or "" when there is none.
+// optional returns the name in v, or "" when the field is left out; an
+// empty one (YAML null) is said.
 func (p *parser) optional(v *yaml.Node, what string) string {
-	if v == nil || isNull(v) {
+	if v == nil {
 		return ""
 	}
 	s, ok := p.name(v, what)

@@ -299,15 +299,20 @@ func (p *parser) list(n *yaml.Node, what string) []*yaml.Node {
 	return out
 }
 
-// text returns the scalar n as text. Empty values, booleans, lists and
-// mappings are said.
+// text returns the scalar n as text. Empty values (YAML null: "~",
+// "null" or nothing after the colon), booleans, lists and mappings are
+// said: a field that holds text holds text or is left out.
 func (p *parser) text(n *yaml.Node, what string) (string, bool) {
 	n = deref(n)
 	if n == nil {
 		p.errf(n, "%s is missing", what)
 		return "", false
 	}
-	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" || n.Tag == "!!bool" {
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		p.errf(n, "%s is empty (YAML null); want text: write it, or leave the field out", what)
+		return "", false
+	}
+	if n.Kind != yaml.ScalarNode || n.Tag == "!!bool" {
 		p.errf(n, "%s is %s; want text", what, kindName(n))
 		return "", false
 	}
@@ -623,22 +628,27 @@ func (p *parser) have(n *yaml.Node, what string) (mesh.Have, bool) {
 	var h mesh.Have
 	h.Phase = p.oneOf(n, fields["phase"], what+": phase", phases, true)
 	h.Health = p.oneOf(n, fields["health"], what+": health", healths, true)
-	if v := fields["fp"]; v != nil && !isNull(v) {
+	if v := fields["fp"]; v != nil {
 		h.Fingerprint, _ = p.name(v, what+": fp")
 	}
-	if v := fields["detail"]; v != nil && !isNull(v) {
+	if v := fields["detail"]; v != nil {
 		h.Detail, _ = p.text(v, what+": detail")
 	}
 	return h, len(p.errs) == before
 }
 
-// oneOf returns the text of v, saying a value not among values; a missing
-// v is said when required (at parent's line).
+// oneOf returns the text of v, saying a value not among values and an
+// empty one (YAML null); a missing v is said when required (at parent's
+// line).
 func (p *parser) oneOf(parent, v *yaml.Node, what string, values []string, required bool) string {
-	if v == nil || isNull(v) {
+	if v == nil {
 		if required {
 			p.errf(parent, "%s is missing (one of %s)", what, strings.Join(values, ", "))
 		}
+		return ""
+	}
+	if isNull(v) {
+		p.errf(v, "%s is empty (YAML null); want one of %s, or leave the field out", what, strings.Join(values, ", "))
 		return ""
 	}
 	s, ok := p.text(v, what)

@@ -374,3 +374,86 @@ func TestErrorsCount(t *testing.T) {
 		t.Errorf("Count = %q and %q; want \"1 error\" and \"2 errors\"", one.Count(), two.Count())
 	}
 }
+
+// TestParseRefusesNull puts a YAML null (~) in each field of a mesh file
+// that holds text, required or not, and checks that the file is refused
+// with the null said at its line: a null is no text, and it was written as
+// "" into plans and collect (contributes item, have detail) or read as the
+// field left out.
+func TestParseRefusesNull(t *testing.T) {
+	const ok = `nodes: [control]
+modules:
+  redis:
+    builds:
+      - fp: 71be02
+        manifest:
+          module: redis
+          provides: [{name: cache, credential: shared, answered-by: helper}]
+          requires: [{provision: db, from: redis, local: main, on: control}]
+          dirs: [{name: state, unknown: sweep}]
+          ports: [{name: resp}]
+          secrets: [key]
+          config: [domain]
+          contributes: [{collection: "shell:zsh:normal", item: "alias r=redis-cli"}]
+          state: [bound, {name: store}]
+          reads: [mesh-provisioner.plans]
+placement:
+  control: [redis]
+wants:
+  control: {redis: 71be02}
+haves:
+  control: {redis: {phase: running, health: ok, fp: 71be02, detail: up}}
+`
+	if _, err := Parse("ok.yaml", []byte(ok)); err != nil {
+		t.Fatalf("Parse(ok) = %v", err)
+	}
+	for _, tc := range []struct {
+		field, from, to string
+		line            int
+	}{
+		{"contributes item", `item: "alias r=redis-cli"`, "item: ~", 14},
+		{"contributes collection", `collection: "shell:zsh:normal"`, "collection: ~", 14},
+		{"have detail", "detail: up", "detail: ~", 22},
+		{"have fp", "fp: 71be02, detail", "fp: ~, detail", 22},
+		{"have phase", "phase: running", "phase: ~", 22},
+		{"have health", "health: ok", "health: null", 22},
+		{"offer credential", "credential: shared", "credential: ~", 8},
+		{"offer answered-by", "answered-by: helper", "answered-by: ~", 8},
+		{"offer name", "name: cache", "name: ~", 8},
+		{"requirement local", "local: main", "local: ~", 9},
+		{"requirement on", "on: control", "on: ~", 9},
+		{"requirement provision", "provision: db", "provision: ~", 9},
+		{"requirement from", "from: redis", "from: ~", 9},
+		{"dir unknown", "unknown: sweep", "unknown: ~", 10},
+		{"dir name", "name: state", "name: ~", 10},
+		{"port name", "name: resp", "name: ~", 11},
+		{"secret", "secrets: [key]", "secrets: [~]", 12},
+		{"config", "config: [domain]", "config: [~]", 13},
+		{"state", "state: [bound,", "state: [~,", 15},
+		{"state name", "{name: store}", "{name: ~}", 15},
+		{"read", "reads: [mesh-provisioner.plans]", "reads: [~]", 16},
+		{"manifest module", "module: redis", "module: ~", 7},
+		{"want fp", "{redis: 71be02}", "{redis: ~}", 20},
+		{"placed module", "control: [redis]", "control: [~]", 18},
+		{"node", "nodes: [control]", "nodes: [control, ~]", 1},
+		{"mesh name", "nodes:", "mesh: ~\nnodes:", 1},
+	} {
+		t.Run(tc.field, func(t *testing.T) {
+			text := strings.Replace(ok, tc.from, tc.to, 1)
+			if text == ok {
+				t.Fatalf("%q is not in the file", tc.from)
+			}
+			_, err := Parse("m.yaml", []byte(text))
+			errs, isErrs := errors.AsType[*Errors](err)
+			if !isErrs {
+				t.Fatalf("Parse with %s = %v; want *Errors", tc.to, err)
+			}
+			for _, e := range errs.List {
+				if e.Line == tc.line && strings.Contains(e.Msg, "is empty (YAML null)") {
+					return
+				}
+			}
+			t.Errorf("Parse with %s: errors =\n%v\nwant one at line %d saying the null", tc.to, errs, tc.line)
+		})
+	}
+}
