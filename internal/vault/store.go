@@ -1,7 +1,6 @@
 package vault
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/rand"
 	"encoding/base64"
@@ -12,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -123,10 +123,50 @@ type Store struct {
 	syncs    int       // syncs run, for tests
 	syncing  bool      // a sync is running
 	lastSync time.Time // when the last sync began
-	// failed holds the error of a failed sync: the store takes no more
-	// writes.
-	failed atomic.Pointer[error]
+	// size is how many bytes of the log are written whole and synced (a
+	// write or sync that failed may have left more: dirty says so, and
+	// the next try cuts the log back to size before writing again). Only
+	// the goroutine that syncs touches size.
+	size  int64
+	dirty bool
+	// lastErr is the error of the last try to write and sync the log, nil
+	// once one succeeds; no try is made before retryAt (the backoff,
+	// doubling from retryMin to retryMax while the tries fail).
+	lastErr error
+	retryAt time.Time
+	backoff time.Duration
+
+	// prev holds, for each name whose last record is not known synced, the
+	// value it had before that record when it had one (what the disk
+	// holds): [Store.Get] answers it while the record cannot be written.
+	prev map[string]Value
+	// torn is the record dropped at open, if any (see [Store.Torn]).
+	torn *Torn
 }
+
+// Torn is the record a store dropped when it opened: the last line of its
+// log, cut short (no newline, or not JSON) by a write that was never
+// acknowledged (a crash or a full disk during the write), so that what it
+// said was never handed out. The store holds what it held before that
+// record: a new value is issued again when it is next asked for.
+type Torn struct {
+	// Line is the record's line in the log, from 1; Bytes how many bytes
+	// of it were written.
+	Line, Bytes int
+	// Name is the vault name the record was written for, when so much of
+	// it was written ("" otherwise); Generation is the generation the
+	// store holds for Name after the drop (0 for none).
+	Name       string
+	Generation int64
+}
+
+// The backoff of the tries to write the log after one failed (a full
+// disk): a caller during the backoff gets the last error at once, and the
+// records stay pending, written by the first try that succeeds.
+const (
+	retryMin = 10 * time.Millisecond
+	retryMax = 2 * time.Second
+)
 
 // OpenStore opens the store in dir, creating dir (mode 0700), the key file
 // (mode 0600) on first start, and an empty store. It returns an error when
@@ -139,7 +179,7 @@ func OpenStore(dir string) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("vault: data directory: %w", err)
 	}
-	s := &Store{dir: dir, values: map[string]Value{}, removed: map[string]int64{}, unsynced: map[string]uint64{}, full: make(chan struct{}, 1)}
+	s := &Store{dir: dir, values: map[string]Value{}, removed: map[string]int64{}, unsynced: map[string]uint64{}, prev: map[string]Value{}, full: make(chan struct{}, 1)}
 	s.gcond = sync.NewCond(&s.gmu)
 	if err := s.loadKey(); err != nil {
 		return nil, err
@@ -183,49 +223,145 @@ func (s *Store) loadKey() error {
 
 func (s *Store) load() error {
 	path := filepath.Join(s.dir, StoreFile)
-	f, err := os.Open(path)
+	// A compaction's temporary file left by a crash before its rename
+	// holds nothing the log does not.
+	if stale, err := filepath.Glob(filepath.Join(s.dir, StoreFile+".*")); err == nil {
+		for _, f := range stale {
+			os.Remove(f)
+		}
+	}
+	data, err := os.ReadFile(path)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("vault: read store: %w", err)
 	}
-	if err == nil {
-		defer f.Close()
-		sc := bufio.NewScanner(f)
-		sc.Buffer(make([]byte, 64<<10), 16<<20)
-		line := 0
-		for sc.Scan() {
-			line++
-			if len(bytes.TrimSpace(sc.Bytes())) == 0 {
-				continue
-			}
-			var r sealedRecord
-			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-				return fmt.Errorf("vault: store %s line %d does not decode: %w", path, line, err)
-			}
-			s.records++
-			if r.Removed {
-				s.forget(r.Name, r.Generation)
-				continue
-			}
-			v, err := s.open(r)
-			if err != nil {
-				return err
-			}
-			s.values[v.Name] = v
-			delete(s.removed, v.Name)
-		}
-		if err := sc.Err(); err != nil {
-			return fmt.Errorf("vault: read store: %w", err)
+	created := errors.Is(err, fs.ErrNotExist)
+	good, err := s.read(path, data)
+	if err != nil {
+		return err
+	}
+	if s.torn != nil {
+		if v, ok := s.values[s.torn.Name]; ok {
+			s.torn.Generation = v.Generation
 		}
 	}
 	// A log that is mostly superseded records is written anew.
-	if s.records > 2*(len(s.values)+len(s.removed))+64 {
+	compacted := false
+	if s.superseded() {
 		if err := s.compact(); err != nil {
 			return err
 		}
+		compacted = true
 	}
 	s.log, err = os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return fmt.Errorf("vault: open store: %w", err)
+	}
+	switch {
+	case compacted:
+	case s.torn != nil:
+		// The torn record goes, so that the next record starts a line.
+		if err := s.log.Truncate(good); err != nil {
+			s.log.Close()
+			return fmt.Errorf("vault: drop the torn record of the store: %w", err)
+		}
+		if err := s.log.Sync(); err != nil {
+			s.log.Close()
+			return fmt.Errorf("vault: drop the torn record of the store: %w", err)
+		}
+		s.size = good
+	case created:
+		if err := syncDir(s.dir); err != nil {
+			s.log.Close()
+			return err
+		}
+	default:
+		s.size = good
+	}
+	return nil
+}
+
+// read takes the records of the log data (the file at path) into the
+// store and returns how many bytes of it are whole records. The last line,
+// when it has no newline or is not JSON, is a torn record (see [Torn]):
+// it is kept in s.torn, not taken. Any other line that is not JSON, or a
+// record that does not open with the key, is an error: nothing is guessed.
+func (s *Store) read(path string, data []byte) (int64, error) {
+	line, off := 0, 0
+	for off < len(data) {
+		line++
+		nl := bytes.IndexByte(data[off:], '\n')
+		if nl < 0 {
+			s.torn = tornRecord(line, data[off:])
+			break
+		}
+		text := data[off : off+nl]
+		next := off + nl + 1
+		if len(bytes.TrimSpace(text)) == 0 {
+			off = next
+			continue
+		}
+		var r sealedRecord
+		if err := json.Unmarshal(text, &r); err != nil {
+			if next == len(data) {
+				s.torn = tornRecord(line, data[off:])
+				break
+			}
+			return 0, fmt.Errorf("vault: store %s line %d does not decode: %w", path, line, err)
+		}
+		s.records++
+		if r.Removed {
+			s.forget(r.Name, r.Generation)
+		} else {
+			v, err := s.open(r)
+			if err != nil {
+				return 0, err
+			}
+			s.values[v.Name] = v
+			delete(s.removed, v.Name)
+		}
+		off = next
+	}
+	return int64(off), nil
+}
+
+// tornRecord describes the torn record b at line: the name it was written
+// for, when its start says it whole (a record starts {"name":"<name>",).
+func tornRecord(line int, b []byte) *Torn {
+	t := &Torn{Line: line, Bytes: len(b)}
+	if rest, ok := strings.CutPrefix(string(b), `{"name":"`); ok {
+		if name, _, ok := strings.Cut(rest, `"`); ok {
+			t.Name = name
+		}
+	}
+	return t
+}
+
+// Torn returns the record the store dropped when it opened (see [Torn]),
+// and whether it dropped one.
+func (s *Store) Torn() (Torn, bool) {
+	if s.torn == nil {
+		return Torn{}, false
+	}
+	return *s.torn, true
+}
+
+// superseded reports whether the log is mostly superseded records: more
+// than 2 a value kept (or a removal) and 64. s.mu is held or the store is
+// loading.
+func (s *Store) superseded() bool {
+	return s.records > 2*(len(s.values)+len(s.removed))+64
+}
+
+// syncDir syncs the directory dir, so that a file created or renamed in it
+// is there after a crash.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("vault: sync data directory: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("vault: sync data directory: %w", err)
 	}
 	return nil
 }
@@ -268,9 +404,6 @@ func (s *Store) seal(v Value) (sealedRecord, error) {
 // others to share its sync (see syncGap); any other is synced at once.
 // s.mu is held.
 func (s *Store) append(r sealedRecord, grouped bool) (uint64, error) {
-	if failed := s.failed.Load(); failed != nil {
-		return 0, *failed
-	}
 	b, err := json.Marshal(r)
 	if err != nil {
 		return 0, fmt.Errorf("vault: store: %w", err)
@@ -289,25 +422,29 @@ func (s *Store) append(r sealedRecord, grouped bool) (uint64, error) {
 // writes the pending records to the log and syncs it itself unless a sync
 // is running, whose end it then waits for (a sync covers every record
 // appended before it began, so records appended at the same time share one
-// write and one sync; see syncGap for how long a sync waits for more). A
-// failed write or sync fails the store: the error is returned for every
-// record not known synced and for every later write (the kernel may have
-// dropped the unsynced pages; open the store again). s.mu is not held.
+// write and one sync; see syncGap for how long a sync waits for more).
+//
+// A write or sync that fails (a full disk) loses nothing: its records stay
+// pending, in order, and the log is cut back to its last whole record
+// before the next try, so that a record is written whole or not at all.
+// The error is returned to the callers waiting for those records, and at
+// once to those that come during the backoff (retryMin, doubling up to
+// retryMax); the first caller after it tries again. s.mu is not held.
 func (s *Store) waitSynced(seq uint64) error {
 	s.gmu.Lock()
 	defer s.gmu.Unlock()
 	for s.synced < seq {
-		if failed := s.failed.Load(); failed != nil {
-			return *failed
-		}
 		if s.syncing {
 			s.gcond.Wait()
 			continue
 		}
+		if s.lastErr != nil && time.Now().Before(s.retryAt) {
+			return s.lastErr
+		}
 		s.syncing = true
-		last := s.lastSync
+		last, dirty, base := s.lastSync, s.dirty, s.synced
 		s.gmu.Unlock()
-		if wait := syncGap - time.Since(last); wait > 0 {
+		if wait := syncGap - time.Since(last); wait > 0 && !dirty {
 			s.gather(wait)
 		}
 		began := time.Now()
@@ -315,27 +452,53 @@ func (s *Store) waitSynced(seq uint64) error {
 		records, target := s.pending, s.written.Load()
 		s.pending, s.spare, s.taken, s.urgent = s.spare, nil, target, false
 		s.mu.Unlock()
-		_, err := s.log.Write(records)
-		if err == nil {
-			err = s.log.Sync()
-		}
-		if cap(records) <= 1<<20 {
-			s.mu.Lock()
+		err := s.write(records, dirty)
+		s.mu.Lock()
+		switch {
+		case err != nil:
+			// Kept, ahead of those appended meanwhile.
+			s.pending, s.taken = append(records, s.pending...), base
+		case cap(records) <= 1<<20:
 			s.spare = records[:0]
-			s.mu.Unlock()
 		}
+		s.mu.Unlock()
 		s.gmu.Lock()
 		s.syncing = false
 		s.syncs++
 		s.lastSync = began
 		if err != nil {
-			err = fmt.Errorf("vault: write and sync store: %w", err)
-			s.failed.Store(&err)
+			s.dirty = true
+			s.backoff = min(max(2*s.backoff, retryMin), retryMax)
+			s.retryAt = time.Now().Add(s.backoff)
+			s.lastErr = fmt.Errorf("vault: write and sync store (its records are kept and written again): %w", err)
 		} else {
-			s.synced = target
+			s.synced, s.dirty, s.lastErr, s.backoff = target, false, nil, 0
 		}
 		s.gcond.Broadcast()
 	}
+	return nil
+}
+
+// write appends records to the log and syncs it, after cutting it back to
+// its last whole record when dirty (a try failed since). A write or sync
+// that fails cuts the log back at once (a shorter file needs no space),
+// so that no torn record stays in it; dirty stays set all the same, for
+// the next try. Only the goroutine that syncs calls it.
+func (s *Store) write(records []byte, dirty bool) error {
+	if dirty {
+		if err := s.log.Truncate(s.size); err != nil {
+			return err
+		}
+	}
+	_, err := s.log.Write(records)
+	if err == nil {
+		err = s.log.Sync()
+	}
+	if err != nil {
+		s.log.Truncate(s.size)
+		return err
+	}
+	s.size += int64(len(records))
 	return nil
 }
 
@@ -394,6 +557,7 @@ func (s *Store) settle(name string, seq uint64, grouped bool) error {
 	s.mu.Lock()
 	if s.unsynced[name] == seq {
 		delete(s.unsynced, name)
+		delete(s.prev, name)
 	}
 	s.mu.Unlock()
 	return nil
@@ -464,7 +628,10 @@ func (s *Store) compact() error {
 	if err := os.Rename(tmp.Name(), filepath.Join(s.dir, StoreFile)); err != nil {
 		return fmt.Errorf("vault: write store: %w", err)
 	}
-	s.records = len(names)
+	if err := syncDir(s.dir); err != nil {
+		return err
+	}
+	s.records, s.size = len(names), int64(buf.Len())
 	return nil
 }
 
@@ -479,15 +646,17 @@ func newValue() (string, error) {
 }
 
 // Get returns the value named name, and whether the store holds one. A
-// value just written is returned once it is on disk; one whose sync failed
-// is not held.
+// value just written (or a removal) is returned once it is on disk; while
+// its record cannot be written (see [Store.waitSynced]), Get returns what
+// the disk holds: the value before it, or none.
 func (s *Store) Get(name string) (Value, bool) {
 	s.mu.Lock()
 	v, ok := s.values[name]
 	seq := s.unsynced[name]
+	before, had := s.prev[name]
 	s.mu.Unlock()
-	if ok && s.settle(name, seq, false) != nil {
-		return Value{}, false
+	if s.settle(name, seq, false) != nil {
+		return before, had
 	}
 	return v, ok
 }
@@ -560,10 +729,23 @@ func (s *Store) set(name string, generation int64, grouped bool) (Value, uint64,
 	if err != nil {
 		return Value{}, 0, err
 	}
+	s.keepPrev(name)
 	s.values[name] = v
 	s.unsynced[name] = seq
 	delete(s.removed, name)
 	return v, seq, nil
+}
+
+// keepPrev keeps name's value as the disk holds it in prev, before a new
+// record for name is appended, unless an earlier record for it is not
+// known synced either (prev holds what the disk has, then). s.mu is held.
+func (s *Store) keepPrev(name string) {
+	if _, pending := s.unsynced[name]; pending {
+		return
+	}
+	if v, ok := s.values[name]; ok {
+		s.prev[name] = v
+	}
 }
 
 // Remove forgets the value named name and saves the store, appending a
@@ -574,17 +756,20 @@ func (s *Store) Remove(name string) error {
 	s.mu.Lock()
 	v, ok := s.values[name]
 	if !ok {
+		// Removed already, its removal perhaps not on disk yet.
+		seq := s.unsynced[name]
 		s.mu.Unlock()
-		return nil
+		return s.settle(name, seq, false)
 	}
 	seq, err := s.append(sealedRecord{Name: name, Generation: v.Generation, Removed: true}, false)
 	if err == nil {
+		s.keepPrev(name)
 		s.forget(name, v.Generation)
-		delete(s.unsynced, name)
+		s.unsynced[name] = seq
 	}
 	s.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	return s.waitSynced(seq)
+	return s.settle(name, seq, false)
 }

@@ -75,6 +75,9 @@ func Start(ctx context.Context, cfg Config, nc *nats.Conn, js jetstream.JetStrea
 	}
 	v := &Vault{cfg: cfg, self: mesh.Ref{Module: mesh.VaultModule, Node: cfg.Node}, store: store, log: log.With("component", mesh.VaultModule),
 		secretsOf: map[mesh.NodeModule][]string{}}
+	if t, ok := store.Torn(); ok {
+		v.log.Warn(sayTorn, "line", t.Line, "bytes", t.Bytes, "name", t.Name, "generation", t.Generation)
+	}
 	v.plans = bus.Follow(ctx, js, mesh.PlansBucket, bus.Options{Log: v.log, OnChange: v.tookPlan, RevisionsOnly: true})
 	v.kit, err = kit.Start(ctx, kit.Config{
 		Module: mesh.VaultModule, Node: cfg.Node, JetStream: js, Handler: handler{v}, Log: log,

@@ -26,3 +26,9 @@ func whyBadRotate(err error) string {
 	}
 	return `the request is not {"key": "<credential key>"}`
 }
+
+// sayTorn is logged at start when the store dropped a torn record (see
+// [Torn]), with its line, its bytes, the name it was for and the
+// generation the store still holds for that name (0 for none).
+const sayTorn = "vault: the store's last record was cut short by a write never acknowledged (a crash or a full disk) and is dropped: " +
+	"the name keeps the generation it had before (a new value is issued again when it is asked for)"
