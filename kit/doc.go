@@ -33,7 +33,9 @@
 //     needs a person, or a server it cannot reach) is tried again with
 //     backoff too; a failed result is final until the provision changes;
 //   - calls [Handler.Retire] and then deletes the entry only for a retiring
-//     key whose warrant is the operator's option "yes". A key whose provision
+//     key whose warrant is the operator's option "yes"; a retire that fails
+//     leaves the entry failed, its why the error's text, and is tried again
+//     with backoff. A key whose provision
 //     is gone without such a warrant is never retired: the kit says so in its
 //     log and leaves the entry where it is.
 //

@@ -48,7 +48,9 @@ func Waiting(why string) Result { return Result{State: mesh.Waits, Why: why} }
 //
 // Retire removes what Provide made for the key, on the operator's warrant
 // "yes" only. The kit deletes the entry when Retire returns nil; an error
-// leaves the entry, is logged, and Retire is tried again with backoff.
+// leaves the entry, failed with the error's text in its why (the seat adds
+// it to the retiring key's why, so the operator reads why the removal is
+// not done), is logged, and Retire is tried again with backoff.
 //
 // The kit calls a handler from several goroutines, but never twice at once
 // for the same key. ctx is cancelled when the kit stops.

@@ -590,8 +590,7 @@ func (k *Kit) handle(ctx context.Context, key string) {
 		if pk, err := mesh.ParseProvisionKey(key); err == nil {
 			if err := k.cfg.Handler.Retire(ctx, pk, p); err != nil {
 				if ctx.Err() == nil {
-					d := k.retry(key, "retire")
-					k.log.Error("kit: retire failed; the entry stays and retire is tried again", "key", key, "err", err, "retry_in", d)
+					k.retireFailed(key, err)
 				}
 				return
 			}
@@ -678,6 +677,21 @@ func (k *Kit) handle(ctx context.Context, key string) {
 	k.done[key] = inputs
 	delete(k.later, key)
 	k.mu.Unlock()
+}
+
+// retireFailed takes a retire that failed with err: the key's entry stays,
+// failed with the error's text (whyRetireFailed), so that the seat says in
+// the retiring key why it is not removed yet; the key is no longer done
+// (needed again, it is provided anew), and retire is tried again with
+// backoff.
+func (k *Kit) retireFailed(key string, err error) {
+	b, _ := json.Marshal(mesh.Entry{State: mesh.Failed, Why: whyRetireFailed(err)})
+	k.mu.Lock()
+	delete(k.done, key)
+	k.mu.Unlock()
+	k.w.put(key, b, "retire")
+	d := k.retry(key, "retire")
+	k.log.Error("kit: retire failed; the entry stays and retire is tried again", "key", key, "err", err, "retry_in", d)
 }
 
 // wrote takes the outcome of an entry write (one not replaced by a newer

@@ -394,14 +394,17 @@ func mustJS(t *testing.T, url string) jetstream.JetStream {
 	return js
 }
 
+// TestKitTriesAFailedRetireAgain: a retire that fails leaves the entry
+// failed with the error in its why, which the seat carries into the
+// retiring key, and is tried again until it succeeds.
 func TestKitTriesAFailedRetireAgain(t *testing.T) {
 	var mu sync.Mutex
-	retires := 0
+	retires, locked := 0, true
 	h := kit.Funcs{RetireFunc: func(context.Context, mesh.ProvisionKey, mesh.Provision) error {
 		mu.Lock()
 		defer mu.Unlock()
 		retires++
-		if retires == 1 {
+		if locked {
 			return errors.New("shelf: the shelf is locked")
 		}
 		return nil
@@ -412,12 +415,17 @@ func TestKitTriesAFailedRetireAgain(t *testing.T) {
 	waitState(t, f.seat, key, mesh.Provided, "")
 	f.seat.Retire(key)
 	f.seat.Answer(key, "yes")
-	bustest.WaitFor(t, 0, "the key retired after a second try", func() bool { _, ok := f.seat.Get(key); return !ok })
-	mu.Lock()
-	defer mu.Unlock()
-	if retires != 2 {
-		t.Errorf("retire called %d times; want 2 (one failure, one success)", retires)
+	retiring, _ := f.seat.Get(key)
+	entryWhy := "the removal approved with yes failed, and is tried again with backoff: shelf: the shelf is locked"
+	waitState(t, f.seat, key, mesh.Retiring, retiring.Why+kittest.WhyNotRemoved(provider, entryWhy))
+	if e, ok := kittest.Entry(t, mustJS(t, f.url), provider.Module, key); !ok || e.State != mesh.Failed || e.Why != entryWhy {
+		t.Errorf("entry after a failed retire = %+v, %v; want failed %q", e, ok, entryWhy)
 	}
+	bustest.WaitFor(t, 0, "retire tried again", func() bool { mu.Lock(); defer mu.Unlock(); return retires >= 3 })
+	mu.Lock()
+	locked = false
+	mu.Unlock()
+	bustest.WaitFor(t, 0, "the key retired once retire succeeds", func() bool { _, ok := f.seat.Get(key); return !ok })
 	if !f.said.Has("kit: retire failed; the entry stays and retire is tried again", "shelf: the shelf is locked") {
 		t.Error("the kit did not say the failed retire")
 	}

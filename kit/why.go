@@ -15,3 +15,9 @@ func whyBadState(module string, state string) string {
 const sayGone = "kit: the provision is gone without an operator's warrant: its entry stays and nothing is retired"
 
 const sayMoved = "kit: the provision now names another provider: this entry stays and nothing is retired"
+
+// whyRetireFailed is the why of the entry of a key whose retire on the
+// operator's yes failed with err.
+func whyRetireFailed(err error) string {
+	return fmt.Sprintf("the removal approved with yes failed, and is tried again with backoff: %v", err)
+}

@@ -24,8 +24,9 @@ Ctrl-C or SIGTERM. Each database provision whose provider is postgres on N gets 
 password is the consumer's credential, asked from mesh-vault) and a database owned by it, both named
 after mesh M and the key (M_<node>_<consumer>[_<local>]) and marked as M's: a role or database of that name
 that M did not make is refused with why, never taken, so that meshes sharing a server never meet. Entries go to
-` + mesh.BoundBucket(pgprovider.Module) + `. On the operator's yes the role goes; its database and data stay,
-handed to --owner. DSN connects as a role that may create roles and databases. Started before the seat, it
+` + mesh.BoundBucket(pgprovider.Module) + `. On the operator's yes the role logs in no more at once, what it owns in every
+database is handed to --owner, and it goes; its database and data stay (a removal PostgreSQL refuses is
+said in the key's why and tried again). DSN connects as a role that may create roles and databases. Started before the seat, it
 waits for the provisions bucket the seat makes; an unreachable PostgreSQL server makes its keys wait.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

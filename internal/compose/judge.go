@@ -237,7 +237,7 @@ func (j *judge) retiring(key string, p mesh.Provision, raise bool) {
 			return
 		}
 		np := p
-		np.Why = withoutNotes(p.Why) + j.providerGone(p)
+		np.Why = withoutNotes(p.Why) + j.notRemoved(key, p)
 		j.put(key, p, true, np)
 	case p.Ask == "":
 		if raise {
@@ -301,7 +301,7 @@ func (j *judge) retiring(key string, p mesh.Provision, raise bool) {
 		approved := np.Warrant != nil && np.Warrant.Option == retire.Yes
 		kept := approved && j.entryKept(key, np)
 		if kept {
-			np.Why = withoutNotes(np.Why) + j.providerGone(np)
+			np.Why = withoutNotes(np.Why) + j.notRemoved(key, np)
 		}
 		j.put(key, p, true, np)
 		if approved && !kept {
@@ -341,6 +341,24 @@ func (j *judge) providerGone(p mesh.Provision) string {
 		return whyApprovedNoHave(p.Provider)
 	case h.Phase != mesh.PhaseRunning:
 		return whyApprovedNotRunning(p.Provider, h)
+	}
+	return ""
+}
+
+// notRemoved returns what the why of a key approved with yes adds while its
+// provider keeps its entry: that nobody will remove it (providerGone), or,
+// when the entry is failed or waits (its provider's removal failed), what
+// the entry says. Empty otherwise.
+func (j *judge) notRemoved(key string, p mesh.Provision) string {
+	if gone := j.providerGone(p); gone != "" {
+		return gone
+	}
+	e, ok, err := j.st.Entry(p.Provider.Module, key)
+	if err != nil || !ok {
+		return ""
+	}
+	if s, why := e.Outcome(); s == mesh.Failed || s == mesh.Waits {
+		return whyApprovedNotRemoved(p.Provider, why)
 	}
 	return ""
 }

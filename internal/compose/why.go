@@ -261,6 +261,10 @@ func whyApprovedNotPlaced(provider mesh.Ref) string {
 		"place it there again, or delete the entry", noteApproved, provider.Module, provider.Node, mesh.BoundBucket(provider.Module))
 }
 
+func whyApprovedNotRemoved(provider mesh.Ref, entryWhy string) string {
+	return fmt.Sprintf("%s%s on %s has not removed it yet; its entry says: %s", noteApproved, provider.Module, provider.Node, entryWhy)
+}
+
 func whyApprovedNoHave(provider mesh.Ref) string {
 	return fmt.Sprintf("%s%s on %s is not running (it has no have), so it does not remove its entry in %s yet",
 		noteApproved, provider.Module, provider.Node, mesh.BoundBucket(provider.Module))

@@ -36,9 +36,16 @@
 // again with backoff); a server that cannot be reached is waits, tried
 // again with backoff until it answers.
 //
-// On the operator's "yes" the role's sessions are ended, everything it owns
-// (in its database and in the DSN's database, including the database
-// itself) is handed to the owner role (the DSN's user unless
-// [Config].Owner names another), its privileges are dropped, and the role
-// is dropped. The database and its data stay.
+// On the operator's "yes" the role is shut out first (NOLOGIN, its password
+// removed) and its sessions are ended, so the removed consumer logs in no
+// more whatever follows; then, in every database of the server where it
+// owns objects or holds privileges (pg_shdepend names them), and in the
+// DSN's database, what it owns is handed to the owner role (REASSIGN OWNED:
+// the DSN's user unless [Config].Owner names another; its database too) and
+// what was granted to it is dropped (DROP OWNED), and the role is dropped.
+// The database and its data stay. When DROP ROLE is still refused (a
+// database that allows no connections, or one the DSN's role may not
+// enter), the retire fails with a [*RetireError] naming each database not
+// handed over and why, which the kit writes as the entry's why (the
+// retiring key says it) and tries again with backoff.
 package pgprovider

@@ -375,13 +375,9 @@ func (h handler) Retire(ctx context.Context, key mesh.ProvisionKey, _ mesh.Provi
 		return fmt.Errorf("postgres: retire %s: connect: %w", key, err)
 	}
 	defer conn.Close(context.Background())
-	mark := Mark(p.cfg.Mesh, key)
-	var exists, hasDB bool
-	if err := conn.QueryRow(ctx, `SELECT
-		EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1 AND shobj_description(oid, 'pg_authid') = $2),
-		EXISTS (SELECT 1 FROM pg_database WHERE datname = $1 AND (shobj_description(oid, 'pg_database') = $2
-			OR shobj_description(oid, 'pg_database') IS NULL AND pg_get_userbyid(datdba) = $1))`,
-		name, mark).Scan(&exists, &hasDB); err != nil {
+	var exists bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1 AND shobj_description(oid, 'pg_authid') = $2)`,
+		name, Mark(p.cfg.Mesh, key)).Scan(&exists); err != nil {
 		return statementError("look up role "+role, err)
 	}
 	if !exists {
@@ -395,31 +391,88 @@ func (h handler) Retire(ctx context.Context, key mesh.ProvisionKey, _ mesh.Provi
 			return statementError("look up the owner role", err)
 		}
 	}
-	to := pgx.Identifier{owner}.Sanitize()
+	// The consumer is shut out first: whatever fails after this, the
+	// credential it was given no longer logs in.
+	if _, err := conn.Exec(ctx, "ALTER ROLE "+role+" NOLOGIN PASSWORD NULL"); err != nil {
+		return statementError("take login away from role "+role, err)
+	}
 	if _, err := conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1`, name); err != nil {
 		return statementError("end the sessions of role "+role, err)
 	}
-	hand := []string{"REASSIGN OWNED BY " + role + " TO " + to, "DROP OWNED BY " + role}
-	if hasDB {
-		db, err := p.connect(ctx, name)
-		if err != nil {
-			return fmt.Errorf("postgres: retire %s: connect to database %s: %w", key, role, err)
-		}
-		for _, stmt := range hand {
-			if _, err := db.Exec(ctx, stmt); err != nil {
-				db.Close(context.Background())
-				return statementError(strings.ToLower(stmt)+" in database "+role, err)
+	left := p.handOver(ctx, conn, name, role, owner)
+	if _, err := conn.Exec(ctx, "DROP ROLE "+role); err != nil {
+		return &RetireError{Role: name, Owner: owner, Err: err, Left: left}
+	}
+	p.log.Info("postgres: role retired; what it owned is the owner role's, its database and data stay", "key", key.String(), "role", name, "owner", owner)
+	return nil
+}
+
+// handOver gives owner what role (named name) owns, and drops what was
+// granted to it, in every database of the server where it owns or was
+// granted something (pg_shdepend names them, as DROP ROLE reads them), and
+// in conn's own database (where what it owns of the server's shared objects,
+// its database among them, is handed over). It returns, per database whose
+// hand-over failed, why.
+func (p *Provider) handOver(ctx context.Context, conn *pgx.Conn, name, role, owner string) map[string]string {
+	left := map[string]string{}
+	stmts := []string{"REASSIGN OWNED BY " + role + " TO " + pgx.Identifier{owner}.Sanitize(), "DROP OWNED BY " + role}
+	run := func(c *pgx.Conn, database string) {
+		for _, stmt := range stmts {
+			if _, err := c.Exec(ctx, stmt); err != nil {
+				left[database] = strings.ToLower(stmt) + ": " + pgText(err)
+				return
 			}
 		}
-		db.Close(context.Background())
 	}
-	for _, stmt := range append(hand, "DROP ROLE "+role) {
-		if _, err := conn.Exec(ctx, stmt); err != nil {
-			return statementError(strings.ToLower(stmt), err)
+	run(conn, conn.Config().Database)
+	rows, err := conn.Query(ctx, `SELECT DISTINCT d.datname::text, d.datallowconn FROM pg_shdepend s JOIN pg_database d ON d.oid = s.dbid
+		WHERE s.refclassid = 'pg_authid'::regclass AND s.refobjid = (SELECT oid FROM pg_roles WHERE rolname = $1) AND d.datname <> current_database()
+		ORDER BY 1`, name)
+	if err != nil {
+		left["(every other)"] = "list the databases where it owns objects: " + pgText(err)
+		return left
+	}
+	type database struct {
+		name  string
+		enter bool
+	}
+	var dbs []database
+	for rows.Next() {
+		var d database
+		if err := rows.Scan(&d.name, &d.enter); err != nil {
+			break
 		}
+		dbs = append(dbs, d)
 	}
-	p.log.Info("postgres: role retired; its database stays, owned by the owner role", "key", key.String(), "role", name, "owner", owner)
-	return nil
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		left["(every other)"] = "list the databases where it owns objects: " + pgText(err)
+		return left
+	}
+	for _, d := range dbs {
+		if !d.enter {
+			left[d.name] = "it allows no connections (ALTER DATABASE " + pgx.Identifier{d.name}.Sanitize() + " ALLOW_CONNECTIONS true lets it be handed over)"
+			continue
+		}
+		c, err := p.connect(ctx, d.name)
+		if err != nil {
+			left[d.name] = "connect: " + pgText(err)
+			continue
+		}
+		run(c, d.name)
+		c.Close(context.Background())
+	}
+	return left
+}
+
+// pgText is err's text, with PostgreSQL's detail (which names the objects
+// in the way, for SQLSTATE 2BP01) when it has one.
+func pgText(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Detail != "" {
+		return err.Error() + ": " + strings.ReplaceAll(pgErr.Detail, "\n", "; ")
+	}
+	return err.Error()
 }
 
 // deref is *s, or empty for nil.

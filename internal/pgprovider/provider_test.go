@@ -588,3 +588,112 @@ func TestRoleNames(t *testing.T) {
 		}
 	}
 }
+
+// A role that owns objects in another database than its own (issue 20,
+// item 10): on the yes it logs in no more and its sessions end at once;
+// while what it owns somewhere cannot be handed over (here a database that
+// allows no connections) the key stays retiring and says why, its role
+// still shut out; once it can, what it owned in both databases is the owner
+// role's, with its data, and the role is gone.
+func TestRetireShutsTheRoleOutAndHandsOverEveryDatabase(t *testing.T) {
+	f := start(t, pgtest.DSN(t))
+	db, cred := f.need("gitea", "")
+	f.waitProvided(db, mesh.Reference{ID: cred.String(), Generation: 1})
+	role := pgprovider.RoleName(f.mesh, db)
+	ident := pgx.Identifier{role}.Sanitize()
+	pw := f.password("gitea", cred).Value
+	ctx := context.Background()
+	var owner string
+	f.admin.QueryRow(ctx, `SELECT current_user::text`).Scan(&owner)
+
+	// A second database, not the provider's, where the consumer made a table.
+	other := f.mesh + "_other"
+	otherIdent := pgx.Identifier{other}.Sanitize()
+	if _, err := f.admin.Exec(ctx, "CREATE DATABASE "+otherIdent); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		f.admin.Exec(context.Background(), "ALTER DATABASE "+otherIdent+" ALLOW_CONNECTIONS true")
+		f.admin.Exec(context.Background(), "DROP DATABASE "+otherIdent+" WITH (FORCE)")
+	})
+	ocfg, _ := pgx.ParseConfig(f.dsn)
+	ocfg.Database = other
+	oadmin, err := pgx.ConnectConfig(ctx, ocfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := oadmin.Exec(ctx, "GRANT CREATE ON SCHEMA public TO "+ident); err != nil {
+		t.Fatal(err)
+	}
+	oadmin.Close(ctx)
+	for _, c := range []struct{ database, stmt string }{
+		{role, `CREATE TABLE repos (name text); INSERT INTO repos VALUES ('mesh-provisioner')`},
+		{other, `CREATE TABLE issues (title text); INSERT INTO issues VALUES ('item 10')`},
+	} {
+		c2 := f.mustLogin(role, pw, c.database)
+		if _, err := c2.Exec(ctx, c.stmt); err != nil {
+			t.Fatalf("%s in %s: %v", c.stmt, c.database, err)
+		}
+		c2.Close(ctx)
+	}
+	session := f.mustLogin(role, pw, role) // open when the operator says yes
+	if _, err := f.admin.Exec(ctx, "ALTER DATABASE "+otherIdent+" ALLOW_CONNECTIONS false"); err != nil {
+		t.Fatal(err)
+	}
+
+	f.seat.Retire(db)
+	f.seat.Answer(db, "yes")
+	var p mesh.Provision
+	bustest.WaitFor(t, 20*time.Second, db.String()+" retiring, saying why its removal failed", func() bool {
+		p, _ = f.seat.Get(db)
+		return p.State == mesh.Retiring && strings.Contains(p.Why, "has not removed it yet")
+	})
+	for _, want := range []string{
+		"; approved with yes, but postgres on " + f.node + " has not removed it yet; its entry says: the removal approved with yes failed",
+		fmt.Sprintf("postgres: role %q logs in no more, but it cannot be dropped: ERROR: role %q cannot be dropped because some objects depend on it (SQLSTATE 2BP01)", role, role),
+		fmt.Sprintf("2 objects in database %s", other), // the table and its type, which PostgreSQL cannot name from another database
+		fmt.Sprintf("what it holds in database %q was not handed to %s: it allows no connections", other, owner),
+	} {
+		if !strings.Contains(p.Why, want) {
+			t.Errorf("why = %q; want it to say %q", p.Why, want)
+		}
+	}
+	f.refuseLogin(role, pw, role, "the password of a role removed on yes")
+	dsnCfg, _ := pgx.ParseConfig(f.dsn)
+	f.refuseLogin(role, pw, dsnCfg.Database, "the password of a role removed on yes, into a database open to PUBLIC")
+	if _, err := session.Exec(ctx, `SELECT 1`); err == nil {
+		t.Error("the role's session opened before the yes still runs; want it ended")
+	}
+	var canLogin, hasPassword bool
+	f.admin.QueryRow(ctx, `SELECT rolcanlogin, rolpassword IS NOT NULL FROM pg_authid WHERE rolname = $1`, role).Scan(&canLogin, &hasPassword)
+	if canLogin || hasPassword {
+		t.Errorf("role %s: login %v, password %v; want neither while its removal fails", role, canLogin, hasPassword)
+	}
+
+	if _, err := f.admin.Exec(ctx, "ALTER DATABASE "+otherIdent+" ALLOW_CONNECTIONS true"); err != nil {
+		t.Fatal(err)
+	}
+	bustest.WaitFor(t, 20*time.Second, db.String()+" retired", func() bool { _, ok := f.seat.Get(db); return !ok })
+	if n := f.count(`SELECT count(*) FROM pg_roles WHERE rolname = $1`, role); n != 0 {
+		t.Errorf("role %s still exists after its retirement", role)
+	}
+	if o := f.owner(role); o != owner {
+		t.Errorf("database %s is owned by %s; want %s", role, o, owner)
+	}
+	for _, c := range []struct{ database, query, want string }{
+		{role, `SELECT name || ' ' || (SELECT tableowner::text FROM pg_tables WHERE tablename = 'repos') FROM repos`, "mesh-provisioner " + owner},
+		{other, `SELECT title || ' ' || (SELECT tableowner::text FROM pg_tables WHERE tablename = 'issues') FROM issues`, "item 10 " + owner},
+	} {
+		cc, _ := pgx.ParseConfig(f.dsn)
+		cc.Database = c.database
+		dbc, err := pgx.ConnectConfig(ctx, cc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got string
+		if err := dbc.QueryRow(ctx, c.query).Scan(&got); err != nil || got != c.want {
+			t.Errorf("in %s: %q, %v; want %q (the row kept, its table the owner's)", c.database, got, err, c.want)
+		}
+		dbc.Close(ctx)
+	}
+}

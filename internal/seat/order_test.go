@@ -57,6 +57,11 @@ func TestCredentialRetiresAfterItsDatabase(t *testing.T) {
 		p, _ := h.provision(db)
 		return p.Warrant != nil && p.Warrant.Option == "yes"
 	})
+	// The provider's removal fails: its failed entry's why is in the key's.
+	approved, _ := h.provision(db)
+	refused := "the removal approved with yes failed, and is tried again with backoff: postgres: drop role: ERROR: role cannot be dropped (SQLSTATE 2BP01)"
+	h.put(pg, db, mesh.Entry{State: mesh.Failed, Why: refused})
+	h.waitState(db, mesh.Retiring, approved.Why+"; approved with yes, but postgres on "+approved.Provider.Node+" has not removed it yet; its entry says: "+refused)
 	h.del(pg, db)
 	bustest.WaitFor(t, 0, db+" retired", func() bool { _, ok := h.provision(db); return !ok })
 

@@ -204,7 +204,8 @@ func (s *Seat) Drop(key mesh.ProvisionKey) {
 // every provision of those providers from their entries as the seat does:
 // provided (the entry's vault name and generation as the reference), failed
 // and waits with the entry's why, asked when there is no entry; a retiring
-// key approved with "yes" whose entry is gone is deleted. Names are read
+// key approved with "yes" whose entry is gone is deleted, and one whose
+// entry is failed or waits (its removal failed) says it ([WhyNotRemoved]). Names are read
 // exactly, as the seat reads them (spec 2): an entry {"STATE":"provided"}
 // says no state, and leaves its key asked.
 func (s *Seat) Judge(providers ...string) {
@@ -254,9 +255,25 @@ func (s *Seat) judge(ctx context.Context) {
 		}
 		it, has := c.Get(key)
 		if p.State == mesh.Retiring {
-			if !has && p.Warrant != nil && p.Warrant.Option == "yes" && ctx.Err() == nil {
+			approved := p.Warrant != nil && p.Warrant.Option == "yes"
+			switch {
+			case !approved || ctx.Err() != nil:
+			case !has:
 				if _, err := bus.DeleteIfPresent(ctx, s.copy, key); err != nil {
 					s.t.Errorf("kittest: %v", err)
+				}
+			default:
+				// The removal failed: the entry's why joins the key's.
+				q := p
+				q.Why, _, _ = strings.Cut(p.Why, noteApproved)
+				var e mesh.Entry
+				if err := jsonhead.Unmarshal(it.Value, &e); err == nil {
+					if st, why := e.Outcome(); st == mesh.Failed || st == mesh.Waits {
+						q.Why += WhyNotRemoved(p.Provider, why)
+					}
+				}
+				if q.Why != p.Why {
+					s.put(key, q)
 				}
 			}
 			continue
@@ -293,6 +310,17 @@ func sameRef(a, b *mesh.Reference) bool {
 		return a == b
 	}
 	return *a == *b
+}
+
+// noteApproved begins what the seat adds to the why of a retiring key
+// approved with yes that its provider has not removed.
+const noteApproved = "; approved with yes, but "
+
+// WhyNotRemoved is what the seat adds to the why of a retiring key approved
+// with yes while its provider's entry is failed or waits with entryWhy (its
+// removal failed, and is tried again).
+func WhyNotRemoved(provider mesh.Ref, entryWhy string) string {
+	return fmt.Sprintf("%s%s on %s has not removed it yet; its entry says: %s", noteApproved, provider.Module, provider.Node, entryWhy)
 }
 
 // Entry returns the entry of provider at key in "<provider>_bound" as read
