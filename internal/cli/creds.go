@@ -1,12 +1,10 @@
 package cli
 
 import (
-	"log/slog"
 	"os"
 	"path/filepath"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/access"
-	"github.com/mesh-provisioner/mesh-provisioner/internal/assemble"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/auth"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 )
@@ -47,26 +45,4 @@ func (f *busFlags) user(given string) string {
 		return u
 	}
 	return access.DefaultOperator
-}
-
-// userOf returns the NATS user component c connects as (package access):
-// the seat "mesh-provisioner", the router "mesh-asks", the vault
-// "mesh-vault", the postgres provider "postgres", a node's client
-// "client-<node>", up's own connection the operator.
-func userOf(c assemble.Component) string {
-	switch c.Role {
-	case assemble.Client:
-		return access.ClientUser(c.Node)
-	case assemble.Operator:
-		return access.DefaultOperator
-	}
-	return c.Module()
-}
-
-// usersDialer returns a Dialer that connects each component to url as its
-// own user, with its credentials file in dir (as "auth gen" writes them).
-func usersDialer(url, dir string, log *slog.Logger) assemble.Dialer {
-	return func(c assemble.Component) bus.Dial {
-		return bus.Dial{URL: url, Name: c.Name(), Creds: auth.CredsPath(dir, userOf(c)), Log: log}
-	}
 }

@@ -33,7 +33,6 @@ import (
 	"github.com/mesh-provisioner/mesh-provisioner/internal/meshfile"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/pgprovider"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/seat"
-	"github.com/mesh-provisioner/mesh-provisioner/internal/vault"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
 
@@ -297,6 +296,9 @@ func runUp(ctx context.Context, out, errOut io.Writer, f upFlags, args []string)
 		return err
 	}
 	defer srv.Shutdown()
+	// The follower says what it starts and stops while up prints the
+	// seat's results: one writer at a time.
+	out, errOut = lockedWriter(out), lockedWriter(errOut)
 	progress := out
 	if f.once {
 		progress = errOut
@@ -334,7 +336,7 @@ func runUp(ctx context.Context, out, errOut io.Writer, f upFlags, args []string)
 	// still open) before the server does.
 	dial := assemble.Shared(srv.URL(), "", log)
 	if !f.noAuth {
-		dial = usersDialer(srv.URL(), authDir, log)
+		dial = assemble.UsersDialer(srv.URL(), authDir, log)
 	}
 	asm := &assemble.Assembly{Dial: dial, Log: log}
 	defer func() {
@@ -457,21 +459,28 @@ func runUp(ctx context.Context, out, errOut io.Writer, f upFlags, args []string)
 		fmt.Fprintf(progress, "node clients: none for %d nodes (more than %d); run them with \"client --node N%s\", or give --clients\n",
 			len(file.Nodes), maxAutoClients, clientCreds)
 	}
-	if f.clients {
-		for _, node := range file.Nodes {
-			root := filepath.Join(f.data, "nodes", node)
-			if _, _, err := asm.StartClient(ctx, client.Config{Node: node, Root: root, Log: log.With("node", node)}); err != nil {
-				return err
-			}
-		}
-		fmt.Fprintf(progress, "node clients: %d, roots under %s\n", len(file.Nodes), filepath.Join(f.data, "nodes"))
+	// What runs beside the seat and the router follows the live mesh:
+	// the vault and the postgres provider where they are placed, a client
+	// per node, each started as its module or node appears in the
+	// placement and stopped when it leaves, its user issued first.
+	fcfg := assemble.FollowConfig{
+		Runs:       assemble.Runs{Clients: f.clients, Postgres: f.postgres != ""},
+		ClientRoot: func(node string) string { return filepath.Join(f.data, "nodes", node) },
+		VaultDir:   func(node string) string { return filepath.Join(f.data, "vault", node) },
+		Postgres:   pgprovider.Config{DSN: f.postgres, Mesh: f.meshName},
+		Said:       func(e assemble.Event) { fmt.Fprintf(progress, "%s\n", e) },
 	}
-	// The providers start at once beside the seat, so that they provide
-	// while it composes.
-	providers, err := startProviders(ctx, asm, ojs, file, f, progress)
+	if !f.noAuth {
+		fcfg.Users = &assemble.GenUsers{Dir: authDir, StoreDir: sc.Dir, Before: credsWritten, Log: log}
+	}
+	follower, err := asm.Follow(ctx, ojs, fcfg)
 	if err != nil {
 		return err
 	}
+	if f.postgres == "" && placed(file, pgprovider.Module) {
+		fmt.Fprintf(progress, "postgres provider: not running (give --postgres DSN); postgres keys stay asked\n")
+	}
+	providers := follower.Providers()
 	// The provisions waitQuiet follows are printed by --once after the
 	// components stop: their copy follows until up returns.
 	follow, stopFollow := context.WithCancel(outer)
@@ -769,38 +778,33 @@ func upWeb(ctx context.Context, asm *assemble.Assembly, f upFlags, out io.Writer
 	return err
 }
 
-// startProviders runs the vault on the node mesh-vault is placed on, and
-// the postgres provider on postgres' node when a DSN is given, each on its
-// own connection, once the operator's connection js has made the
-// provider's <provider>_bound bucket (so that none waits for the seat to
-// make it). It returns the modules it runs.
-func startProviders(ctx context.Context, asm *assemble.Assembly, js jetstream.JetStream, file *meshfile.File, f upFlags, out io.Writer) ([]string, error) {
-	var running []string
-	for _, c := range assemble.Mesh(file) {
-		if c.Role == assemble.Vault || c.Role == assemble.Postgres && f.postgres != "" {
-			if _, err := bus.Bucket(ctx, js, mesh.BoundBucket(c.Module()), 0); err != nil {
-				return nil, err
-			}
-		}
-		switch {
-		case c.Role == assemble.Vault:
-			dir := filepath.Join(f.data, "vault", c.Node)
-			if _, err := asm.StartVault(ctx, vault.Config{Dir: dir, Node: c.Node}); err != nil {
-				return nil, err
-			}
-			running = append(running, c.Module())
-			fmt.Fprintf(out, "vault: running on %s (store %s)\n", c.Node, dir)
-		case c.Role == assemble.Postgres && f.postgres != "":
-			if _, err := asm.StartPostgres(ctx, pgprovider.Config{DSN: f.postgres, Node: c.Node, Mesh: f.meshName}); err != nil {
-				return nil, err
-			}
-			running = append(running, c.Module())
-			fmt.Fprintf(out, "postgres provider: running on %s\n", c.Node)
-		case c.Role == assemble.Postgres:
-			fmt.Fprintf(out, "postgres provider: not running (give --postgres DSN); postgres keys stay asked\n")
+// placed reports whether file places module on some node.
+func placed(file *meshfile.File, module string) bool {
+	for _, mods := range file.Placement {
+		if slices.Contains(mods, module) {
+			return true
 		}
 	}
-	return running, nil
+	return false
+}
+
+// lockedWriter returns w guarded by a mutex: each Write is whole.
+func lockedWriter(w io.Writer) io.Writer {
+	if l, ok := w.(*locked); ok {
+		return l
+	}
+	return &locked{w: w}
+}
+
+type locked struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *locked) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
 }
 
 // waitQuiet waits until the mesh is quiet: the provider of every needed
