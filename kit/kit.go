@@ -669,6 +669,12 @@ func (k *Kit) handle(ctx context.Context, key string) {
 	}
 	k.w.put(key, b, inputs)
 	if retry {
+		// Not done: a retry, or a return to the inputs of the key's last
+		// success, provides it again (it was taken as done, and the key
+		// stayed waits or failed).
+		k.mu.Lock()
+		delete(k.done, key)
+		k.mu.Unlock()
 		d := k.retry(key, inputs)
 		k.log.Info("kit: tried again later", "key", key, "state", res.State, "why", res.Why, "retry_in", d)
 		return

@@ -289,6 +289,59 @@ func TestKitFailedResultIsFinalAndBadKeyFails(t *testing.T) {
 	}
 }
 
+// TestKitFollowsAKeyThatWaitsAfterASuccess (issue 20, item 14): a key
+// provided once, then tried again with the same inputs (Again, as the vault
+// does on a rotation, or its entry changed by another writer) or with new
+// inputs, that waits, is tried again until it is provided: a try that waited
+// does not leave the last success's inputs as done, so that a retry or a
+// return to those inputs is not taken as done while the entry says waits.
+func TestKitFollowsAKeyThatWaitsAfterASuccess(t *testing.T) {
+	var mu sync.Mutex
+	sealed := false
+	r := newRecorder(func(_ string, _ int, p mesh.Provision) (kit.Result, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if sealed {
+			return kit.Waiting("waits for the shelf to be unsealed"), nil
+		}
+		return kit.Provided("cred", 1), nil
+	})
+	seal := func(v bool) { mu.Lock(); sealed = v; mu.Unlock() }
+	f := start(t, r.handler(), 1)
+	key, p := kittest.Requirement(gitea, "shelf", "", provider)
+	ck, cp, p := kittest.Credential(key, p, vault)
+	f.seat.Need(ck, cp)
+	f.seat.Need(key, p)
+	_, vjs := kittest.Connect(t, f.url, "vault-writer")
+	ctx := bustest.Context(t)
+	vkv, err := bus.Bucket(ctx, vjs, mesh.BoundBucket(vault.Module), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vkv.Put(ctx, ck.String(), []byte(`{"state":"provided","vault-name":"c1","generation":1}`))
+	waitState(t, f.seat, key, mesh.Provided, "")
+
+	// Tried again with the same inputs, it waits, then is provided.
+	seal(true)
+	f.kit.Again(key.String())
+	waitState(t, f.seat, key, mesh.Waits, "waits for the shelf to be unsealed")
+	seal(false)
+	waitState(t, f.seat, key, mesh.Provided, "")
+
+	// Its credential rewritten, it waits; the credential's first value back,
+	// it is provided (the inputs of its last success are not taken as done).
+	seal(true)
+	vkv.Put(ctx, ck.String(), []byte(`{"state":"provided","vault-name":"c1","generation":2}`))
+	waitState(t, f.seat, key, mesh.Waits, "waits for the shelf to be unsealed")
+	n, _ := r.calls(key)
+	seal(false)
+	vkv.Put(ctx, ck.String(), []byte(`{"state":"provided","vault-name":"c1","generation":1}`))
+	waitState(t, f.seat, key, mesh.Provided, "")
+	if m, _ := r.calls(key); m <= n {
+		t.Errorf("provide called %d times, as before the credential came back; want once more at least", m)
+	}
+}
+
 func TestKitWaitsUntilAPersonActs(t *testing.T) {
 	var mu sync.Mutex
 	acted := false
