@@ -301,6 +301,23 @@ func (k *Kit) held() (whole, part int) {
 	return len(k.owns) + len(k.provs), len(k.others)
 }
 
+// Entry returns the provider's entry at key (in "<module>_bound"), as it
+// will be once the kit's writes queued for it are done, and whether there
+// is one: what the provider last said of the key, on the bus. A value that
+// does not decode is none. A handler may read it in Provide (the vault
+// reads the generation it last handed out). It does not block on the bus.
+func (k *Kit) Entry(key string) (mesh.Entry, bool) {
+	b, ok := k.w.entry(key)
+	if !ok {
+		return mesh.Entry{}, false
+	}
+	var e mesh.Entry
+	if err := jsonhead.Unmarshal(b, &e); err != nil {
+		return mesh.Entry{}, false
+	}
+	return e, true
+}
+
 // Again handles key once more, as if its provision had changed: a provider
 // calls it when something outside the bus changed (a rotated credential).
 func (k *Kit) Again(key string) {

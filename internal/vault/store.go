@@ -672,23 +672,38 @@ func (s *Store) Ensure(name string) (Value, error) { return s.ensure(name, false
 // ensure is [Store.Ensure]; a grouped value (the kit's credentials) may
 // wait up to syncGap for others to share its sync.
 func (s *Store) ensure(name string, grouped bool) (Value, error) {
+	v, _, _, err := s.ensureFrom(name, 0, grouped)
+	return v, err
+}
+
+// ensureFrom is ensure of a value already handed out up to generation
+// published (the generation its entry names on the bus; 0 for none). When
+// the store holds less (a lost store, or one restored from an older copy:
+// the value handed out is gone), it issues a new value at the generation
+// after published, never a second value under a generation used, and
+// returns held, the generation it held (0 for none), with lost true.
+func (s *Store) ensureFrom(name string, published int64, grouped bool) (v Value, held int64, lost bool, err error) {
 	s.mu.Lock()
 	v, ok := s.values[name]
-	var seq uint64
-	var err error
+	held = s.removed[name]
 	if ok {
+		held = v.Generation
+	}
+	var seq uint64
+	if ok && held >= published {
 		seq = s.unsynced[name]
 	} else {
-		v, seq, err = s.set(name, s.removed[name]+1, grouped)
+		lost = published > held
+		v, seq, err = s.set(name, max(held, published)+1, grouped)
 	}
 	s.mu.Unlock()
 	if err != nil {
-		return Value{}, err
+		return Value{}, held, lost, err
 	}
 	if err := s.settle(name, seq, grouped); err != nil {
-		return Value{}, err
+		return Value{}, held, lost, err
 	}
-	return v, nil
+	return v, held, lost, nil
 }
 
 // Rotate gives name a new value at the next generation and saves the store,

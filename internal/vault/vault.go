@@ -45,8 +45,11 @@ type Vault struct {
 	self  mesh.Ref
 	store *Store
 	kit   *kit.Kit
-	plans *bus.Copy
-	log   *slog.Logger
+	// started is closed once kit is set: the kit's workers may call the
+	// handler before kit.Start has returned.
+	started chan struct{}
+	plans   *bus.Copy
+	log     *slog.Logger
 
 	// secretsOf holds, of every plan that names secrets, the names
 	// (key <node>.<module> of mesh-provisioner_plans): the only part of a
@@ -74,7 +77,7 @@ func Start(ctx context.Context, cfg Config, nc *nats.Conn, js jetstream.JetStrea
 		return nil, err
 	}
 	v := &Vault{cfg: cfg, self: mesh.Ref{Module: mesh.VaultModule, Node: cfg.Node}, store: store, log: log.With("component", mesh.VaultModule),
-		secretsOf: map[mesh.NodeModule][]string{}}
+		secretsOf: map[mesh.NodeModule][]string{}, started: make(chan struct{})}
 	if t, ok := store.Torn(); ok {
 		v.log.Warn(sayTorn, "line", t.Line, "bytes", t.Bytes, "name", t.Name, "generation", t.Generation)
 	}
@@ -86,6 +89,7 @@ func Start(ctx context.Context, cfg Config, nc *nats.Conn, js jetstream.JetStrea
 	if err != nil {
 		return nil, err
 	}
+	close(v.started)
 	var subs []*nats.Subscription
 	for subject, answer := range map[string]nats.MsgHandler{
 		kit.SecretVerb + ".*":    v.answerSecret,
@@ -133,15 +137,31 @@ func (v *Vault) Rotate(name string) (Value, error) {
 // handler provides and retires credential provisions.
 type handler struct{ v *Vault }
 
-func (h handler) Provide(_ context.Context, key mesh.ProvisionKey, p mesh.Provision) (kit.Result, error) {
+func (h handler) Provide(ctx context.Context, key mesh.ProvisionKey, p mesh.Provision) (kit.Result, error) {
+	select {
+	case <-h.v.started:
+	case <-ctx.Done():
+		return kit.Result{}, ctx.Err()
+	}
 	if key.Provision != mesh.CredentialProvision {
 		return kit.Failing(whyNotCredential(mesh.VaultModule, key.Provision)), nil
 	}
+	// The generation last handed out is on the bus, in the key's entry:
+	// a store that lost it (or was restored from an older copy) issues the
+	// generation after it, never a second value under one used.
+	name := key.String()
+	var published int64
+	if e, ok := h.v.kit.Entry(name); ok && e.VaultName == name {
+		published = e.Generation
+	}
 	// The kit's workers ensure credentials concurrently: grouped, a
 	// trickle of new ones shares the store's syncs.
-	val, err := h.v.store.ensure(key.String(), true)
+	val, held, lost, err := h.v.store.ensureFrom(name, published, true)
 	if err != nil {
 		return kit.Result{}, err
+	}
+	if lost {
+		h.v.log.Error(sayLost, "key", name, "published", published, "held", held, "issued", val.Generation)
 	}
 	return kit.Provided(val.Name, val.Generation), nil
 }

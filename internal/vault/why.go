@@ -32,3 +32,12 @@ func whyBadRotate(err error) string {
 // generation the store still holds for that name (0 for none).
 const sayTorn = "vault: the store's last record was cut short by a write never acknowledged (a crash or a full disk) and is dropped: " +
 	"the name keeps the generation it had before (a new value is issued again when it is asked for)"
+
+// sayLost is logged when the store holds less than a credential's entry
+// says was handed out (generation "published"; "held" is what the store
+// holds, 0 for none): the store was lost or restored from an older copy,
+// and the value the consumer and the provider hold is gone. The vault
+// issues a new value at the generation after ("issued"), so that the
+// entry, the provision's reference and every key that depends on it move.
+const sayLost = "vault: the store holds no value of the generation this credential's entry names " +
+	"(the store was lost, or restored from an older copy): a new value is issued at the next generation"
