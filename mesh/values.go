@@ -68,7 +68,16 @@ type Have struct {
 	Health      string `json:"health"`
 	Fingerprint string `json:"fp"`
 	Detail      string `json:"detail,omitempty"`
+	// WrittenBy is empty in a have a node's engine writes, and
+	// [HaveByMeshFile] in one an apply of a mesh file writes (for a mesh
+	// with no node engines): a later apply removes the haves so marked
+	// that its file no longer has, and never a have without the mark.
+	WrittenBy string `json:"written-by,omitempty"`
 }
+
+// HaveByMeshFile is [Have.WrittenBy] of a have written by an apply of a
+// mesh file.
+const HaveByMeshFile = "mesh-file"
 
 // Digest returns the digest of a manifest JSON text: "sha256:" and the hex
 // SHA-256 of the text.

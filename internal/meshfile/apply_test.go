@@ -299,3 +299,70 @@ func TestApplyRemovesNode(t *testing.T) {
 		}
 	}
 }
+
+// TestApplyTakesBackItsHaves applies the homelab (8 haves), then the same
+// file with haves: {} and then with no haves: section: the file's haves are
+// removed (they stayed, "0 removed"), while a have a node's engine wrote
+// for a placed module (no mark) stays through both, and the node's own have
+// too.
+func TestApplyTakesBackItsHaves(t *testing.T) {
+	s := bustest.Server(t)
+	_, js := bustest.Connect(t, s, "apply")
+	ctx := bustest.Context(t)
+	text := readHomelab(t)
+	f := parse(t, "homelab", text)
+	if _, err := meshfile.Apply(ctx, js, f, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	var written []string
+	for node, hs := range f.Haves {
+		for m := range hs {
+			written = append(written, mesh.HaveKey{Node: node, Module: m}.String())
+		}
+	}
+	if len(written) != 8 {
+		t.Fatalf("homelab writes %d haves (%v); the test expects 8", len(written), written)
+	}
+	kv, err := js.KeyValue(ctx, mesh.HaveBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// ace.node-tools is placed and has no have in the file: its engine's.
+	engine := map[string]string{"ace.node-tools": `{"phase":"running","health":"ok","fp":"0d0d01"}`, "ace": `{"phase":"running","health":"ok"}`}
+	for k, v := range engine {
+		if _, err := kv.Put(ctx, k, []byte(v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	i := strings.Index(text, "\nhaves:")
+	if i < 0 {
+		t.Fatal("homelab has no haves: section")
+	}
+	without := text[:i+1] // haves is the last section
+	for _, tc := range []struct{ name, text string }{
+		{"haves: {}", without + "haves: {}\n"},
+		{"no haves", without},
+	} {
+		if _, err := meshfile.Apply(ctx, js, f, time.Now()); err != nil { // the file's haves back
+			t.Fatal(err)
+		}
+		st, err := meshfile.Apply(ctx, js, parse(t, tc.name, tc.text), time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := st.Buckets[mesh.HaveBucket]; got != (meshfile.Counts{Removed: 8}) {
+			t.Errorf("%s: haves = %+v; want 8 removed", tc.name, got)
+		}
+		haves := keysOf(t, ctx, js, mesh.HaveBucket)
+		for _, k := range written {
+			if _, ok := haves[k]; ok {
+				t.Errorf("%s: have %s, written by the file, stays", tc.name, k)
+			}
+		}
+		for k, v := range engine {
+			if got := string(haves[k]); got != v {
+				t.Errorf("%s: the engine's have %s = %q; want %s kept", tc.name, k, got, v)
+			}
+		}
+	}
+}

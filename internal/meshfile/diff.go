@@ -2,6 +2,7 @@ package meshfile
 
 import (
 	"bytes"
+	"encoding/json"
 	"sort"
 	"time"
 
@@ -71,7 +72,11 @@ type Diff struct {
 //
 // Removed are: a placement key whose node is not in the file; a want key
 // the file does not have; a have key whose node is not in the file or
-// whose module is not placed on that node in the file. Diff is pure.
+// whose module is not placed on that node in the file; and a have key the
+// file does not have whose value an apply wrote (marked
+// [mesh.HaveByMeshFile]): what a file wrote, the file takes back, and a
+// have a node's engine wrote (no mark) stays while its module is placed.
+// Diff is pure.
 func (f *File) Diff(current map[string]map[string][]byte, now time.Time) *Diff {
 	d := &Diff{Unchanged: map[string]int{}}
 	keys := f.Keys()
@@ -108,7 +113,7 @@ func (f *File) Diff(current map[string]map[string][]byte, now time.Time) *Diff {
 			if _, keep := keys[bucket][k]; keep {
 				continue
 			}
-			why, remove := f.removes(bucket, k)
+			why, remove := f.removes(bucket, k, current[bucket][k])
 			if why != "" {
 				d.Odd = append(d.Odd, Odd{Bucket: bucket, Key: k, Why: why})
 				continue
@@ -121,9 +126,10 @@ func (f *File) Diff(current map[string]map[string][]byte, now time.Time) *Diff {
 	return d
 }
 
-// removes reports whether key of bucket, which the file does not write,
-// is removed; why is set instead for a key out of its bucket's shape.
-func (f *File) removes(bucket, key string) (why string, remove bool) {
+// removes reports whether key of bucket, which the file does not write and
+// which holds value, is removed; why is set instead for a key out of its
+// bucket's shape.
+func (f *File) removes(bucket, key string, value []byte) (why string, remove bool) {
 	switch bucket {
 	case mesh.PlacementBucket:
 		if !mesh.ValidName(key) {
@@ -143,7 +149,11 @@ func (f *File) removes(bucket, key string) (why string, remove bool) {
 		if !f.HasNode(k.Node) {
 			return "", true
 		}
-		return "", k.Module != "" && !f.Placed(k.Node, k.Module)
+		if k.Module != "" && !f.Placed(k.Node, k.Module) {
+			return "", true
+		}
+		var h mesh.Have
+		return "", json.Unmarshal(value, &h) == nil && h.WrittenBy == mesh.HaveByMeshFile
 	}
 	return "", false
 }

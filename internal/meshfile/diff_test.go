@@ -152,6 +152,7 @@ haves:
 		mesh.HaveBucket: {
 			"a":     put(mesh.Have{Phase: "running", Health: "ok"}), // the node itself: kept
 			"a.x":   put(mesh.Have{Phase: "running", Health: "ok"}), // placed, not in the file: kept (its engine writes it)
+			"b.x":   put(mesh.Have{Phase: "running", Health: "ok", WrittenBy: mesh.HaveByMeshFile}), // placed, written by a file, not in this one: removed
 			"a.y":   put(mesh.Have{Phase: "running", Health: "ok"}), // y no longer placed on a: removed
 			"c":     put(mesh.Have{Phase: "running", Health: "ok"}), // node c gone: removed
 			"c.x":   put(mesh.Have{Phase: "running", Health: "ok"}), // node c gone: removed
@@ -168,6 +169,7 @@ haves:
 		{Bucket: mesh.WantsBucket, Key: "want.b.y"},
 		{Bucket: mesh.WantsBucket, Key: "want.c.x"},
 		{Bucket: mesh.HaveBucket, Key: "a.y"},
+		{Bucket: mesh.HaveBucket, Key: "b.x"},
 		{Bucket: mesh.HaveBucket, Key: "c"},
 		{Bucket: mesh.HaveBucket, Key: "c.x"},
 	}
@@ -194,7 +196,7 @@ haves:
 		}
 	}
 	wantPuts := []string{
-		mesh.HaveBucket + ` b.y {"phase":"running","health":"ok","fp":"f1"}`,
+		mesh.HaveBucket + ` b.y {"phase":"running","health":"ok","fp":"f1","written-by":"mesh-file"}`,
 		mesh.PlacementBucket + ` a {"modules":[{"module":"x"}]}`,
 		mesh.PlacementBucket + ` b {"modules":[{"module":"x"},{"module":"y"}]}`,
 	}
@@ -240,11 +242,11 @@ modules:
   app:
     builds:
       - {fp: f1, manifest: {module: app}}
-      - {fp: f2, manifest: {module: app, requires: [{provision: database, from: db}]}}
+      - {fp: f2, manifest: {module: app, provides: [{name: api}], requires: [{provision: database, from: db}]}}
   loner: {builds: [{fp: f1, manifest: {module: loner}}]}
-  db: {builds: [{fp: f1, manifest: {module: db}}]}
-  c1: {builds: [{fp: f1, manifest: {module: c1, requires: [{provision: x, from: c2}]}}]}
-  c2: {builds: [{fp: f1, manifest: {module: c2, requires: [{provision: x, from: c1}]}}]}
+  db: {builds: [{fp: f1, manifest: {module: db, provides: [{name: database}]}}]}
+  c1: {builds: [{fp: f1, manifest: {module: c1, provides: [{name: x}], requires: [{provision: x, from: c2}]}}]}
+  c2: {builds: [{fp: f1, manifest: {module: c2, provides: [{name: x}], requires: [{provision: x, from: c1}]}}]}
   mesh-vault: {builds: [{fp: f1, manifest: {module: mesh-vault}}]}
 placement:
   a: [web]

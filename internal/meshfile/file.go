@@ -112,7 +112,7 @@ func (f *File) HasNode(node string) bool {
 // [mesh.ModulesBucket] (<module>: [mesh.ModuleRecord] of the last listed
 // build), [mesh.ManifestsBucket] ([mesh.ManifestKey] of the digest:
 // [mesh.ManifestRecord]) and [mesh.HaveBucket] (<node>.<module>:
-// [mesh.Have]). Builds are not among them: their values hold a time; see
+// [mesh.Have], marked [mesh.HaveByMeshFile]). Builds are not among them: their values hold a time; see
 // [File.Builds] and [File.Diff].
 func (f *File) Keys() map[string]map[string][]byte {
 	keys := map[string]map[string][]byte{
@@ -132,6 +132,7 @@ func (f *File) Keys() map[string]map[string][]byte {
 			keys[mesh.WantsBucket][mesh.WantKey{Node: node, Module: m}.String()] = marshal(mesh.Want{Fingerprint: fp})
 		}
 		for m, h := range f.Haves[node] {
+			h.WrittenBy = mesh.HaveByMeshFile
 			keys[mesh.HaveBucket][mesh.HaveKey{Node: node, Module: m}.String()] = marshal(h)
 		}
 	}

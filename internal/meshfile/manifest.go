@@ -50,7 +50,7 @@ func (p *parser) manifest(module, what string, n *yaml.Node, refs *[]ref) (*mesh
 			pairs[id] = item.Line
 		}
 		if r.From != "" {
-			*refs = append(*refs, ref{n: obj["from"], what: describe(r.Provision, r.Local), consumer: module, module: r.From, node: r.On})
+			*refs = append(*refs, ref{n: obj["from"], item: item, provision: obj["provision"], on: obj["on"], consumer: module, req: r})
 		}
 		m.Requires = append(m.Requires, r)
 	}

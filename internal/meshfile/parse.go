@@ -357,12 +357,12 @@ type moduleInfo struct {
 	fps []string
 }
 
-// ref is a node or module that a manifest names, checked once every
-// module is known.
+// ref is a requirement of a manifest, checked once every module, node and
+// placement is known (see meet).
 type ref struct {
-	n              *yaml.Node
-	what, consumer string
-	module, node   string
+	n, item, provision, on *yaml.Node // its from, the item, its provision and on
+	consumer, fp           string     // the module and build whose manifest requires it
+	req                    mesh.Requirement
 }
 
 // file walks the top-level mapping.
@@ -397,14 +397,7 @@ func (p *parser) file(f *File, root *yaml.Node) {
 	p.placement(f, modules, sections["placement"])
 	p.wants(f, modules, sections["wants"])
 	p.haves(f, modules, sections["haves"])
-	for _, r := range refs {
-		if r.module != "" && modules[r.module] == nil {
-			p.warnf(r.n, "%s requires %s from %q, which is no module of this file: the seat holds %s", r.consumer, r.what, r.module, r.consumer)
-		}
-		if r.node != "" && !f.HasNode(r.node) {
-			p.warnf(r.n, "%s requires %s on node %q, which is no node of this file: the seat holds %s", r.consumer, r.what, r.node, r.consumer)
-		}
-	}
+	p.meet(f, modules, refs)
 }
 
 func (p *parser) nodes(f *File, n *yaml.Node) {
@@ -506,7 +499,11 @@ func (p *parser) build(module string, item *yaml.Node, seen map[string]int, refs
 		p.errf(item, "%s has no manifest", what)
 		return b, false
 	}
+	from := len(*refs)
 	m, good := p.manifest(module, what+": manifest", fields["manifest"], refs)
+	for i := from; i < len(*refs); i++ {
+		(*refs)[i].fp = b.Fingerprint
+	}
 	if !good || !ok {
 		return b, false
 	}

@@ -167,16 +167,24 @@ placement:
 	}
 }
 
-// TestParseWarnings checks what is said but does not refuse the file.
+// TestParseWarnings checks what is said but does not refuse the file: a
+// provider that is a module of the file placed on no node yet, an on node
+// where the provider is not placed yet, a have of a build the file does not
+// list, and what an older build no want names requires.
 func TestParseWarnings(t *testing.T) {
-	text := `nodes: [control]
+	text := `nodes: [control, g14]
 modules:
   gitea:
     builds:
+      - fp: a0a0a0
+        manifest: {module: gitea, requires: [{provision: route, from: proxy}]}
       - fp: b7c100
         manifest:
           module: gitea
-          requires: [{provision: database, from: postgress}, {provision: route, from: gitea, on: g14}]
+          requires: [{provision: database, from: postgres}, {provision: route, from: gitea, on: g14}]
+          provides: [{name: route}]
+  postgres:
+    builds: [{fp: f1, manifest: {module: postgres, provides: [{name: database}]}}]
 placement:
   control: [gitea]
 haves:
@@ -187,9 +195,10 @@ haves:
 		t.Fatalf("Parse = %v; want no error", err)
 	}
 	want := []Error{
-		{8, `gitea requires database from "postgress", which is no module of this file`},
-		{8, `gitea requires route on node "g14", which is no node of this file`},
-		{12, `haves of control: gitea runs build "c0ffee", which gitea does not list (builds: b7c100)`},
+		{6, `gitea requires route from "proxy", which is no module of this file`},
+		{10, `gitea requires database from postgres, which is placed on no node yet: the seat holds gitea until postgres is placed`},
+		{10, `gitea requires route from gitea on g14, where gitea is not placed yet`},
+		{17, `haves of control: gitea runs build "c0ffee", which gitea does not list (builds: a0a0a0, b7c100)`},
 	}
 	if len(f.Warnings) != len(want) {
 		t.Fatalf("Warnings = %v; want %d", f.Warnings, len(want))
@@ -201,6 +210,69 @@ haves:
 	}
 	if got := f.Haves["control"]["gitea"]; got != (mesh.Have{Phase: "running", Health: "ok", Fingerprint: "c0ffee"}) {
 		t.Errorf("have of gitea on control = %+v", got)
+	}
+}
+
+// TestParseRefusesWhatNoProviderMeets checks that a requirement of a build
+// the seat composes that no provider of the file can meet refuses the
+// file at its line (these passed with a warning or with nothing, and only
+// showed as a hold once applied): a from naming no module, a provision the
+// provider does not offer (saying what it offers), an on naming no node,
+// and a credential provision with no node placing mesh-vault. A wanted
+// older build is checked as the newest is.
+func TestParseRefusesWhatNoProviderMeets(t *testing.T) {
+	text := `nodes: [control, ace]
+modules:
+  gitea:
+    builds:
+      - fp: a0a0a0
+        manifest: {module: gitea, requires: [{provision: cache, from: postgres}]}
+      - fp: b7c100
+        manifest:
+          module: gitea
+          requires:
+            - {provision: databse, from: postgres}
+            - {provision: database, from: postgress, local: a}
+            - {provision: database, from: postgres, on: g14, local: b}
+            - {provision: database, from: postgres, local: main}
+  postgres:
+    builds:
+      - fp: f1
+        manifest: {module: postgres, provides: [{name: database, credential: own}, {name: admin}]}
+  mesh-vault:
+    builds: [{fp: v1, manifest: {module: mesh-vault, provides: [{name: credential, answered-by: helper}]}}]
+placement:
+  control: [postgres]
+  ace: [gitea]
+wants:
+  ace: {gitea: a0a0a0}
+`
+	want := []Error{
+		{6, `gitea requires cache from postgres, which does not offer cache (postgres offers database, admin, at its newest build f1)`},
+		{11, `gitea requires databse from postgres, which does not offer databse (postgres offers database, admin, at its newest build f1)`},
+		{12, `gitea requires database (local a) from "postgress", which is no module of this file`},
+		{13, `gitea requires database (local b) from postgres on node "g14", which is no node of this file`},
+		{13, `gitea requires database (local b) from postgres, whose offer has a credential (credential: own), and no node places mesh-vault`},
+		{14, `gitea requires database (local main) from postgres, whose offer has a credential (credential: own), and no node places mesh-vault`},
+	}
+	_, err := Parse("r.yaml", []byte(text))
+	errs, ok := errors.AsType[*Errors](err)
+	if !ok {
+		t.Fatalf("Parse = %v; want *Errors", err)
+	}
+	if len(errs.List) != len(want) {
+		t.Fatalf("Parse errors =\n%v\nwant %d", errs, len(want))
+	}
+	for i, w := range want {
+		if errs.List[i].Line != w.Line || !strings.HasPrefix(errs.List[i].Msg, w.Msg) {
+			t.Errorf("error %d = %v; want line %d: %s...", i, errs.List[i], w.Line, w.Msg)
+		}
+	}
+	// With mesh-vault placed, and the names put right, the file is valid.
+	fixed := strings.NewReplacer("databse", "database", "postgress", "postgres", "on: g14", "on: control",
+		"control: [postgres]", "control: [postgres, mesh-vault]", "provision: cache", "provision: admin").Replace(text)
+	if f, err := Parse("fixed.yaml", []byte(fixed)); err != nil || len(f.Warnings) != 0 {
+		t.Fatalf("Parse(fixed) = %v (warnings %v); want no error or warning", err, f.Warnings)
 	}
 }
 
@@ -235,7 +307,7 @@ func TestParseHomelab(t *testing.T) {
 	if got, want := string(keys[mesh.WantsBucket]["want.ace.gitea"]), `{"fp":"b7c100","removed":false}`; got != want {
 		t.Errorf("want.ace.gitea = %s; want %s", got, want)
 	}
-	if got, want := string(keys[mesh.HaveBucket]["ace.gitea"]), `{"phase":"starting","health":"unknown","fp":"b7c100"}`; got != want {
+	if got, want := string(keys[mesh.HaveBucket]["ace.gitea"]), `{"phase":"starting","health":"unknown","fp":"b7c100","written-by":"mesh-file"}`; got != want {
 		t.Errorf("have ace.gitea = %s; want %s", got, want)
 	}
 	if _, ok := keys[mesh.WantsBucket]["want.shanks.home-assistant"]; ok {
@@ -388,7 +460,7 @@ modules:
       - fp: 71be02
         manifest:
           module: redis
-          provides: [{name: cache, credential: shared, answered-by: helper}]
+          provides: [{name: cache, credential: shared, answered-by: helper}, {name: db}]
           requires: [{provision: db, from: redis, local: main, on: control}]
           dirs: [{name: state, unknown: sweep}]
           ports: [{name: resp}]

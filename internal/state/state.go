@@ -616,7 +616,7 @@ func (m *Mesh) takeHave(ch bus.Change, t *Touch) {
 		// The closed sets are interned; the detail is free text, most often
 		// the have's own, kept as decoded.
 		v.h.Phase, v.h.Health = m.names.String(v.h.Phase), m.names.String(v.h.Health)
-		v.h.Fingerprint = m.names.String(v.h.Fingerprint)
+		v.h.Fingerprint, v.h.WrittenBy = m.names.String(v.h.Fingerprint), m.names.String(v.h.WrittenBy)
 		if m.haves[k.Node] == nil {
 			m.haves[k.Node] = map[string]have{}
 		}
