@@ -150,12 +150,12 @@ haves:
 			"wanted.a": []byte(`{}`),
 		},
 		mesh.HaveBucket: {
-			"a":     put(mesh.Have{Phase: "running", Health: "ok"}), // the node itself: kept
-			"a.x":   put(mesh.Have{Phase: "running", Health: "ok"}), // placed, not in the file: kept (its engine writes it)
+			"a":     put(mesh.Have{Phase: "running", Health: "ok"}),                                 // the node itself: kept
+			"a.x":   put(mesh.Have{Phase: "running", Health: "ok"}),                                 // placed, not in the file: kept (its engine writes it)
 			"b.x":   put(mesh.Have{Phase: "running", Health: "ok", WrittenBy: mesh.HaveByMeshFile}), // placed, written by a file, not in this one: removed
-			"a.y":   put(mesh.Have{Phase: "running", Health: "ok"}), // y no longer placed on a: removed
-			"c":     put(mesh.Have{Phase: "running", Health: "ok"}), // node c gone: removed
-			"c.x":   put(mesh.Have{Phase: "running", Health: "ok"}), // node c gone: removed
+			"a.y":   put(mesh.Have{Phase: "running", Health: "ok"}),                                 // y no longer placed on a: removed
+			"c":     put(mesh.Have{Phase: "running", Health: "ok"}),                                 // node c gone: removed
+			"c.x":   put(mesh.Have{Phase: "running", Health: "ok"}),                                 // node c gone: removed
 			"b.y":   put(mesh.Have{Phase: "stopped", Health: "unknown", Fingerprint: "f1"}),
 			"a.x.z": []byte(`{}`),
 		},
