@@ -1,13 +1,17 @@
 package vault_test
 
 import (
+	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/vault"
 	"github.com/mesh-provisioner/mesh-provisioner/kit"
+	"github.com/mesh-provisioner/mesh-provisioner/kit/kittest"
 )
 
 // A store lost, or restored from an older copy, never makes the vault issue
@@ -76,3 +80,37 @@ func TestVaultNeverIssuesAGenerationTwice(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// Superseded values are compacted while the vault runs: 300 rotations by
+// the verb leave a store file bounded by the values it keeps (it held 301
+// sealed values until the next start), and the vault restarted provides
+// the last generation.
+func TestVaultCompactsWhileRunning(t *testing.T) {
+	f := start(t)
+	_, cred := f.need(gitea, "main")
+	waitProvided(t, f.seat, cred, 1)
+	onc, _ := kittest.Connect(t, f.url, "operator-verb")
+	most := 0
+	for range 300 {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := kit.AskRotate(ctx, onc, cred.String())
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join(f.dir, vault.StoreFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		most = max(most, bytes.Count(b, []byte("\n")))
+	}
+	if most > 2+64+1 {
+		t.Errorf("300 rotations of one credential: the store file held up to %d records; want at most %d", most, 2+64+1)
+	}
+	waitProvided(t, f.seat, cred, 301)
+	f.startVault(t)
+	got, _ := ask(t, f, "gitea", "gitea", false, kit.VaultRequest{})
+	if len(got.Credentials) != 1 || got.Credentials[0].Generation != 301 {
+		t.Errorf("after a restart gitea gets %+v; want generation 301", got.Credentials)
+	}
+}

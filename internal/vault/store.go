@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -142,6 +144,14 @@ type Store struct {
 	prev map[string]Value
 	// torn is the record dropped at open, if any (see [Store.Torn]).
 	torn *Torn
+	// noCompactBelow is how many records the log must hold before a
+	// compaction is tried again after one failed (0: none failed);
+	// compactions counts those done while running, for tests.
+	noCompactBelow int
+	compactions    int
+	// said receives what the store says that no caller is waiting for
+	// (a compaction that failed). Nil means slog.Default().
+	said *slog.Logger
 }
 
 // Torn is the record a store dropped when it opened: the last line of its
@@ -179,7 +189,7 @@ func OpenStore(dir string) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("vault: data directory: %w", err)
 	}
-	s := &Store{dir: dir, values: map[string]Value{}, removed: map[string]int64{}, unsynced: map[string]uint64{}, prev: map[string]Value{}, full: make(chan struct{}, 1)}
+	s := &Store{said: slog.Default(), dir: dir, values: map[string]Value{}, removed: map[string]int64{}, unsynced: map[string]uint64{}, prev: map[string]Value{}, full: make(chan struct{}, 1)}
 	s.gcond = sync.NewCond(&s.gmu)
 	if err := s.loadKey(); err != nil {
 		return nil, err
@@ -463,7 +473,6 @@ func (s *Store) waitSynced(seq uint64) error {
 		}
 		s.mu.Unlock()
 		s.gmu.Lock()
-		s.syncing = false
 		s.syncs++
 		s.lastSync = began
 		if err != nil {
@@ -473,7 +482,14 @@ func (s *Store) waitSynced(seq uint64) error {
 			s.lastErr = fmt.Errorf("vault: write and sync store (its records are kept and written again): %w", err)
 		} else {
 			s.synced, s.dirty, s.lastErr, s.backoff = target, false, nil, 0
+			// The callers of the records synced go on; the next
+			// sync waits for the compaction.
+			s.gcond.Broadcast()
+			s.gmu.Unlock()
+			s.compactRunning()
+			s.gmu.Lock()
 		}
+		s.syncing = false
 		s.gcond.Broadcast()
 	}
 	return nil
@@ -579,60 +595,116 @@ func (s *Store) forget(name string, generation int64) {
 
 // compact writes every value, sealed, and a removal record for every
 // removed name (with its last generation) to a new log that replaces the
-// old one through a rename.
+// old one (see [writeLog]). The store is loading.
 func (s *Store) compact() error {
-	names := make([]string, 0, len(s.values)+len(s.removed))
-	for n := range s.values {
+	size, err := s.writeLog(s.values, s.removed)
+	if err != nil {
+		return err
+	}
+	s.records, s.size = len(s.values)+len(s.removed), size
+	return nil
+}
+
+// compactRunning compacts the log of a running store once it is mostly
+// superseded records (see superseded): 300 rotations of one value left
+// 301 sealed values until the next start. It runs on the goroutine that
+// syncs, after a sync, so no write of the log runs meanwhile; it takes the
+// store's state only when no record is pending (every record the maps say
+// is then on disk: the new log holds exactly what the old one does), and
+// records appended while it writes stay pending for the next sync, which
+// appends them to the new log. A compaction that fails leaves the old log
+// (said in the log) and is not tried again before the log has grown by
+// half.
+func (s *Store) compactRunning() {
+	s.mu.Lock()
+	if !s.superseded() || len(s.pending) > 0 || s.records < s.noCompactBelow {
+		s.mu.Unlock()
+		return
+	}
+	values, removed := maps.Clone(s.values), maps.Clone(s.removed)
+	records := s.records
+	s.mu.Unlock()
+	size, err := s.writeLog(values, removed)
+	var log *os.File
+	if err == nil {
+		// The new file, for the appends to come; the old one is no
+		// longer the store's.
+		log, err = os.OpenFile(filepath.Join(s.dir, StoreFile), os.O_WRONLY|os.O_APPEND, 0o600)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		s.noCompactBelow = records + records/2
+		s.said.Error("vault: the store's log could not be compacted; it is kept as it is and compacted when it has grown by half", "records", records, "err", err)
+		return
+	}
+	old := s.log
+	s.log, s.size = log, size
+	s.records = len(values) + len(removed) + (s.records - records)
+	s.noCompactBelow = 0
+	s.compactions++
+	old.Close()
+}
+
+// writeLog writes values, sealed, and a removal record for every name of
+// removed (its last generation) to a new log that replaces the store's
+// file, and returns its size in bytes. It is safe against a crash at any
+// point: the new log is written to a temporary file in the same directory
+// and synced, then renamed over the store's file, and the directory
+// synced; a crash before the rename leaves the old log whole (and the
+// temporary file, removed at the next open), one after it the new log.
+func (s *Store) writeLog(values map[string]Value, removed map[string]int64) (int64, error) {
+	names := make([]string, 0, len(values)+len(removed))
+	for n := range values {
 		names = append(names, n)
 	}
-	for n := range s.removed {
+	for n := range removed {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	var buf bytes.Buffer
 	for _, n := range names {
-		r := sealedRecord{Name: n, Generation: s.removed[n], Removed: true}
-		if v, ok := s.values[n]; ok {
+		r := sealedRecord{Name: n, Generation: removed[n], Removed: true}
+		if v, ok := values[n]; ok {
 			var err error
 			if r, err = s.seal(v); err != nil {
-				return err
+				return 0, err
 			}
 		}
 		b, err := json.Marshal(r)
 		if err != nil {
-			return fmt.Errorf("vault: store: %w", err)
+			return 0, fmt.Errorf("vault: store: %w", err)
 		}
 		buf.Write(b)
 		buf.WriteByte('\n')
 	}
 	tmp, err := os.CreateTemp(s.dir, StoreFile+".*")
 	if err != nil {
-		return fmt.Errorf("vault: write store: %w", err)
+		return 0, fmt.Errorf("vault: write store: %w", err)
 	}
 	defer os.Remove(tmp.Name())
 	if err := tmp.Chmod(0o600); err != nil {
 		tmp.Close()
-		return fmt.Errorf("vault: write store: %w", err)
+		return 0, fmt.Errorf("vault: write store: %w", err)
 	}
 	if _, err := tmp.Write(buf.Bytes()); err != nil {
 		tmp.Close()
-		return fmt.Errorf("vault: write store: %w", err)
+		return 0, fmt.Errorf("vault: write store: %w", err)
 	}
 	if err := tmp.Sync(); err != nil {
 		tmp.Close()
-		return fmt.Errorf("vault: write store: %w", err)
+		return 0, fmt.Errorf("vault: write store: %w", err)
 	}
 	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("vault: write store: %w", err)
+		return 0, fmt.Errorf("vault: write store: %w", err)
 	}
 	if err := os.Rename(tmp.Name(), filepath.Join(s.dir, StoreFile)); err != nil {
-		return fmt.Errorf("vault: write store: %w", err)
+		return 0, fmt.Errorf("vault: write store: %w", err)
 	}
 	if err := syncDir(s.dir); err != nil {
-		return err
+		return 0, err
 	}
-	s.records, s.size = len(names), int64(buf.Len())
-	return nil
+	return int64(buf.Len()), nil
 }
 
 // newValue returns a strong random value: 32 bytes from crypto/rand,

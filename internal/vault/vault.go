@@ -78,6 +78,7 @@ func Start(ctx context.Context, cfg Config, nc *nats.Conn, js jetstream.JetStrea
 	}
 	v := &Vault{cfg: cfg, self: mesh.Ref{Module: mesh.VaultModule, Node: cfg.Node}, store: store, log: log.With("component", mesh.VaultModule),
 		secretsOf: map[mesh.NodeModule][]string{}, started: make(chan struct{})}
+	store.said = v.log
 	if t, ok := store.Torn(); ok {
 		v.log.Warn(sayTorn, "line", t.Line, "bytes", t.Bytes, "name", t.Name, "generation", t.Generation)
 	}
