@@ -293,6 +293,25 @@ func (k *Kit) Provisions(f func(key string, p mesh.Provision) bool) {
 	}
 }
 
+// Ours calls f for every provision of the kit's copy whose provider is
+// this module on this node (the keys it answers), in no order, until f
+// returns false; it costs the provider's keys, not the copy. f must not
+// call the kit.
+func (k *Kit) Ours(f func(key string, p mesh.Provision) bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for key, m := range k.owns {
+		if !f(key, m.provision(key, k.self)) {
+			return
+		}
+	}
+	for key, p := range k.provs {
+		if p.Provider == k.self && !f(key, p) {
+			return
+		}
+	}
+}
+
 // held returns how many provisions the kit holds whole (the provider's own)
 // and how many only in part (every other one, see [Kit.Provision]).
 func (k *Kit) held() (whole, part int) {

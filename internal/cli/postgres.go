@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -16,6 +17,7 @@ func init() { commands = append(commands, newPostgresCmd) }
 func newPostgresCmd() *cobra.Command {
 	var bf busFlags
 	var dsn, node, owner, meshName, logLevel string
+	var check time.Duration
 	cmd := &cobra.Command{
 		Use:   "postgres --dsn DSN --node N --mesh-name M",
 		Short: "Run the postgres provider against a NATS server and a PostgreSQL server",
@@ -43,7 +45,10 @@ waits for the provisions bucket the seat makes; an unreachable PostgreSQL server
 			if err != nil {
 				return err
 			}
-			r, err := bf.assembly(log).StartPostgres(cmd.Context(), pgprovider.Config{DSN: dsn, Node: node, Owner: owner, Mesh: meshName})
+			if check == 0 {
+				check = -1 // the flag's 0 is never; the config's is the default
+			}
+			r, err := bf.assembly(log).StartPostgres(cmd.Context(), pgprovider.Config{DSN: dsn, Node: node, Owner: owner, Mesh: meshName, Check: check})
 			if err != nil {
 				return bf.explain(err)
 			}
@@ -58,6 +63,7 @@ waits for the provisions bucket the seat makes; an unreachable PostgreSQL server
 	cmd.Flags().StringVar(&node, "node", "", "the node postgres is placed on (required)")
 	cmd.Flags().StringVar(&meshName, "mesh-name", "", "the mesh's name, as its mesh file's mesh: says (required): roles and databases are named after it")
 	cmd.Flags().StringVar(&owner, "owner", "", "the role that receives what a retired role owned (default: the DSN's user)")
+	cmd.Flags().DurationVar(&check, "check-every", time.Minute, "how often each provided role is checked against the credential handed out (a password changed by hand is said in its key and set again); 0 checks never")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level on stderr: debug, info, warn or error")
 	return cmd
 }

@@ -36,6 +36,17 @@
 // again with backoff); a server that cannot be reached is waits, tried
 // again with backoff until it answers.
 //
+// Every [Config].Check (a minute) the roles of the provided keys are read
+// from pg_authid (one query) and the vault is asked for their credentials
+// (one ask): a role dropped, made NOLOGIN, or whose password was removed or
+// changed outside the product (its SCRAM verifier does not match the value
+// the consumer was given; no password is kept beside the vault's) is said
+// in its key, failed with a why naming the role, what changed and the
+// credential, and the next try (with backoff) sets the role again as it
+// was handed out: LOGIN and the same value, the same generation, so the
+// consumer's configuration stays right. A key whose credential the vault
+// holds at a newer generation is left to the provide of the rotation.
+//
 // On the operator's "yes" the role is shut out first (NOLOGIN, its password
 // removed) and its sessions are ended, so the removed consumer logs in no
 // more whatever follows; then, in every database of the server where it

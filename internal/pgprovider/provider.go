@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -52,15 +53,27 @@ type Config struct {
 	// RetryMin and RetryMax bound the kit's backoff (see kit.Config); 0
 	// means the kit's defaults.
 	RetryMin, RetryMax time.Duration
+	// Check is how often the provided keys' roles are checked against the
+	// credentials handed out, to find what was changed outside the product
+	// (a password changed by hand, a role made NOLOGIN or dropped, a
+	// database dropped), which is said in the key and mended. 0 means 1
+	// minute; a negative value checks never. The check reads pg_authid:
+	// the DSN's role must be a superuser for it (else it is said once in
+	// the log, and nothing is checked).
+	Check time.Duration
 }
 
 // Provider is a running PostgreSQL provider.
 type Provider struct {
-	cfg  Config
-	conn *pgx.ConnConfig
-	nc   *nats.Conn
-	kit  *kit.Kit
-	log  *slog.Logger
+	cfg       Config
+	conn      *pgx.ConnConfig
+	nc        *nats.Conn
+	kit       *kit.Kit
+	log       *slog.Logger
+	unchecked sync.Once // said once: pg_authid may not be read
+
+	mu    sync.Mutex
+	drift map[string]string // key -> what the check found changed outside the product
 }
 
 // Start checks cfg's DSN, starts the provider's kit on its own bus
@@ -91,13 +104,19 @@ func Start(ctx context.Context, cfg Config, nc *nats.Conn, js jetstream.JetStrea
 	if cc.ConnectTimeout == 0 || cc.ConnectTimeout > cfg.Timeout {
 		cc.ConnectTimeout = cfg.Timeout
 	}
-	p := &Provider{cfg: cfg, conn: cc, nc: nc, log: log.With("component", Module)}
+	if cfg.Check == 0 {
+		cfg.Check = time.Minute
+	}
+	p := &Provider{cfg: cfg, conn: cc, nc: nc, log: log.With("component", Module), drift: map[string]string{}}
 	p.kit, err = kit.Start(ctx, kit.Config{
 		Module: Module, Node: cfg.Node, JetStream: js, Handler: handler{p}, Log: log,
 		RetryMin: cfg.RetryMin, RetryMax: cfg.RetryMax,
 	})
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Check > 0 {
+		go p.checkLoop(ctx)
 	}
 	return p, nil
 }
@@ -133,6 +152,10 @@ func (h handler) Provide(ctx context.Context, key mesh.ProvisionKey, prov mesh.P
 	p := h.p
 	if key.Provision != Provision {
 		return kit.Failing(whyNotDatabase(key.Provision)), nil
+	}
+	if why, ok := p.takeDrift(key.String()); ok {
+		// Said in the key first; the next try (with backoff) mends it.
+		return kit.Result{}, errors.New(why)
 	}
 	cred, err := p.credential(ctx, key, prov)
 	if errors.Is(err, kit.ErrNoVault) && ctx.Err() == nil {

@@ -4,9 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus/bustest"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/pgprovider"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/pgprovider/pgtest"
@@ -98,7 +102,7 @@ func (f *fixture) startProvider(dsn string) {
 	nc, js := kittest.Connect(f.t, f.url, pgprovider.Module)
 	log, said := kittest.Log()
 	f.saids = append(f.saids, said)
-	p, err := pgprovider.Start(ctx, pgprovider.Config{DSN: dsn, Node: f.node, Mesh: f.mesh, Timeout: 2 * time.Second, RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond}, nc, js, log)
+	p, err := pgprovider.Start(ctx, pgprovider.Config{DSN: dsn, Node: f.node, Mesh: f.mesh, Timeout: 2 * time.Second, RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond, Check: 50 * time.Millisecond}, nc, js, log)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -695,5 +699,73 @@ func TestRetireShutsTheRoleOutAndHandsOverEveryDatabase(t *testing.T) {
 			t.Errorf("in %s: %q, %v; want %q (the row kept, its table the owner's)", c.database, got, err, c.want)
 		}
 		dbc.Close(ctx)
+	}
+}
+
+// states records every state and why the seat writes at key, in order.
+func (f *fixture) states(key mesh.ProvisionKey) func() []string {
+	f.t.Helper()
+	var mu sync.Mutex
+	var seen []string
+	_, js := kittest.Connect(f.t, f.url, "states")
+	c := bus.Follow(bustest.Context(f.t), js, mesh.ProvisionsBucket, bus.Options{OnChange: func(ch bus.Change) {
+		if ch.Key != key.String() || ch.Deleted {
+			return
+		}
+		var p mesh.Provision
+		if err := json.Unmarshal(ch.Value, &p); err != nil {
+			return
+		}
+		mu.Lock()
+		seen = append(seen, string(p.State)+" "+p.Why)
+		mu.Unlock()
+	}})
+	<-c.Ready()
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(seen)
+	}
+}
+
+// A role changed by hand (issue 20, item 14): its password changed, removed,
+// or the role made NOLOGIN, the value handed to the consumer is refused.
+// The provider finds it, says it in the key (failed, naming the role, what
+// changed and the credential), and sets the handed-out value again: the
+// consumer logs in with it, the value set by hand is refused, and the
+// credential's generation is unchanged.
+func TestRoleChangedByHandIsSaidAndMended(t *testing.T) {
+	f := start(t, pgtest.DSN(t))
+	db, cred := f.need("gitea", "")
+	f.waitProvided(db, mesh.Reference{ID: cred.String(), Generation: 1})
+	role := pgprovider.RoleName(f.mesh, db)
+	ident := pgx.Identifier{role}.Sanitize()
+	pw := f.password("gitea", cred).Value
+	f.mustLogin(role, pw, role)
+	seen := f.states(db)
+	ctx := context.Background()
+	for _, c := range []struct{ stmt, why string }{
+		{"ALTER ROLE " + ident + " PASSWORD 'set-by-hand'", fmt.Sprintf("postgres: the password of role %q was changed outside mesh-provisioner: it refuses the credential %s (generation 1) handed to the consumer; it is set to that value again", role, cred)},
+		{"ALTER ROLE " + ident + " PASSWORD NULL", fmt.Sprintf("postgres: the password of role %q was removed outside mesh-provisioner", role)},
+		{"ALTER ROLE " + ident + " NOLOGIN", fmt.Sprintf("postgres: role %q was made NOLOGIN outside mesh-provisioner: it refuses the credential %s (generation 1) handed to the consumer; it is given LOGIN and that value again", role, cred)},
+	} {
+		if _, err := f.admin.Exec(ctx, c.stmt); err != nil {
+			t.Fatal(err)
+		}
+		bustest.WaitFor(t, 20*time.Second, "the key failed, then provided again, after "+c.stmt, func() bool {
+			h := seen()
+			for i, s := range h {
+				if strings.HasPrefix(s, "failed "+c.why) && slices.Contains(h[i+1:], "provided ") {
+					return true
+				}
+			}
+			return false
+		})
+		f.waitProvided(db, mesh.Reference{ID: cred.String(), Generation: 1})
+		f.mustLogin(role, pw, role)
+	}
+	f.refuseLogin(role, "set-by-hand", role, "the password set by hand")
+	if got := f.password("gitea", cred); got.Generation != 1 || got.Value != pw {
+		t.Errorf("the vault answers generation %d; want the value handed out, generation 1, unchanged", got.Generation)
 	}
 }

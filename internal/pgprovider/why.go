@@ -1,6 +1,10 @@
 package pgprovider
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/mesh-provisioner/mesh-provisioner/kit"
+)
 
 func whyNotDatabase(provision string) string {
 	return fmt.Sprintf("%s provides only %q provisions, not %q", Module, Provision, provision)
@@ -16,4 +20,31 @@ func whyUnreachable(err error) string {
 
 func whyNoVault(err error) string {
 	return fmt.Sprintf("waits for mesh-vault to answer the consumer's credential: %v", err)
+}
+
+// The whys of a role changed outside the product (see Provider.check): each
+// says what changed, which credential the consumer holds, and the mend.
+
+func whyPasswordChanged(role string, c kit.Credential) string {
+	return fmt.Sprintf("postgres: the password of role %q was changed outside mesh-provisioner: it refuses the credential %s (generation %d) "+
+		"handed to the consumer; it is set to that value again", role, c.Key, c.Generation)
+}
+
+func whyPasswordRemoved(role string, c kit.Credential) string {
+	return fmt.Sprintf("postgres: the password of role %q was removed outside mesh-provisioner: it refuses the credential %s (generation %d) "+
+		"handed to the consumer; it is set to that value again", role, c.Key, c.Generation)
+}
+
+func whyRoleNoLogin(role string, c kit.Credential) string {
+	return fmt.Sprintf("postgres: role %q was made NOLOGIN outside mesh-provisioner: it refuses the credential %s (generation %d) "+
+		"handed to the consumer; it is given LOGIN and that value again", role, c.Key, c.Generation)
+}
+
+func whyRoleDropped(role string, c kit.Credential) string {
+	return fmt.Sprintf("postgres: role %q was dropped outside mesh-provisioner: the credential %s (generation %d) handed to the consumer "+
+		"logs in no more; the role is made again with that value", role, c.Key, c.Generation)
+}
+
+func whyDatabaseDropped(name string) string {
+	return fmt.Sprintf("postgres: database %q was dropped outside mesh-provisioner; it is made again, empty", name)
 }
