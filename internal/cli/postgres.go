@@ -16,7 +16,7 @@ func init() { commands = append(commands, newPostgresCmd) }
 // newPostgresCmd returns "postgres": the PostgreSQL provider on its own.
 func newPostgresCmd() *cobra.Command {
 	var bf busFlags
-	var dsn, node, owner, meshName, logLevel string
+	var dsn, node, owner, meshName, logLevel, advertise string
 	var check time.Duration
 	cmd := &cobra.Command{
 		Use:   "postgres --dsn DSN --node N --mesh-name M",
@@ -48,7 +48,7 @@ waits for the provisions bucket the seat makes; an unreachable PostgreSQL server
 			if check == 0 {
 				check = -1 // the flag's 0 is never; the config's is the default
 			}
-			r, err := bf.assembly(log).StartPostgres(cmd.Context(), pgprovider.Config{DSN: dsn, Node: node, Owner: owner, Mesh: meshName, Check: check})
+			r, err := bf.assembly(log).StartPostgres(cmd.Context(), pgprovider.Config{DSN: dsn, Node: node, Owner: owner, Mesh: meshName, Check: check, Advertise: advertise})
 			if err != nil {
 				return bf.explain(err)
 			}
@@ -63,6 +63,7 @@ waits for the provisions bucket the seat makes; an unreachable PostgreSQL server
 	cmd.Flags().StringVar(&node, "node", "", "the node postgres is placed on (required)")
 	cmd.Flags().StringVar(&meshName, "mesh-name", "", "the mesh's name, as its mesh file's mesh: says (required): roles and databases are named after it")
 	cmd.Flags().StringVar(&owner, "owner", "", "the role that receives what a retired role owned (default: the DSN's user)")
+	cmd.Flags().StringVar(&advertise, "advertise", "", "the address handed to consumers, host:port, that their nodes reach the server at (default: the DSN's host and port; a loopback address is refused to consumers on other nodes: their keys fail, saying so)")
 	cmd.Flags().DurationVar(&check, "check-every", time.Minute, "how often each provided role is checked against the credential handed out (a password changed by hand is said in its key and set again); 0 checks never")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level on stderr: debug, info, warn or error")
 	return cmd

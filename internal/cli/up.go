@@ -467,7 +467,7 @@ func runUp(ctx context.Context, out, errOut io.Writer, f upFlags, args []string)
 		Runs:       assemble.Runs{Clients: f.clients, Postgres: f.postgres != ""},
 		ClientRoot: func(node string) string { return filepath.Join(f.data, "nodes", node) },
 		VaultDir:   func(node string) string { return filepath.Join(f.data, "vault", node) },
-		Postgres:   pgprovider.Config{DSN: f.postgres, Mesh: f.meshName},
+		Postgres:   pgprovider.Config{DSN: f.postgres, Mesh: f.meshName, OneMachine: true},
 		Said:       func(e assemble.Event) { fmt.Fprintf(progress, "%s\n", e) },
 	}
 	if !f.noAuth {

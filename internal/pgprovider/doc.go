@@ -36,6 +36,14 @@
 // again with backoff); a server that cannot be reached is waits, tried
 // again with backoff until it answers.
 //
+// The entry's connection names the address consumers reach the server at:
+// [Config].Advertise ("host:port"; postgres --advertise), else the DSN's
+// host and port. A loopback address (127.0.0.0/8, ::1, localhost, a Unix
+// socket) is refused to a consumer on another node than the provider's,
+// unless [Config].OneMachine says every node runs on this machine (up): its
+// key fails, naming the address and how to give another, and nothing is
+// made for it.
+//
 // Every [Config].Check (a minute) the roles of the provided keys are read
 // from pg_authid (one query) and the vault is asked for their credentials
 // (one ask): a role dropped, made NOLOGIN, or whose password was removed or

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -53,6 +54,19 @@ type Config struct {
 	// RetryMin and RetryMax bound the kit's backoff (see kit.Config); 0
 	// means the kit's defaults.
 	RetryMin, RetryMax time.Duration
+	// Advertise is the address handed to consumers in each entry's
+	// connection ("host:port", the host a name or an IP address): where the
+	// consumers' nodes reach the server. Empty means the DSN's own host and
+	// port, as the provider connects.
+	Advertise string
+	// OneMachine says that every node of the mesh runs on this machine (up
+	// runs them all in one process), so a loopback address reaches every
+	// consumer. Without it, a loopback address handed out (127.0.0.0/8,
+	// ::1, localhost, or a Unix socket's directory) is refused to a consumer
+	// on another node than Node: its key fails, saying that address and
+	// that the consumer cannot reach it, before anything is made for it
+	// (said once in the log at start too).
+	OneMachine bool
 	// Check is how often the provided keys' roles are checked against the
 	// credentials handed out, to find what was changed outside the product
 	// (a password changed by hand, a role made NOLOGIN or dropped, a
@@ -67,6 +81,9 @@ type Config struct {
 type Provider struct {
 	cfg       Config
 	conn      *pgx.ConnConfig
+	host      string // the address handed to consumers: host and port
+	port      string
+	loopback  bool // host is reached only from this machine
 	nc        *nats.Conn
 	kit       *kit.Kit
 	log       *slog.Logger
@@ -107,7 +124,17 @@ func Start(ctx context.Context, cfg Config, nc *nats.Conn, js jetstream.JetStrea
 	if cfg.Check == 0 {
 		cfg.Check = time.Minute
 	}
-	p := &Provider{cfg: cfg, conn: cc, nc: nc, log: log.With("component", Module), drift: map[string]string{}}
+	p := &Provider{cfg: cfg, conn: cc, nc: nc, log: log.With("component", Module), drift: map[string]string{},
+		host: cc.Host, port: strconv.Itoa(int(cc.Port))}
+	if cfg.Advertise != "" {
+		if p.host, p.port, err = advertised(cfg.Advertise); err != nil {
+			return nil, err
+		}
+	}
+	if p.loopback = loopback(p.host); p.loopback && !cfg.OneMachine {
+		p.log.Warn("postgres: the address handed to consumers is a loopback address: consumers on other nodes are refused it (their keys fail); give --advertise HOST:PORT that they reach",
+			"address", net.JoinHostPort(p.host, p.port), "node", cfg.Node)
+	}
 	p.kit, err = kit.Start(ctx, kit.Config{
 		Module: Module, Node: cfg.Node, JetStream: js, Handler: handler{p}, Log: log,
 		RetryMin: cfg.RetryMin, RetryMax: cfg.RetryMax,
@@ -123,6 +150,36 @@ func Start(ctx context.Context, cfg Config, nc *nats.Conn, js jetstream.JetStrea
 
 // Ready is closed once the provider follows the provisions and its entries.
 func (p *Provider) Ready() <-chan struct{} { return p.kit.Ready() }
+
+// advertised splits addr, "host:port", into its host and port, or says why
+// it is no such address.
+func advertised(addr string) (host, port string, err error) {
+	host, port, err = net.SplitHostPort(addr)
+	if err != nil {
+		return "", "", fmt.Errorf("postgres: advertise %q: %w (give host:port, such as db.example.net:5432)", addr, err)
+	}
+	if n, perr := strconv.Atoi(port); perr != nil || n < 1 || n > 65535 {
+		return "", "", fmt.Errorf("postgres: advertise %q: the port %q is not a number from 1 to 65535", addr, port)
+	}
+	if host == "" {
+		return "", "", fmt.Errorf("postgres: advertise %q: no host", addr)
+	}
+	return host, port, nil
+}
+
+// loopback reports whether host is reached from this machine only: a
+// loopback IP address, "localhost" (or a name under it), or a Unix
+// socket's directory.
+func loopback(host string) bool {
+	if strings.HasPrefix(host, "/") {
+		return true
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		return ip.IsLoopback()
+	}
+	h := strings.ToLower(strings.TrimSuffix(host, "."))
+	return h == "localhost" || strings.HasSuffix(h, ".localhost")
+}
 
 // connect opens a connection to database (empty: the DSN's own).
 func (p *Provider) connect(ctx context.Context, database string) (*pgx.Conn, error) {
@@ -152,6 +209,9 @@ func (h handler) Provide(ctx context.Context, key mesh.ProvisionKey, prov mesh.P
 	p := h.p
 	if key.Provision != Provision {
 		return kit.Failing(whyNotDatabase(key.Provision)), nil
+	}
+	if p.loopback && !p.cfg.OneMachine && key.Node != p.cfg.Node {
+		return kit.Failing(whyLoopback(net.JoinHostPort(p.host, p.port), key, p.cfg.Node)), nil
 	}
 	if why, ok := p.takeDrift(key.String()); ok {
 		// Said in the key first; the next try (with backoff) mends it.
@@ -192,8 +252,7 @@ func (h handler) Provide(ctx context.Context, key mesh.ProvisionKey, prov mesh.P
 	}
 	p.log.Debug("postgres: provided", "key", key.String(), "role", name, "generation", cred.Generation)
 	res := kit.Provided(cred.VaultName, cred.Generation)
-	cc := conn.Config()
-	res.Connection = map[string]string{"host": cc.Host, "port": strconv.Itoa(int(cc.Port)), "database": name, "role": name}
+	res.Connection = map[string]string{"host": p.host, "port": p.port, "database": name, "role": name}
 	return res, nil
 }
 

@@ -43,6 +43,8 @@ type fixture struct {
 	conns map[string]*nats.Conn
 	saids []*kittest.Said // one per start of the provider
 	stop  context.CancelFunc
+	// advertise is the provider's Config.Advertise at its next start.
+	advertise string
 }
 
 func start(t *testing.T, dsn string) *fixture {
@@ -102,7 +104,7 @@ func (f *fixture) startProvider(dsn string) {
 	nc, js := kittest.Connect(f.t, f.url, pgprovider.Module)
 	log, said := kittest.Log()
 	f.saids = append(f.saids, said)
-	p, err := pgprovider.Start(ctx, pgprovider.Config{DSN: dsn, Node: f.node, Mesh: f.mesh, Timeout: 2 * time.Second, RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond, Check: 50 * time.Millisecond}, nc, js, log)
+	p, err := pgprovider.Start(ctx, pgprovider.Config{DSN: dsn, Node: f.node, Mesh: f.mesh, Timeout: 2 * time.Second, RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond, Check: 50 * time.Millisecond, Advertise: f.advertise}, nc, js, log)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -767,5 +769,66 @@ func TestRoleChangedByHandIsSaidAndMended(t *testing.T) {
 	f.refuseLogin(role, "set-by-hand", role, "the password set by hand")
 	if got := f.password("gitea", cred); got.Generation != 1 || got.Value != pw {
 		t.Errorf("the vault answers generation %d; want the value handed out, generation 1, unchanged", got.Generation)
+	}
+}
+
+// The address handed to consumers (issue 20, item 11): the DSN's loopback
+// host is refused to a consumer on another node (its key fails, saying
+// why, and nothing is made for it) and handed to one on postgres' own node;
+// with --advertise, that address is handed to both.
+func TestConnectionIsAnAddressTheConsumerReaches(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	f := start(t, dsn)
+	cc, _ := pgx.ParseConfig(dsn)
+	if !strings.HasPrefix(cc.Host, "127.") {
+		t.Fatalf("the test server's DSN host is %s; this test needs a loopback one", cc.Host)
+	}
+	dsnAddr := fmt.Sprintf("%s:%d", cc.Host, cc.Port)
+	local, localCred := f.need("gitea", "")
+	remote, p := kittest.Requirement(mesh.Ref{Module: "gitea", Node: randomName("far")}, pgprovider.Provision, "", f.ref(pgprovider.Module))
+	rc, rcp, p := kittest.Credential(remote, p, f.ref(mesh.VaultModule))
+	f.seat.Need(rc, rcp)
+	f.seat.Need(remote, p)
+	f.waitProvided(local, mesh.Reference{ID: localCred.String(), Generation: 1})
+	wantWhy := fmt.Sprintf("postgres: the address handed to consumers, %s, is a loopback address, which gitea on node %s cannot reach (postgres runs on node %s): "+
+		"nothing is made for it; run postgres with --advertise HOST:PORT, an address %s reaches", dsnAddr, remote.Node, f.node, remote.Node)
+	bustest.WaitFor(t, 20*time.Second, remote.String()+" failed, saying the loopback address", func() bool {
+		p, _ := f.seat.Get(remote)
+		return p.State == mesh.Failed && p.Why == wantWhy
+	})
+	if n := f.count(`SELECT count(*) FROM pg_roles WHERE rolname = $1`, pgprovider.RoleName(f.mesh, remote)); n != 0 {
+		t.Errorf("a role was made for %s, refused its address", remote)
+	}
+	js := mustJS(t, f.url)
+	if e, _ := kittest.Entry(t, js, pgprovider.Module, local); e.Connection["host"] != cc.Host || e.Connection["port"] != fmt.Sprint(cc.Port) {
+		t.Errorf("connection of %s (postgres' own node) = %v; want the DSN's %s", local, e.Connection, dsnAddr)
+	}
+	if !strings.Contains(f.said(), "postgres: the address handed to consumers is a loopback address") {
+		t.Error("the provider did not say at start that it hands out a loopback address")
+	}
+
+	// Advertised: both are provided with that address.
+	f.advertise = "db.homelab.example:6432"
+	f.startProvider(dsn)
+	f.waitProvided(remote, mesh.Reference{ID: rc.String(), Generation: 1})
+	for _, k := range []mesh.ProvisionKey{local, remote} {
+		bustest.WaitFor(t, 20*time.Second, k.String()+" handed the advertised address", func() bool {
+			e, _ := kittest.Entry(t, js, pgprovider.Module, k)
+			return e.State == mesh.Provided && e.Connection["host"] == "db.homelab.example" && e.Connection["port"] == "6432" &&
+				e.Connection["database"] == pgprovider.RoleName(f.mesh, k)
+		})
+	}
+
+	// An address that is no host:port is refused at start.
+	for addr, want := range map[string]string{
+		"db.homelab.example": `postgres: advertise "db.homelab.example": address db.homelab.example: missing port in address`,
+		"db:99999":           `postgres: advertise "db:99999": the port "99999" is not a number from 1 to 65535`,
+		":5432":              `postgres: advertise ":5432": no host`,
+	} {
+		nc, js := kittest.Connect(t, f.url, pgprovider.Module)
+		_, err := pgprovider.Start(bustest.Context(t), pgprovider.Config{DSN: dsn, Node: f.node, Mesh: f.mesh, Advertise: addr}, nc, js, nil)
+		if err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("Start with --advertise %q: %v; want an error beginning %q", addr, err, want)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/mesh-provisioner/mesh-provisioner/kit"
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
 
 func whyNotDatabase(provision string) string {
@@ -47,4 +48,10 @@ func whyRoleDropped(role string, c kit.Credential) string {
 
 func whyDatabaseDropped(name string) string {
 	return fmt.Sprintf("postgres: database %q was dropped outside mesh-provisioner; it is made again, empty", name)
+}
+
+func whyLoopback(addr string, key mesh.ProvisionKey, node string) string {
+	return fmt.Sprintf("postgres: the address handed to consumers, %s, is a loopback address, which %s on node %s cannot reach "+
+		"(postgres runs on node %s): nothing is made for it; run postgres with --advertise HOST:PORT, an address %s reaches",
+		addr, key.Consumer, key.Node, node, key.Node)
 }
