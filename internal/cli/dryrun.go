@@ -3,7 +3,6 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/dryrun"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/meshfile"
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
 
 // runDry is apply --dry-run: the live mesh read once into the seat's
@@ -54,44 +54,15 @@ func runDry(cmd *cobra.Command, js jetstream.JetStream, f *meshfile.File, output
 		return enc.Encode(rep)
 	}
 	fmt.Fprintf(out, "dry run of %s: %s to write, %d to remove; nothing written\n", f.Name, countKeys(len(d.Puts)), len(d.Removes))
-	if len(rep.Nodes) == 0 {
+	if !rep.Changed() {
 		fmt.Fprintln(out, "the seat would write nothing")
 		return nil
 	}
-	nodes := make([]string, 0, len(rep.Nodes))
-	for n := range rep.Nodes {
-		nodes = append(nodes, n)
-	}
-	sort.Strings(nodes)
 	var rows [][]string
-	for _, n := range nodes {
-		nd := rep.Nodes[n]
-		add := func(what string, keys []string) {
-			for _, k := range keys {
-				rows = append(rows, []string{n, what, k})
-			}
-		}
-		add("plan written", nd.PlansWritten)
-		add("plan removed", nd.PlansRemoved)
-		add("refusal written", nd.RefusalsWritten)
-		add("refusal removed", nd.RefusalsRemoved)
-		keys := make([]string, 0, len(nd.Provisions))
-		for k := range nd.Provisions {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			what := "provision " + string(nd.Provisions[k])
-			for _, a := range nd.Asks {
-				if a == k {
-					what += ", ask raised"
-				}
-			}
-			rows = append(rows, []string{n, what, k})
-		}
-		add("provision removed", nd.ProvisionsRemoved)
+	for _, c := range rep.Changes {
+		rows = append(rows, []string{c.Node, would(c), c.Key, c.Why})
 	}
-	if err := writeTable(out, []string{"NODE", "WOULD", "KEY"}, rows, false); err != nil {
+	if err := writeTable(out, []string{"NODE", "WOULD", "KEY", "WHY"}, rows, false); err != nil {
 		return err
 	}
 	if len(rep.Odd) > 0 {
@@ -106,4 +77,21 @@ func countKeys(n int) string {
 		return "1 key"
 	}
 	return fmt.Sprintf("%d keys", n)
+}
+
+// would says what a dry run's change does, in a table's words: "plan
+// written", "provision asked, ask raised", "refusal removed".
+func would(c dryrun.Change) string {
+	what := map[string]string{mesh.PlansBucket: "plan", mesh.ProvisionsBucket: "provision", mesh.RefusedBucket: "refusal"}[c.Bucket]
+	switch {
+	case c.Op == dryrun.Remove:
+		return what + " removed"
+	case c.Bucket == mesh.ProvisionsBucket:
+		s := what + " " + string(c.State)
+		if c.Ask {
+			s += ", ask raised"
+		}
+		return s
+	}
+	return what + " written"
 }

@@ -205,10 +205,15 @@ func (j *judge) retire(key string) bool {
 // dependents returns the keys the seat keeps that depend on key and are
 // not retired in this pass, sorted: a key retires only after every key
 // that depends on it is gone (spec 6), so that a credential is never
-// removed under a key that still uses it.
+// removed under a key that still uses it. A key this pass writes anew
+// without key in its depends-on (a consumer's database key moved from a
+// shared credential to its own) no longer depends on it.
 func (j *judge) dependents(key string) []string {
 	var out []string
 	for _, d := range j.st.DependentsOf(key) {
+		if np, ok := j.out[d]; ok && !slices.Contains(np.DependsOn, key) {
+			continue
+		}
 		if _, ok := j.st.Provision(d); ok && !slices.Contains(j.res.Retired, d) {
 			out = append(out, d)
 		}

@@ -16,6 +16,7 @@ package dryrun
 import (
 	"encoding/json"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
@@ -24,28 +25,50 @@ import (
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
 
-// Node is what the seat would write for one node. Keys are sorted.
-type Node struct {
-	PlansWritten    []string `json:"plans-written,omitempty"`
-	PlansRemoved    []string `json:"plans-removed,omitempty"`
-	RefusalsWritten []string `json:"refusals-written,omitempty"`
-	RefusalsRemoved []string `json:"refusals-removed,omitempty"`
-	// Provisions written, key -> the state it would have; keys that turn
-	// retiring are also in Retiring.
-	Provisions        map[string]mesh.State `json:"provisions-written,omitempty"`
-	ProvisionsRemoved []string              `json:"provisions-removed,omitempty"`
-	Retiring          []string              `json:"retiring,omitempty"`
-	// Asks lists the provision keys an ask would be raised for.
-	Asks []string `json:"asks,omitempty"`
+// Op is what a dry run's [Change] does to its key: "add" (the key is
+// written and was not there: + in a table), "change" (written over a value
+// that says something else: ~) or "remove" (deleted: -).
+type Op string
+
+// The ops of a [Change].
+const (
+	Add    Op = "add"
+	Update Op = "change"
+	Remove Op = "remove"
+)
+
+// Change is one key the seat would write or remove: a plan, a provision or
+// a refusal of node Node (a provision's node is its consumer's). A
+// provision is written when it says something new besides its time (its
+// at), a refusal when its why changes, a plan when its bytes differ, as
+// the seat writes them.
+type Change struct {
+	Node   string `json:"node"`
+	Bucket string `json:"bucket"` // mesh-provisioner_plans, _provisions or _refused
+	Key    string `json:"key"`
+	Op     Op     `json:"op"`
+	// State is a provision's state afterwards (before, for a remove), Was
+	// its state before a change.
+	State mesh.State `json:"state,omitempty"`
+	Was   mesh.State `json:"was,omitempty"`
+	// Why is a refusal's why, or a provision's why (every state but
+	// provided has one); for a remove, the why it had.
+	Why string `json:"why,omitempty"`
+	// Ask reports whether an ask would be raised for this provision (it
+	// turns retiring and names an ask it did not name before).
+	Ask bool `json:"ask,omitempty"`
 }
 
-// Report is what a dry run found: per node (a provision's node is its
-// consumer's), and the states every provision would be in afterwards.
+// Report is what a dry run found.
 type Report struct {
-	Nodes map[string]*Node `json:"nodes"`
-	// After is the state of every provision kept afterwards, key -> state.
+	// Changes lists every key the seat would write or remove, sorted by
+	// node, bucket and key.
+	Changes []Change `json:"changes"`
+	// After is the state of every provision of the nodes the run looked
+	// at (those it composed or judged keys of), afterwards, key -> state.
 	After map[string]mesh.State `json:"after"`
-	// Plans and Refusals are the plan and refusal keys kept afterwards.
+	// Plans and Refusals are the plan and refusal keys kept afterwards on
+	// those nodes.
 	Plans    []string `json:"plans"`
 	Refusals []string `json:"refusals"`
 	// Odd lists the changes that were out of shape, as said by the mesh.
@@ -53,6 +76,9 @@ type Report struct {
 	// Rounds is how many compositions and judgings it took.
 	Rounds int `json:"rounds"`
 }
+
+// Changed reports whether the seat would write or remove any key.
+func (r *Report) Changed() bool { return len(r.Changes) > 0 }
 
 // maxRounds bounds the work per node of the mesh, so that a composition
 // that never settles ends the run instead of looping.
@@ -62,9 +88,18 @@ const maxRounds = 20
 // run) and composes as the seat would at time now with the ask TTL of
 // opts, then reports what would be written.
 func Run(m *state.Mesh, changes []bus.Change, now time.Time, opts ...compose.Option) *Report {
+	// What the seat learned from its last composition of each node (the
+	// keys each needs and their providers, the modules each requires) routes
+	// a change to the nodes and keys it touches: a mesh read from the
+	// buckets has not learned it yet. Each node is composed once as the
+	// mesh stands, its result taken as learned and its writes left out (a
+	// settled seat has written them already).
+	for _, n := range m.Nodes() {
+		m.Composed(compose.Node(m, n, now, opts...))
+	}
 	before := snapshot(m)
 	nodes, keys := map[string]bool{}, map[string]bool{}
-	rep := &Report{Nodes: map[string]*Node{}}
+	rep := &Report{}
 	for _, ch := range changes {
 		t := m.Take(ch)
 		if t.Odd != nil {
@@ -135,6 +170,12 @@ func take(m *state.Mesh, res *compose.Result, nodes, keys map[string]bool) {
 				keys[dep] = true
 			}
 		}
+		for _, dep := range m.Left(k, p) {
+			keys[dep] = true
+			if n, _, _ := strings.Cut(dep, "."); !strings.HasPrefix(k, n+".") {
+				nodes[n] = true
+			}
+		}
 		b, _ := json.Marshal(p)
 		m.Take(bus.Change{Bucket: mesh.ProvisionsBucket, Key: k, Value: b})
 	}
@@ -175,49 +216,55 @@ func snapshot(m *state.Mesh) kept {
 	return k
 }
 
-func (r *Report) node(key string) *Node {
-	n, _, _ := cutNode(key)
-	if r.Nodes[n] == nil {
-		r.Nodes[n] = &Node{}
-	}
-	return r.Nodes[n]
-}
-
-func cutNode(key string) (string, string, bool) {
+func nodeOf(key string) string {
 	for i := 0; i < len(key); i++ {
 		if key[i] == '.' {
-			return key[:i], key[i+1:], true
+			return key[:i]
 		}
 	}
-	return key, "", false
+	return key
+}
+
+// same reports whether two provisions say the same, their at aside: the
+// seat writes a key only when it says something new.
+func same(a, b mesh.Provision) bool {
+	a.At, b.At = time.Time{}, time.Time{}
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	return string(ja) == string(jb)
 }
 
 // diff fills the report from what the seat keeps before and after.
 func (r *Report) diff(before, after kept, asked map[string]bool) {
+	add := func(c Change) {
+		c.Node = nodeOf(c.Key)
+		r.Changes = append(r.Changes, c)
+	}
 	for _, k := range sortedKeys(after.plans) {
-		if old, ok := before.plans[k]; !ok || old != after.plans[k] {
-			n := r.node(k)
-			n.PlansWritten = append(n.PlansWritten, k)
-		}
 		r.Plans = append(r.Plans, k)
+		if old, ok := before.plans[k]; !ok {
+			add(Change{Bucket: mesh.PlansBucket, Key: k, Op: Add})
+		} else if old != after.plans[k] {
+			add(Change{Bucket: mesh.PlansBucket, Key: k, Op: Update})
+		}
 	}
 	for _, k := range sortedKeys(before.plans) {
 		if _, ok := after.plans[k]; !ok {
-			n := r.node(k)
-			n.PlansRemoved = append(n.PlansRemoved, k)
+			add(Change{Bucket: mesh.PlansBucket, Key: k, Op: Remove})
 		}
 	}
 	for _, k := range sortedKeys(after.refusals) {
-		if old, ok := before.refusals[k]; !ok || old.Why != after.refusals[k].Why {
-			n := r.node(k)
-			n.RefusalsWritten = append(n.RefusalsWritten, k)
-		}
 		r.Refusals = append(r.Refusals, k)
+		why := after.refusals[k].Why
+		if old, ok := before.refusals[k]; !ok {
+			add(Change{Bucket: mesh.RefusedBucket, Key: k, Op: Add, Why: why})
+		} else if old.Why != why {
+			add(Change{Bucket: mesh.RefusedBucket, Key: k, Op: Update, Why: why})
+		}
 	}
 	for _, k := range sortedKeys(before.refusals) {
 		if _, ok := after.refusals[k]; !ok {
-			n := r.node(k)
-			n.RefusalsRemoved = append(n.RefusalsRemoved, k)
+			add(Change{Bucket: mesh.RefusedBucket, Key: k, Op: Remove, Why: before.refusals[k].Why})
 		}
 	}
 	r.After = map[string]mesh.State{}
@@ -225,27 +272,31 @@ func (r *Report) diff(before, after kept, asked map[string]bool) {
 		p := after.provisions[k]
 		r.After[k] = p.State
 		old, ok := before.provisions[k]
-		if ok && old.State == p.State && old.Why == p.Why && old.Ask == p.Ask {
-			continue
+		c := Change{Bucket: mesh.ProvisionsBucket, Key: k, Op: Add, State: p.State, Why: p.Why,
+			Ask: asked["provision."+k] && p.Ask != "" && (!ok || old.Ask != p.Ask)}
+		if ok {
+			if same(old, p) {
+				continue
+			}
+			c.Op, c.Was = Update, old.State
 		}
-		n := r.node(k)
-		if n.Provisions == nil {
-			n.Provisions = map[string]mesh.State{}
-		}
-		n.Provisions[k] = p.State
-		if p.State == mesh.Retiring && (!ok || old.State != mesh.Retiring) {
-			n.Retiring = append(n.Retiring, k)
-		}
-		if asked["provision."+k] {
-			n.Asks = append(n.Asks, k)
-		}
+		add(c)
 	}
 	for _, k := range sortedKeys(before.provisions) {
 		if _, ok := after.provisions[k]; !ok {
-			n := r.node(k)
-			n.ProvisionsRemoved = append(n.ProvisionsRemoved, k)
+			add(Change{Bucket: mesh.ProvisionsBucket, Key: k, Op: Remove, State: before.provisions[k].State, Why: before.provisions[k].Why})
 		}
 	}
+	sort.SliceStable(r.Changes, func(i, j int) bool {
+		a, b := r.Changes[i], r.Changes[j]
+		if a.Node != b.Node {
+			return a.Node < b.Node
+		}
+		if a.Bucket != b.Bucket {
+			return a.Bucket < b.Bucket
+		}
+		return a.Key < b.Key
+	})
 }
 
 func first(m map[string]bool) string {

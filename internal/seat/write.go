@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -157,6 +158,12 @@ func (s *Seat) publishAll(ctx context.Context, w writes, f *flight, d *dirty) {
 		if !had || old.State != p.State || old.Why != p.Why {
 			for _, dep := range s.mesh.DependentsOf(k) {
 				d.keys[dep] = true
+			}
+		}
+		for _, dep := range s.mesh.Left(k, p) {
+			d.keys[dep] = true
+			if n, _, _ := strings.Cut(dep, "."); !strings.HasPrefix(k, n+".") {
+				d.nodes[n] = true
 			}
 		}
 		b, _ := encodeProvision(&p)

@@ -362,6 +362,27 @@ func (m *Mesh) PutProvision(key string, p mesh.Provision, rev uint64) Touch {
 	return t
 }
 
+// Left returns the keys that the provision kept at key depends on and p no
+// longer does, sorted (none when no provision is kept at key). Each is to
+// be judged again, since a retiring key waits for the keys that depend on
+// it; and a key of another node is to have its node composed again, since
+// a shared credential on its provider's node is kept needed while a
+// provision of another node depends on it.
+func (m *Mesh) Left(key string, p mesh.Provision) []string {
+	old, ok := m.provisions[key]
+	if !ok {
+		return nil
+	}
+	var keys []string
+	for _, d := range old.dependsOn {
+		if !slices.Contains(p.DependsOn, d) {
+			keys = append(keys, d)
+		}
+	}
+	slices.Sort(keys)
+	return keys
+}
+
 // PutPlan takes a put of value at key of [mesh.PlansBucket] that expects
 // revision rev, as [Mesh.Take] takes the change of that put, and returns
 // what it touches. value must be the JSON of a [mesh.Plan] whose node and
