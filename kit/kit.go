@@ -33,7 +33,11 @@ type Config struct {
 	// Handler provides and retires keys. Required.
 	Handler Handler
 	// Log receives what the kit says (retries, keys gone without a
-	// warrant, values that do not decode). Nil means slog.Default().
+	// warrant, values that do not decode). A key tried again is said once
+	// per change of what failed and its why (a failed provide at warn, a
+	// waits at info, a failed retire or entry write at error), each retry
+	// in between at debug level only, and once when it is done. Nil means
+	// slog.Default().
 	Log *slog.Logger
 	// Workers is how many keys are handled at once. 0 means 4.
 	Workers int
@@ -99,7 +103,11 @@ type Kit struct {
 	tries      map[string]*backoff.ExponentialBackOff
 	later      map[string]later // keys waiting for their next try
 	said       map[string]bool  // keys whose standing entry was said
-	retired    map[string]bool  // keys retired on a warrant
+	// whys holds, per key tried again, the last failure said in the log
+	// (what failed and its why): a retry that fails the same way is said
+	// at debug level only, so a key failing for an hour says it once.
+	whys    map[string]string
+	retired map[string]bool // keys retired on a warrant
 }
 
 // Start checks cfg, starts following the provisions and the provider's
@@ -142,6 +150,7 @@ func Start(ctx context.Context, cfg Config) (*Kit, error) {
 		tries:      map[string]*backoff.ExponentialBackOff{},
 		later:      map[string]later{},
 		said:       map[string]bool{},
+		whys:       map[string]string{},
 		retired:    map[string]bool{},
 	}
 	if k.log == nil {
@@ -640,7 +649,7 @@ func (k *Kit) handle(ctx context.Context, key string) {
 			if d.err != nil {
 				if ctx.Err() == nil {
 					wait := k.retry(key, "retire")
-					k.log.Error("kit: the entry of a retired key could not be deleted", "key", key, "err", d.err, "retry_in", wait)
+					k.logChange(key, "delete", d.err.Error(), slog.LevelError, "kit: the entry of a retired key could not be deleted", "key", key, "err", d.err, "retry_in", wait)
 				}
 				return
 			}
@@ -650,6 +659,7 @@ func (k *Kit) handle(ctx context.Context, key string) {
 		delete(k.done, key)
 		delete(k.tries, key)
 		delete(k.later, key)
+		delete(k.whys, key)
 		k.mu.Unlock()
 		k.log.Info("kit: retired on the operator's warrant", "key", key, "ask", p.Warrant.Ask, "by", p.Warrant.By.Who)
 		return
@@ -712,13 +722,38 @@ func (k *Kit) handle(ctx context.Context, key string) {
 		delete(k.done, key)
 		k.mu.Unlock()
 		d := k.retry(key, inputs)
-		k.log.Info("kit: tried again later", "key", key, "state", res.State, "why", res.Why, "retry_in", d)
+		level := slog.LevelInfo
+		if res.State == mesh.Failed {
+			level = slog.LevelWarn
+		}
+		k.logChange(key, "provide", res.Why, level, "kit: tried again later", "key", key, "state", res.State, "why", res.Why, "retry_in", d)
 		return
 	}
 	k.mu.Lock()
 	k.done[key] = inputs
 	delete(k.later, key)
+	_, tried := k.whys[key]
+	delete(k.whys, key)
 	k.mu.Unlock()
+	if tried {
+		k.log.Info("kit: done after it was tried again", "key", key, "state", res.State)
+	}
+}
+
+// logChange says msg with args at level when what failed (kind) and why
+// differ from the last failure said for key, and at debug level otherwise:
+// a key tried again and again for the same reason is said once per change
+// of its why, not once per try.
+func (k *Kit) logChange(key, kind, why string, level slog.Level, msg string, args ...any) {
+	what := kind + "\x00" + why
+	k.mu.Lock()
+	same := k.whys[key] == what
+	k.whys[key] = what
+	k.mu.Unlock()
+	if same {
+		level = slog.LevelDebug
+	}
+	k.log.Log(context.Background(), level, msg, args...)
 }
 
 // retireFailed takes a retire that failed with err: the key's entry stays,
@@ -733,7 +768,7 @@ func (k *Kit) retireFailed(key string, err error) {
 	k.mu.Unlock()
 	k.w.put(key, b, "retire")
 	d := k.retry(key, "retire")
-	k.log.Error("kit: retire failed; the entry stays and retire is tried again", "key", key, "err", err, "retry_in", d)
+	k.logChange(key, "retire", err.Error(), slog.LevelError, "kit: retire failed; the entry stays and retire is tried again", "key", key, "err", err, "retry_in", d)
 }
 
 // wrote takes the outcome of an entry write (one not replaced by a newer
@@ -754,11 +789,11 @@ func (k *Kit) wrote(w *write, err error) {
 	_, due := k.later[w.key]
 	k.mu.Unlock()
 	if due {
-		k.log.Error("kit: the entry could not be written; it is written at the key's next try", "key", w.key, "err", err)
+		k.logChange(w.key, "write", err.Error(), slog.LevelError, "kit: the entry could not be written; it is written at the key's next try", "key", w.key, "err", err)
 		return
 	}
 	d := k.retry(w.key, w.inputs)
-	k.log.Error("kit: the entry could not be written; tried again later", "key", w.key, "err", err, "retry_in", d)
+	k.logChange(w.key, "write", err.Error(), slog.LevelError, "kit: the entry could not be written; tried again later", "key", w.key, "err", err, "retry_in", d)
 }
 
 // inputs returns what a provide of p at key depends on, as text, or the
@@ -877,6 +912,7 @@ func (k *Kit) forget(key string) {
 	delete(k.done, key)
 	delete(k.tries, key)
 	delete(k.later, key)
+	delete(k.whys, key)
 	k.mu.Unlock()
 }
 

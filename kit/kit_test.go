@@ -484,6 +484,67 @@ func TestKitTriesAFailedRetireAgain(t *testing.T) {
 	}
 }
 
+// TestKitSaysAFailureOncePerWhy (issue 17): a key tried again and again
+// for the same reason is said once at info level or above, then once more
+// when its why changes, and once when it is done; each retry in between is
+// said at debug level only. A retire failing the same way is said once too.
+func TestKitSaysAFailureOncePerWhy(t *testing.T) {
+	var mu sync.Mutex
+	why, retireErr := "shelf: the disk is full", "shelf: the shelf is locked"
+	h := kit.Funcs{
+		ProvideFunc: func(context.Context, mesh.ProvisionKey, mesh.Provision) (kit.Result, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if why == "" {
+				return kit.Provided("", 0), nil
+			}
+			return kit.Result{}, errors.New(why)
+		},
+		RetireFunc: func(context.Context, mesh.ProvisionKey, mesh.Provision) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if retireErr == "" {
+				return nil
+			}
+			return errors.New(retireErr)
+		},
+	}
+	set := func(w, r string) { mu.Lock(); why, retireErr = w, r; mu.Unlock() }
+	f := start(t, h, 0)
+	key, p := kittest.Requirement(gitea, "shelf", "", provider)
+	said := func(parts ...string) int { return f.said.Count(append(parts, "key="+key.String())...) }
+	loud := func(parts ...string) int { return said(parts...) - said(append(parts, "level=DEBUG")...) }
+	f.seat.Need(key, p)
+	bustest.WaitFor(t, 0, "five tries said at debug level", func() bool {
+		return said("kit: tried again later", "level=DEBUG", "shelf: the disk is full") >= 5
+	})
+	if n := loud("kit: tried again later", "shelf: the disk is full"); n != 1 {
+		t.Errorf("the failure was said %d times above debug level; want once", n)
+	}
+	set("shelf: the disk is gone", retireErr)
+	bustest.WaitFor(t, 0, "the new why said", func() bool { return loud("kit: tried again later", "shelf: the disk is gone") == 1 })
+	bustest.WaitFor(t, 0, "the new why tried again", func() bool {
+		return said("kit: tried again later", "level=DEBUG", "shelf: the disk is gone") >= 2
+	})
+	if n := loud("kit: tried again later", "shelf: the disk is gone"); n != 1 {
+		t.Errorf("the new why was said %d times above debug level; want once", n)
+	}
+	set("", retireErr)
+	waitState(t, f.seat, key, mesh.Provided, "")
+	bustest.WaitFor(t, 0, "done said once", func() bool { return loud("kit: done after it was tried again") == 1 })
+
+	f.seat.Retire(key)
+	f.seat.Answer(key, "yes")
+	bustest.WaitFor(t, 0, "three failed retires", func() bool {
+		return said("kit: retire failed", "level=DEBUG", "shelf: the shelf is locked") >= 3
+	})
+	if n := loud("kit: retire failed", "shelf: the shelf is locked"); n != 1 {
+		t.Errorf("the failed retire was said %d times above debug level; want once", n)
+	}
+	set("", "")
+	bustest.WaitFor(t, 0, "the key retired", func() bool { _, ok := f.seat.Get(key); return !ok })
+}
+
 // TestKitBacksOffWhateverTheWhy is the retry storm: a handler that fails at
 // once with a new text at each try ("attempt 7") makes a new entry each
 // time, which the seat carries into the provision, which reaches the kit

@@ -193,6 +193,7 @@ func (a *Assembly) await(ctx context.Context, c Component, js jetstream.JetStrea
 	log := a.log()
 	for _, b := range c.Awaits() {
 		waited := false
+		said := "" // the last reason said above debug level: once per change, not per look
 		for {
 			_, err := js.KeyValue(ctx, b)
 			if err == nil {
@@ -202,11 +203,17 @@ func (a *Assembly) await(ctx context.Context, c Component, js jetstream.JetStrea
 				return fmt.Errorf("assemble: %s: waiting for bucket %s: %w", c, b, ctx.Err())
 			}
 			wait := bo.NextBackOff()
-			if errors.Is(err, jetstream.ErrBucketNotFound) {
-				log.Info("assemble: waiting for a bucket the seat makes", "component", c.String(), "bucket", b, "retry_in", wait)
-			} else {
-				log.Warn("assemble: cannot look up a bucket; looking again", "component", c.String(), "bucket", b, "err", err, "retry_in", wait)
+			level, msg, args := slog.LevelInfo, "assemble: waiting for a bucket the seat makes", []any{"component", c.String(), "bucket", b, "retry_in", wait}
+			reason := "missing"
+			if !errors.Is(err, jetstream.ErrBucketNotFound) {
+				level, msg, reason = slog.LevelWarn, "assemble: cannot look up a bucket; looking again", err.Error()
+				args = append(args, "err", err)
 			}
+			if reason == said {
+				level = slog.LevelDebug
+			}
+			said = reason
+			log.Log(ctx, level, msg, args...)
 			waited = true
 			select {
 			case <-ctx.Done():
