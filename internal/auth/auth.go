@@ -1,38 +1,40 @@
 // Package auth makes the NATS users of a mesh from the parties of package
-// access, with NATS's own decentralized authentication: an operator, one
-// account for the mesh (JetStream enabled) and a system account, each an
-// nkey signing a JWT; one user per party whose JWT carries the party's
-// permissions, written as a standard credentials file (".creds", read by
-// nats.go's UserCredentials and the nats CLI's --creds). The server's
-// configuration trusts the operator and preloads the accounts (resolver
-// MEMORY), so it holds no secret.
+// access, with NATS's own decentralized authentication (operator mode): an
+// operator, one account for the mesh (JetStream enabled) and a system
+// account, each an nkey signing a JWT; one user per party whose JWT
+// carries the party's permissions and an expiry, signed by its account's
+// signing key, written as a standard credentials file (".creds", read by
+// nats.go's UserCredentials and the nats CLI's --creds).
 //
-// [Gen] writes it all into a directory and keeps the keys it finds there:
-// running it again signs a user's JWT anew when its permissions in the
-// current mesh differ from those its file holds (or the account's key
-// does), and makes keys only for new parties; a party that is gone is
-// revoked in the account.
+// The server runs nats-server's full resolver: it keeps the accounts' JWTs
+// in a directory of its own and takes newer ones at runtime, pushed on
+// $SYS.REQ.CLAIMS.UPDATE (bus.PushClaims) by a system-account user. A user
+// who is removed, or whose permissions are taken away, is revoked in its
+// account's JWT: once pushed, every server of a cluster closes its
+// connections and refuses its old credentials. The account's last signed
+// JWT (dir/accounts/<name>.jwt, and the server's copy) is the record of
+// who is revoked.
+//
+// [Gen] writes it all into a directory and keeps what it finds there:
+// nothing is signed anew that did not change (the same inputs give the
+// same JWTs, byte for byte), keys are made only for new parties, and the
+// operator's own server configuration ([ConfigFile]) is written only when
+// there is none: the generated part is the include file [IncludeFile].
+// [Authority] is the same signing, one party or user at a time, for a
+// mesh whose parties change while it runs.
 package auth
 
 import (
-	"bytes"
-	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"time"
-
-	"github.com/nats-io/jwt/v2"
-	"github.com/nats-io/nkeys"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/access"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/meshfile"
@@ -41,12 +43,30 @@ import (
 
 // Files of a directory written by [Gen].
 const (
-	// ConfigFile is the nats-server configuration.
+	// ConfigFile is the nats-server configuration: the operator's own,
+	// written by Gen only when there is none (listen, cluster, TLS and
+	// monitoring blocks are the operator's). It includes IncludeFile and
+	// names the JetStream store and the resolver's directory.
 	ConfigFile = "nats-server.conf"
-	// KeysDir holds the seeds of the operator and the accounts (mode 0600).
+	// IncludeFile is the generated part of the configuration, rewritten
+	// by each Gen: the operator's JWT, the system account and every
+	// account's JWT (resolver_preload).
+	IncludeFile = "auth.conf"
+	// KeysDir holds the seeds of the operator and the accounts, and the
+	// accounts' signing keys (mode 0600).
 	KeysDir = "keys"
+	// AccountsDir holds the operator's and each account's last signed JWT
+	// ("operator.jwt", "<account>.jwt"): the record of the revocations.
+	AccountsDir = "accounts"
+	// ResolverDir is the full resolver's directory, where the server
+	// keeps the accounts' JWTs, unless [Options.ResolverDir] says another.
+	ResolverDir = "resolver"
+	// SystemDir holds the credentials of system-account users:
+	// "<operator>.creds" for each operator (nats server report, ...) and
+	// [PushUser]'s.
+	SystemDir = "system"
 	// RevokedDir holds the credentials of parties no longer in the mesh,
-	// revoked in the account.
+	// revoked in their account.
 	RevokedDir = "revoked"
 	// CredsExt ends every credentials file: "<user>.creds".
 	CredsExt = ".creds"
@@ -66,15 +86,33 @@ const MaxControlLine = 64 * 1024
 // AccountName is the name of the mesh's account.
 const AccountName = "mesh"
 
-// Options configures [Gen].
+// SystemAccountName is the name of the system account.
+const SystemAccountName = "SYS"
+
+// PushUser is the system-account user that pushes accounts' JWTs to the
+// servers: dir/system/mesh-auth.creds, made by [Authority.SystemCreds].
+const PushUser = "mesh-auth"
+
+// DefaultExpiry is the life of a user's JWT when [Options.Expiry] is zero.
+const DefaultExpiry = 30 * 24 * time.Hour
+
+// Options configures [Gen] and [Open].
 type Options struct {
-	// StoreDir is the JetStream store directory written into the
-	// configuration. Empty means "<dir>/jetstream".
+	// StoreDir is the JetStream store directory written into a new
+	// ConfigFile. Empty means "<dir>/jetstream".
 	StoreDir string
+	// ResolverDir is the full resolver's directory written into a new
+	// ConfigFile. Empty means "<dir>/resolver".
+	ResolverDir string
 	// Source names what the parties come from (the mesh file), for the
 	// configuration's header.
 	Source string
-	// Now is the time of the revocations; zero means time.Now().
+	// Expiry is the life of the users' JWTs: each is renewed (signed
+	// anew, same key) once a third of it is left. Zero means
+	// [DefaultExpiry]; below zero, JWTs never expire.
+	Expiry time.Duration
+	// Now is the time of the revocations and expiries; zero means the
+	// clock's, read at each act.
 	Now time.Time
 	// Later, if set, picks the users whose credentials files Gen leaves
 	// for [Result.WriteLater] to write after it returns (a caller runs it
@@ -86,20 +124,64 @@ type Options struct {
 	Later func(user string) bool
 }
 
+// normal returns opts with its defaults filled in for dir.
+func (opts Options) normal(dir string) (Options, error) {
+	if opts.StoreDir == "" {
+		opts.StoreDir = filepath.Join(dir, "jetstream")
+	}
+	if opts.ResolverDir == "" {
+		opts.ResolverDir = filepath.Join(dir, ResolverDir)
+	}
+	if opts.Expiry == 0 {
+		opts.Expiry = DefaultExpiry
+	}
+	for _, p := range []*string{&opts.StoreDir, &opts.ResolverDir} {
+		abs, err := filepath.Abs(*p)
+		if err != nil {
+			return opts, fmt.Errorf("auth: %w", err)
+		}
+		*p = abs
+	}
+	return opts, nil
+}
+
+// now returns Options.Now, or the clock's time when it is zero.
+func (opts Options) now() time.Time {
+	if opts.Now.IsZero() {
+		return time.Now()
+	}
+	return opts.Now
+}
+
 // Result says what [Gen] wrote.
 type Result struct {
-	// Config is the path of the nats-server configuration.
-	Config string
+	// Config is the path of the nats-server configuration (ConfigFile),
+	// Include that of its generated part (IncludeFile).
+	Config, Include string
+	// ConfigKept says Config was there and is kept as it is.
+	ConfigKept bool
 	// Creds holds the path of each party's credentials file, by user.
 	Creds map[string]string
+	// System holds the path of each operator's system-account
+	// credentials file, by operator.
+	System map[string]string
 	// Made lists the users whose keys are new, and "operator key",
-	// "account key" or "system key" when those are; Kept those whose keys
-	// were found and kept.
+	// "account key", "account signing key", "system key"... when those
+	// are; Kept those whose keys were found and kept.
 	Made, Kept []string
+	// Signed lists the users whose JWTs were signed anew (new, changed
+	// or renewed); every other user's file is kept byte for byte.
+	Signed []string
 	// Revoked lists the users whose credentials were found in the
 	// directory but who are no longer parties: moved to RevokedDir and
-	// revoked in the account.
-	Revoked []string
+	// revoked in the account. Narrowed lists the users whose earlier
+	// JWTs were revoked because their permissions changed.
+	Revoked, Narrowed []string
+	// Accounts holds every account's JWT, the system account's first:
+	// what [bus.PushClaims] delivers to running servers.
+	Accounts []string
+	// Authority is the authority of the directory, for acts after Gen.
+	Authority *Authority
 
 	// write writes the files left for later, once; laterErr is then the
 	// first error writing one.
@@ -143,143 +225,108 @@ func MeshOf(f *meshfile.File, operators []string) access.Mesh {
 // CredsPath returns the path of user's credentials file in dir.
 func CredsPath(dir, user string) string { return filepath.Join(dir, user+CredsExt) }
 
-// Gen writes into dir (created, mode 0700) the nats-server configuration
-// [ConfigFile] and one credentials file per party "<user>.creds" (mode
-// 0600), each user's JWT carrying [access.Party.Permissions]. Seeds of the
-// operator, the account and the system account are kept in dir/keys (mode
-// 0600); existing seeds and users' keys are kept, never rotated, and a
-// user's file that holds the JWT Gen would sign (the same key, name and
-// permissions, signed by the account) is left as it is. A
-// credentials file of a user that is not among parties is moved to
-// dir/revoked and its key revoked in the account. It returns an error when
-// a file cannot be read or written, or a key found there is not valid
-// (nothing is overwritten then). The files of the users opts.Later picks
-// are written by [Result.WriteLater], after Gen returns; a record of them
-// left by an earlier Gen is replaced (or removed when none is left).
+// SystemCredsPath returns the path of the system-account user's
+// credentials file in dir: dir/system/<user>.creds.
+func SystemCredsPath(dir, user string) string { return filepath.Join(dir, SystemDir, user+CredsExt) }
+
+// Gen writes into dir (created, mode 0700; refused with [ErrLooseDir] when
+// others may write it) one credentials file per party "<user>.creds" (mode
+// 0600, see [Authority.Issue]), one system-account credentials file per
+// operator in dir/system, the accounts' JWTs (dir/accounts) and the
+// server's include file [IncludeFile]; and [ConfigFile] when there is none
+// (or when it is one an earlier version wrote whole). Keys and files that
+// hold what Gen would write are kept as they are: run again with the same
+// parties, Gen writes the same bytes. A credentials file of a user that is
+// not among parties is moved to dir/revoked and its key revoked in the
+// account. It returns an error when a file cannot be read or written, or a
+// key found there is not valid (nothing is overwritten then). The files of
+// the users opts.Later picks are written by [Result.WriteLater], after Gen
+// returns; a record of them left by an earlier Gen is replaced (or removed
+// when none is left).
 func Gen(dir string, parties []access.Party, opts Options) (*Result, error) {
-	if opts.Now.IsZero() {
-		opts.Now = time.Now()
-	}
-	if opts.StoreDir == "" {
-		opts.StoreDir = filepath.Join(dir, "jetstream")
-	}
-	abs, err := filepath.Abs(opts.StoreDir)
-	if err != nil {
-		return nil, fmt.Errorf("auth: store directory: %w", err)
-	}
-	opts.StoreDir = abs
-	for _, d := range []string{dir, filepath.Join(dir, KeysDir)} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return nil, fmt.Errorf("auth: %w", err)
-		}
-	}
-	res := &Result{Config: filepath.Join(dir, ConfigFile), Creds: map[string]string{}}
-	key := func(name string, prefix nkeys.PrefixByte) (nkeys.KeyPair, error) {
-		kp, made, err := loadOrMake(filepath.Join(dir, KeysDir, name+".nk"), prefix)
-		if err == nil {
-			res.note(name+" key", made)
-		}
-		return kp, err
-	}
-	op, err := key("operator", nkeys.PrefixByteOperator)
+	a, err := Open(dir, opts)
 	if err != nil {
 		return nil, err
 	}
-	acc, err := key("account", nkeys.PrefixByteAccount)
-	if err != nil {
-		return nil, err
-	}
-	sys, err := key("system", nkeys.PrefixByteAccount)
-	if err != nil {
-		return nil, err
-	}
-	opPub, accPub, sysPub := publicKey(op), publicKey(acc), publicKey(sys)
+	return a.gen(parties)
+}
+
+// gen is [Gen] on a's directory.
+func (a *Authority) gen(parties []access.Party) (*Result, error) {
+	a.files.Lock()
+	defer a.files.Unlock()
+	dir, now := a.dir, a.opts.now()
+	res := &Result{Config: filepath.Join(dir, ConfigFile), Include: filepath.Join(dir, IncludeFile),
+		Creds: map[string]string{}, System: map[string]string{}, Authority: a}
 
 	// Users: keep each party's key, sign its permissions; over every core
 	// (a mesh of 1000 nodes has over 1000 users).
-	sign, err := signerOf(acc, accPub)
-	if err != nil {
-		return nil, err
-	}
 	users := map[string]bool{}
 	for _, p := range parties {
 		users[p.User] = true
 	}
-	type signed struct {
-		path  string
-		made  bool
-		creds []byte
-	}
-	out := make([]signed, len(parties))
-	err = each(len(parties), func(i int) error {
-		p := parties[i]
-		path := CredsPath(dir, p.User)
-		uk, made, err := userKey(path)
-		if err != nil {
-			return err
-		}
-		creds, err := userCreds(uk, sign, p)
-		if err != nil {
-			return err
-		}
-		out[i] = signed{path, made, creds}
-		return nil
+	out := make([]signedUser, len(parties))
+	err := each(len(parties), func(i int) error {
+		s, err := a.sign(parties[i], now)
+		out[i] = s
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	for i, p := range parties {
-		res.note(p.User, out[i].made)
+		res.note(p.User, out[i].is.Made)
+		if out[i].is.Changed {
+			res.Signed = append(res.Signed, p.User)
+		}
+		if out[i].is.Revoked {
+			res.Narrowed = append(res.Narrowed, p.User)
+		}
 	}
 
-	// Parties that are gone: revoke, move aside.
-	revoked, err := revokeGone(dir, users, res)
-	if err != nil {
+	// Parties that are gone: revoked, moved aside; and every file already
+	// aside is revoked in its account (it is when the account's record
+	// is there).
+	if err := a.revokeGone(users, now, res); err != nil {
 		return nil, err
 	}
+	if res.Accounts, err = a.Accounts(); err != nil {
+		return nil, err
+	}
+	a.mu.Lock()
+	res.Made = append(res.Made, a.made...)
+	a.made = nil
+	a.mu.Unlock()
 
-	oc := jwt.NewOperatorClaims(opPub)
-	oc.Name = "mesh-provisioner"
-	oc.SystemAccount = sysPub
-	opJWT, err := oc.Encode(op)
-	if err != nil {
-		return nil, fmt.Errorf("auth: operator: %w", err)
-	}
-	ac := jwt.NewAccountClaims(accPub)
-	ac.Name = AccountName
-	ac.Limits.JetStreamLimits = jwt.JetStreamLimits{MemoryStorage: jwt.NoLimit, DiskStorage: jwt.NoLimit,
-		Streams: jwt.NoLimit, Consumer: jwt.NoLimit}
-	for _, pub := range revoked {
-		ac.RevokeAt(pub, opts.Now)
-	}
-	accJWT, err := ac.Encode(op)
-	if err != nil {
-		return nil, fmt.Errorf("auth: account: %w", err)
-	}
-	sc := jwt.NewAccountClaims(sysPub)
-	sc.Name = "SYS"
-	sysJWT, err := sc.Encode(op)
-	if err != nil {
-		return nil, fmt.Errorf("auth: system account: %w", err)
+	// Each operator's system user, for the server's own reports.
+	for _, p := range parties {
+		if p.Has(access.Operator) {
+			path, err := a.systemUser(p.User, true, now)
+			if err != nil {
+				return nil, err
+			}
+			res.System[p.User] = path
+		}
 	}
 
-	var now, later []int // indices in out
+	var soon, later []int // indices in out
 	for i, p := range parties {
-		res.Creds[p.User] = out[i].path
-		if opts.Later != nil && opts.Later(p.User) {
+		res.Creds[p.User] = out[i].is.Path
+		if a.opts.Later != nil && a.opts.Later(p.User) {
 			later = append(later, i)
 		} else {
-			now = append(now, i)
+			soon = append(soon, i)
 		}
 	}
 	write := func(idx []int) error {
 		return each(len(idx), func(i int) error {
-			if out[idx[i]].creds == nil {
+			s := out[idx[i]]
+			if s.creds == nil {
 				// The file holds the same JWT already; only its mode is
 				// made what Gen writes.
-				return os.Chmod(out[idx[i]].path, 0o600)
+				return os.Chmod(s.is.Path, 0o600)
 			}
-			return writeFile(out[idx[i]].path, out[idx[i]].creds, 0o600)
+			return writeFile(s.is.Path, s.creds, 0o600)
 		})
 	}
 	// The files left for later are recorded before any other is written:
@@ -300,11 +347,10 @@ func Gen(dir string, parties []access.Party, opts Options) (*Result, error) {
 			return nil, err
 		}
 	}
-	if err := write(now); err != nil {
+	if err := write(soon); err != nil {
 		return nil, err
 	}
-	conf := config(opts, opJWT, accPub, accJWT, sysPub, sysJWT)
-	if err := writeFile(res.Config, conf, 0o600); err != nil {
+	if res.ConfigKept, err = a.writeConfig(); err != nil {
 		return nil, err
 	}
 	if len(pending) == 0 {
@@ -330,8 +376,67 @@ func Gen(dir string, parties []access.Party, opts Options) (*Result, error) {
 	}
 	sort.Strings(res.Made)
 	sort.Strings(res.Kept)
+	sort.Strings(res.Signed)
 	sort.Strings(res.Revoked)
+	sort.Strings(res.Narrowed)
 	return res, nil
+}
+
+// writeConfig writes [ConfigFile] unless the operator's is there (one an
+// earlier version of Gen wrote whole is replaced), and reports whether it
+// was kept.
+func (a *Authority) writeConfig() (bool, error) {
+	path := filepath.Join(a.dir, ConfigFile)
+	have, err := readIfThere(path)
+	if err != nil {
+		return false, err
+	}
+	if have != nil && !generatedBefore(have) {
+		return true, nil
+	}
+	return false, writeFile(path, serverConfig(a.opts), 0o600)
+}
+
+// revokeGone moves the credentials files of users not in users to
+// dir/revoked and revokes them in their account at now; a file already in
+// dir/revoked whose key its account does not revoke (its record was lost)
+// is revoked too.
+func (a *Authority) revokeGone(users map[string]bool, now time.Time, res *Result) error {
+	ents, err := os.ReadDir(a.dir)
+	if err != nil {
+		return fmt.Errorf("auth: %w", err)
+	}
+	for _, e := range ents {
+		user, ok := userOfFile(e.Name())
+		if !ok || e.IsDir() || users[user] {
+			continue
+		}
+		if _, err := a.revokeUser(user, now); err != nil {
+			return err
+		}
+		res.Revoked = append(res.Revoked, user)
+	}
+	gone := filepath.Join(a.dir, RevokedDir)
+	ents, err = os.ReadDir(gone)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("auth: %w", err)
+	}
+	for _, e := range ents {
+		if _, ok := userOfFile(e.Name()); !ok || e.IsDir() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(gone, e.Name()))
+		if err != nil {
+			return fmt.Errorf("auth: %w", err)
+		}
+		if _, err := a.revokeCreds(b, now); err != nil {
+			return fmt.Errorf("auth: revoked %s: %w", e.Name(), err)
+		}
+	}
+	return nil
 }
 
 // Mend writes the credentials files that a [Gen] left for later and that
@@ -390,346 +495,4 @@ func (r *Result) note(name string, made bool) {
 	} else {
 		r.Kept = append(r.Kept, name)
 	}
-}
-
-// config returns the text of the nats-server configuration.
-func config(opts Options, opJWT, accPub, accJWT, sysPub, sysJWT string) []byte {
-	var b bytes.Buffer
-	src := opts.Source
-	if src == "" {
-		src = "the mesh"
-	}
-	fmt.Fprintf(&b, "# nats-server configuration of %s, written by \"mesh-provisioner auth gen\".\n", src)
-	fmt.Fprintf(&b, "# Operator mode: the account %q (%s) holds every party's user; each user's\n", AccountName, accPub)
-	b.WriteString("# permissions are in its JWT, in the credentials file \"<user>.creds\" beside this file.\n")
-	b.WriteString("# Run \"auth gen\" again after changing the mesh file; it keeps the keys.\n\n")
-	fmt.Fprintf(&b, "operator: %q\n", opJWT)
-	fmt.Fprintf(&b, "system_account: %s\n", sysPub)
-	// A user's JWT travels in its CONNECT line: a client's permissions
-	// pass the default limit of 4 KiB.
-	fmt.Fprintf(&b, "max_control_line: %d\n", MaxControlLine)
-	b.WriteString("resolver: MEMORY\n")
-	b.WriteString("resolver_preload: {\n")
-	fmt.Fprintf(&b, "  %s: %q\n", accPub, accJWT)
-	fmt.Fprintf(&b, "  %s: %q\n", sysPub, sysJWT)
-	b.WriteString("}\n\n")
-	b.WriteString("jetstream: {\n")
-	fmt.Fprintf(&b, "  store_dir: %q\n", opts.StoreDir)
-	b.WriteString("}\n")
-	return b.Bytes()
-}
-
-// userKeys is a user's key: its seed ("SU...") and its public key
-// ("U..."), and the credentials file it was read from (nil for a new key).
-type userKeys struct {
-	seed []byte
-	pub  string
-	file []byte
-}
-
-// accountSigner signs users' JWTs with the account's key: the public key
-// alone as the key pair (its PublicKey needs no derivation) and the
-// private key derived once, where nkeys derives it from the seed again for
-// each signature.
-type accountSigner struct {
-	pub  nkeys.KeyPair
-	priv ed25519.PrivateKey
-}
-
-// signerOf returns the signer of acc, whose public key is accPub.
-func signerOf(acc nkeys.KeyPair, accPub string) (*accountSigner, error) {
-	seed, err := acc.Seed()
-	if err != nil {
-		return nil, fmt.Errorf("auth: account key: %w", err)
-	}
-	_, raw, err := nkeys.DecodeSeed(seed)
-	if err != nil {
-		return nil, fmt.Errorf("auth: account key: %w", err)
-	}
-	pub, err := nkeys.FromPublicKey(accPub)
-	if err != nil {
-		return nil, fmt.Errorf("auth: account key: %w", err)
-	}
-	return &accountSigner{pub: pub, priv: ed25519.NewKeyFromSeed(raw)}, nil
-}
-
-// sign is a [jwt.SignFn].
-func (s *accountSigner) sign(_ string, data []byte) ([]byte, error) {
-	return ed25519.Sign(s.priv, data), nil
-}
-
-// userCreds signs the party's user JWT with the account's key and returns
-// its credentials file, as [jwt.FormatUserConfig] writes it (which decodes
-// and verifies the JWT it was just given, a third of the work). It returns
-// nil when uk's file already holds that JWT (see [signed]): the file is
-// kept as it is.
-func userCreds(uk userKeys, acc *accountSigner, p access.Party) ([]byte, error) {
-	perm := p.Permissions()
-	uc := jwt.NewUserClaims(uk.pub)
-	uc.Name = p.User
-	uc.Pub.Allow = jwt.StringList(perm.Publish)
-	uc.Sub.Allow = jwt.StringList(perm.Subscribe)
-	if perm.Responses {
-		// One reply per request, within the server's default time.
-		uc.Resp = &jwt.ResponsePermission{MaxMsgs: 1, Expires: 2 * time.Minute}
-	}
-	if uk.file != nil && signed(uk.file, uc, acc.pub) {
-		return nil, nil
-	}
-	token, err := uc.EncodeWithSigner(acc.pub, acc.sign)
-	if err != nil {
-		return nil, fmt.Errorf("auth: user %s: %w", p.User, err)
-	}
-	seed, err := jwt.DecorateSeed(uk.seed)
-	if err != nil {
-		return nil, fmt.Errorf("auth: user %s: %w", p.User, err)
-	}
-	creds := make([]byte, 0, len(token)+len(seed)+64)
-	creds = append(creds, "-----BEGIN NATS USER JWT-----\n"...)
-	creds = append(creds, token...)
-	creds = append(creds, "\n------END NATS USER JWT------\n\n"...)
-	return append(creds, seed...), nil
-}
-
-// signed reports whether the credentials file holds a JWT of want, signed
-// by the account acc: the same subject, name and user fields (permissions,
-// limits), with nothing else set (no expiry, audience, start). Only the
-// times and ids of the signature may differ. A file that cannot be read so
-// is not.
-func signed(file []byte, want *jwt.UserClaims, acc nkeys.KeyPair) bool {
-	token := credsJWT(file)
-	if token == "" {
-		return false
-	}
-	old, err := jwt.DecodeUserClaims(token) // verifies its signature by its issuer
-	if err != nil {
-		return false
-	}
-	accPub, err := acc.PublicKey()
-	if err != nil || old.Issuer != accPub || old.Subject != want.Subject || old.Name != want.Name ||
-		old.Audience != "" || old.Expires != 0 || old.NotBefore != 0 {
-		return false
-	}
-	w := want.User
-	w.Type = jwt.UserClaim
-	w.Version = old.Version
-	a, err := json.Marshal(old.User)
-	if err != nil {
-		return false
-	}
-	b, err := json.Marshal(w)
-	return err == nil && bytes.Equal(a, b)
-}
-
-// credsJWT returns the JWT of a credentials file as [Gen] writes it: the
-// line after "-----BEGIN NATS USER JWT-----"; "" when there is none.
-func credsJWT(creds []byte) string {
-	begin := false
-	for line := range bytes.Lines(creds) {
-		line = bytes.TrimSpace(line)
-		switch {
-		case begin:
-			return string(line)
-		case bytes.Equal(line, []byte("-----BEGIN NATS USER JWT-----")):
-			begin = true
-		}
-	}
-	return ""
-}
-
-// userKey returns the user key of the credentials file at path, or a new
-// one when there is none.
-func userKey(path string) (userKeys, bool, error) {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		pub, priv, err := ed25519.GenerateKey(rand.Reader)
-		if err != nil {
-			return userKeys{}, false, fmt.Errorf("auth: new user key: %w", err)
-		}
-		seed, err := nkeys.EncodeSeed(nkeys.PrefixByteUser, priv.Seed())
-		if err != nil {
-			return userKeys{}, false, fmt.Errorf("auth: new user key: %w", err)
-		}
-		pk, err := nkeys.Encode(nkeys.PrefixByteUser, pub)
-		if err != nil {
-			return userKeys{}, false, fmt.Errorf("auth: new user key: %w", err)
-		}
-		return userKeys{seed: seed, pub: string(pk)}, true, nil
-	}
-	if err != nil {
-		return userKeys{}, false, fmt.Errorf("auth: %w", err)
-	}
-	kp, err := credsUserKey(b)
-	if err == nil {
-		uk := userKeys{file: b}
-		if uk.seed, err = kp.Seed(); err == nil {
-			uk.pub, err = kp.PublicKey()
-		}
-		if err == nil {
-			return uk, false, nil
-		}
-	}
-	return userKeys{}, false, fmt.Errorf("auth: %s holds no user key (move it away to make a new one): %w", path, err)
-}
-
-// credsUserKey returns the user key of a credentials file: its first line
-// that is a user's seed ("SU...", surrounding blanks trimmed). This is
-// what [jwt.ParseDecoratedUserNKey] finds in the files [Gen] writes
-// without its regular expression, which took 1.6 ms a file.
-func credsUserKey(creds []byte) (nkeys.KeyPair, error) {
-	for line := range bytes.Lines(creds) {
-		if line = bytes.TrimSpace(line); bytes.HasPrefix(line, []byte("SU")) {
-			return nkeys.FromSeed(line)
-		}
-	}
-	return nil, errors.New("no user seed (a line \"SU...\")")
-}
-
-// each calls f(0) to f(n-1) on as many goroutines as there are cores, and
-// returns the first error of one of them (the others go on).
-func each(n int, f func(i int) error) error {
-	workers := min(runtime.GOMAXPROCS(0), n)
-	if workers == 0 {
-		return nil
-	}
-	next := make(chan int)
-	errs := make(chan error, workers)
-	for range workers {
-		go func() {
-			var first error
-			for i := range next {
-				if err := f(i); err != nil && first == nil {
-					first = err
-				}
-			}
-			errs <- first
-		}()
-	}
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	var first error
-	for range workers {
-		if err := <-errs; err != nil && first == nil {
-			first = err
-		}
-	}
-	return first
-}
-
-// loadOrMake reads the seed at path, or makes a key with prefix and writes
-// its seed there (mode 0600).
-func loadOrMake(path string, prefix nkeys.PrefixByte) (nkeys.KeyPair, bool, error) {
-	b, err := os.ReadFile(path)
-	if err == nil {
-		kp, err := nkeys.FromSeed(bytes.TrimSpace(b))
-		if err != nil {
-			return nil, false, fmt.Errorf("auth: %s is not a seed (move it away to make a new one): %w", path, err)
-		}
-		if nkeys.Prefix(publicKey(kp)) != prefix {
-			return nil, false, fmt.Errorf("auth: %s is not the seed of a %s key", path, prefix)
-		}
-		return kp, false, nil
-	}
-	if !errors.Is(err, fs.ErrNotExist) {
-		return nil, false, fmt.Errorf("auth: %w", err)
-	}
-	kp, err := nkeys.CreatePair(prefix)
-	if err != nil {
-		return nil, false, fmt.Errorf("auth: new %s key: %w", prefix, err)
-	}
-	seed, err := kp.Seed()
-	if err != nil {
-		return nil, false, fmt.Errorf("auth: new %s key: %w", prefix, err)
-	}
-	if err := writeFile(path, append(seed, '\n'), 0o600); err != nil {
-		return nil, false, err
-	}
-	return kp, true, nil
-}
-
-// revokeGone moves the credentials files of users not in users to
-// dir/revoked and returns the public keys of every user there, all revoked.
-func revokeGone(dir string, users map[string]bool, res *Result) ([]string, error) {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, fmt.Errorf("auth: %w", err)
-	}
-	gone := filepath.Join(dir, RevokedDir)
-	for _, e := range ents {
-		user, ok := strings.CutSuffix(e.Name(), CredsExt)
-		if !ok || e.IsDir() || users[user] {
-			continue
-		}
-		if err := os.MkdirAll(gone, 0o700); err != nil {
-			return nil, fmt.Errorf("auth: %w", err)
-		}
-		if err := os.Rename(filepath.Join(dir, e.Name()), filepath.Join(gone, e.Name())); err != nil {
-			return nil, fmt.Errorf("auth: revoke %s: %w", user, err)
-		}
-		res.Revoked = append(res.Revoked, user)
-	}
-	ents, err = os.ReadDir(gone)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("auth: %w", err)
-	}
-	var pubs []string
-	for _, e := range ents {
-		if !strings.HasSuffix(e.Name(), CredsExt) {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(gone, e.Name()))
-		if err != nil {
-			return nil, fmt.Errorf("auth: %w", err)
-		}
-		kp, err := credsUserKey(b)
-		if err != nil {
-			return nil, fmt.Errorf("auth: revoked %s holds no user key: %w", e.Name(), err)
-		}
-		pubs = append(pubs, publicKey(kp))
-	}
-	return pubs, nil
-}
-
-// publicKey returns kp's public key; a key pair made or read here always
-// has one.
-func publicKey(kp nkeys.KeyPair) string {
-	p, err := kp.PublicKey()
-	if err != nil {
-		return ""
-	}
-	return p
-}
-
-// writeFile writes b at path with mode perm, through a temporary file
-// renamed into place, so that a reader never sees half a file (the
-// temporary file is removed when any step fails).
-func writeFile(path string, b []byte, perm os.FileMode) (err error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return fmt.Errorf("auth: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if err := tmp.Chmod(perm); err != nil {
-		return fmt.Errorf("auth: %w", err)
-	}
-	if _, err := tmp.Write(b); err != nil {
-		return fmt.Errorf("auth: write %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("auth: write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("auth: write %s: %w", path, err)
-	}
-	return nil
 }

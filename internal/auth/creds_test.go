@@ -27,12 +27,15 @@ import (
 func TestCredsFilesAsFormatUserConfig(t *testing.T) {
 	dir := t.TempDir()
 	res, parties := gen(t, dir)
-	conf, err := os.ReadFile(res.Config)
+	conf, err := os.ReadFile(res.Include)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Creds) != len(parties) || len(res.Made) != len(parties)+3 {
-		t.Fatalf("Gen wrote %d credentials files and made %d keys; want %d and %d", len(res.Creds), len(res.Made), len(parties), len(parties)+3)
+	signer := seedPub(t, filepath.Join(dir, auth.KeysDir, "account-signing.nk"))
+	// The operator, the mesh's account and the system account, and the
+	// two accounts' signing keys.
+	if len(res.Creds) != len(parties) || len(res.Made) != len(parties)+5 {
+		t.Fatalf("Gen wrote %d credentials files and made %d keys; want %d and %d", len(res.Creds), len(res.Made), len(parties), len(parties)+5)
 	}
 	pubs := map[string]string{} // user -> public key
 	for _, p := range parties {
@@ -69,8 +72,8 @@ func TestCredsFilesAsFormatUserConfig(t *testing.T) {
 		if uc.Subject != pub || uc.Name != p.User {
 			t.Errorf("%s's JWT is for %s named %q; want %s named %q", p.User, uc.Subject, uc.Name, pub, p.User)
 		}
-		if !strings.Contains(string(conf), uc.Issuer) || uc.Issuer[0] != 'A' {
-			t.Errorf("%s's JWT is signed by %s, not the configuration's account", p.User, uc.Issuer)
+		if !strings.Contains(string(conf), uc.IssuerAccount+":") || uc.Issuer != signer {
+			t.Errorf("%s's JWT is signed by %s of %s, not the signing key %s of the configuration's account", p.User, uc.Issuer, uc.IssuerAccount, signer)
 		}
 		perm := p.Permissions()
 		if !slices.Equal(uc.Pub.Allow, perm.Publish) || !slices.Equal(uc.Sub.Allow, perm.Subscribe) || (uc.Resp != nil) != perm.Responses {
@@ -82,8 +85,8 @@ func TestCredsFilesAsFormatUserConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(again.Made) != 0 || len(again.Kept) != len(parties)+3 {
-		t.Errorf("Gen again made %v and kept %d keys; want none made, %d kept", again.Made, len(again.Kept), len(parties)+3)
+	if len(again.Made) != 0 || len(again.Kept) != len(parties) {
+		t.Errorf("Gen again made %v and kept %d users' keys; want none made, %d kept", again.Made, len(again.Kept), len(parties))
 	}
 	for _, p := range parties {
 		b, err := os.ReadFile(again.Creds[p.User])
@@ -429,6 +432,7 @@ func TestGenAgainLeavesCurrentFiles(t *testing.T) {
 		t.Errorf("Gen made keys %v; want every key kept", third.Made)
 	}
 	accPub, _ := acc.PublicKey()
+	signer := seedPub(t, filepath.Join(dir, auth.KeysDir, "account-signing.nk"))
 	for _, p := range parties {
 		b, err := os.ReadFile(third.Creds[p.User])
 		if err != nil {
@@ -443,11 +447,26 @@ func TestGenAgainLeavesCurrentFiles(t *testing.T) {
 			t.Fatalf("%s: %v", p.User, err)
 		}
 		perm := p.Permissions()
-		if uc.Issuer != accPub || !slices.Equal(uc.Pub.Allow, perm.Publish) || !slices.Equal(uc.Sub.Allow, perm.Subscribe) {
-			t.Errorf("%s's JWT after Gen: issuer %s, publish %v; want %s, %v", p.User, uc.Issuer, uc.Pub.Allow, accPub, perm.Publish)
+		if uc.Issuer != signer || uc.IssuerAccount != accPub || !slices.Equal(uc.Pub.Allow, perm.Publish) || !slices.Equal(uc.Sub.Allow, perm.Subscribe) {
+			t.Errorf("%s's JWT after Gen: issuer %s of %s, publish %v; want %s of %s, %v", p.User, uc.Issuer, uc.IssuerAccount, uc.Pub.Allow, signer, accPub, perm.Publish)
 		}
 		if _, made := stale[p.User]; !made && string(b) != before[p.User] {
 			t.Errorf("%s's file was written again; it was current", p.User)
 		}
 	}
+}
+
+// seedPub returns the public key of the seed in the file at path.
+func seedPub(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp, err := nkeys.FromSeed([]byte(strings.TrimSpace(string(b))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := kp.PublicKey()
+	return pub
 }

@@ -2,12 +2,15 @@ package cli
 
 import (
 	"fmt"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/access"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/auth"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/meshfile"
 )
 
@@ -19,19 +22,22 @@ func newAuthCmd() *cobra.Command {
 		Use:   "auth",
 		Short: "Make the mesh's NATS users and their permissions (spec section 10)",
 	}
-	cmd.AddCommand(newAuthGenCmd())
+	cmd.AddCommand(newAuthGenCmd(), newAuthPushCmd(), newAuthRenewCmd(), newAuthRotateCmd())
 	return cmd
 }
 
 func newAuthGenCmd() *cobra.Command {
 	var file, dir, store string
 	var operators []string
+	var expiry time.Duration
+	var p pushFlags
 	cmd := &cobra.Command{
 		Use:   "gen -f MESHFILE -o DIR",
-		Short: "Write a nats-server configuration and one credentials file per party of the mesh",
-		Long: `gen writes into DIR the nats-server configuration of the mesh (` + auth.ConfigFile + `: an operator, the
-account "` + auth.AccountName + `" with JetStream, resolver MEMORY with the accounts preloaded) and one credentials
-file per party (<user>.creds, mode 0600), each user's JWT carrying its permissions of spec section 10:
+		Short: "Write the mesh's NATS trust (operator, accounts, one credentials file per party) and push it to running servers",
+		Long: `gen writes into DIR the mesh's NATS trust in operator mode: ` + auth.IncludeFile + ` (the operator's JWT, the
+system account and every account's JWT), the account "` + auth.AccountName + `" with JetStream, and one credentials
+file per party (<user>.creds, mode 0600), each user's JWT carrying its permissions of spec section 10,
+signed by the account's signing key and expiring after --expiry:
 
   mesh-provisioner   the seat: alone writes registry, plans, provisions, refused and its lease
   mesh-asks          the ask router: its records; answers asks.*, mesh-asks.answer.*, withdraw, list
@@ -42,9 +48,17 @@ file per party (<user>.creds, mode 0600), each user's JWT carrying its permissio
   <operator>         each operator (--operator, default "operator"): applies the mesh file, reads
                      everything, answers asks as mesh-asks.answer.<operator>, rotates credentials
 
-Seeds of the operator and accounts are kept in DIR/keys (mode 0600). Running gen again keeps every key it
-finds and signs each user's permissions anew from the mesh file; a party no longer in the file has its
-credentials moved to DIR/revoked and is revoked in the account. Restart (or reload) nats-server after.`,
+Each operator also gets a system-account user, DIR/` + auth.SystemDir + `/<operator>.creds, for the server's own
+reports (nats --creds DIR/` + auth.SystemDir + `/operator.creds server report jetstream).
+
+` + auth.ConfigFile + ` is written only when DIR has none: it includes ` + auth.IncludeFile + ` and names the JetStream
+store and the full resolver's directory; from then on it is yours (listen, cluster, TLS, monitoring).
+Seeds of the operator and the accounts are kept in DIR/keys (mode 0600). Running gen again keeps every
+key and every file that holds what it would write (the same mesh file gives the same bytes; a server's
+"nats-server --signal reload" takes it); a party no longer in the file has its credentials moved to
+DIR/revoked and is revoked in its account's JWT, and so are the older JWTs of a party whose permissions
+changed. With --push, the accounts' JWTs go to the running servers at once: a revoked party's
+connections are closed and its old credentials refused on every server.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if file == "" || dir == "" {
@@ -58,26 +72,193 @@ credentials moved to DIR/revoked and is revoked in the account. Restart (or relo
 			if err != nil {
 				return err
 			}
-			res, err := auth.Gen(dir, parties, auth.Options{StoreDir: store, Source: file})
+			res, err := auth.Gen(dir, parties, auth.Options{StoreDir: store, Source: file, Expiry: expiry})
 			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "wrote %s and %d credentials files in %s\n", res.Config, len(res.Creds), dir)
+			fmt.Fprintf(out, "wrote %s and %d credentials files in %s\n", res.Include, len(res.Creds), dir)
+			if res.ConfigKept {
+				fmt.Fprintf(out, "kept %s as it is (yours)\n", res.Config)
+			} else {
+				fmt.Fprintf(out, "wrote %s (yours to edit from now on; gen never writes it again)\n", res.Config)
+			}
 			fmt.Fprintf(out, "keys made: %s\n", list(res.Made))
-			fmt.Fprintf(out, "keys kept: %s\n", list(res.Kept))
+			fmt.Fprintf(out, "signed anew: %s\n", someOf(res.Signed, 8))
 			if len(res.Revoked) > 0 {
 				fmt.Fprintf(out, "revoked (no longer in %s): %s\n", file, list(res.Revoked))
 			}
-			fmt.Fprintf(out, "run: nats-server -c %s\n", res.Config)
-			return nil
+			if len(res.Narrowed) > 0 {
+				fmt.Fprintf(out, "older credentials revoked (permissions changed): %s\n", list(res.Narrowed))
+			}
+			if sys, ok := res.System[firstOperator(operators)]; ok {
+				fmt.Fprintf(out, "the operator's system user: %s (nats --creds %s server report jetstream)\n", sys, sys)
+			}
+			if p.url == "" {
+				fmt.Fprintf(out, "run: nats-server -c %s; a running server takes a change from \"auth push -o %s --nats URL\"\n", res.Config, dir)
+				return nil
+			}
+			return p.push(cmd, res.Authority, res.Accounts)
 		},
 	}
 	fl := cmd.Flags()
 	fl.StringVarP(&file, "file", "f", "", "the mesh file")
-	fl.StringVarP(&dir, "output", "o", "", "the directory to write into (created, mode 0700)")
-	fl.StringVar(&store, "store", "", "JetStream store directory written into the configuration (default DIR/jetstream)")
+	fl.StringVarP(&dir, "output", "o", "", "the directory to write into (created, mode 0700; refused when others may write it)")
+	fl.StringVar(&store, "store", "", "JetStream store directory written into a new "+auth.ConfigFile+" (default DIR/jetstream)")
 	fl.StringArrayVar(&operators, "operator", nil, "an operator's user name (repeat for several; default operator)")
+	fl.DurationVar(&expiry, "expiry", auth.DefaultExpiry, "life of each user's JWT; renewed by gen or \"auth renew\" once a third is left")
+	p.add(cmd, "push")
+	return cmd
+}
+
+// firstOperator returns the first of the --operator names, or the
+// default operator.
+func firstOperator(operators []string) string {
+	if len(operators) == 0 {
+		return access.DefaultOperator
+	}
+	return operators[0]
+}
+
+// pushFlags say where the accounts' JWTs are pushed.
+type pushFlags struct {
+	url     string
+	servers int
+}
+
+func (p *pushFlags) add(cmd *cobra.Command, name string) {
+	cmd.Flags().StringVar(&p.url, name, "", "push the accounts' JWTs to the running servers at this NATS URL (a comma-separated list for a cluster), as DIR/"+auth.SystemDir+"/"+auth.PushUser+auth.CredsExt)
+	cmd.Flags().IntVar(&p.servers, "servers", 1, "how many servers must take each account's JWT (the cluster's size)")
+}
+
+// push delivers jwts to the servers at p.url as a's pushing system user.
+func (p *pushFlags) push(cmd *cobra.Command, a *auth.Authority, jwts []string) error {
+	creds, err := a.SystemCreds()
+	if err != nil {
+		return err
+	}
+	nc, _, err := bus.Connect(bus.Dial{URL: p.url, Name: auth.PushUser, Creds: creds})
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	if err := bus.PushClaims(cmd.Context(), nc, jwts, p.servers); err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "pushed %d accounts' JWTs to %s (%d servers took each)\n", len(jwts), p.url, max(p.servers, 1))
+	return nil
+}
+
+func newAuthPushCmd() *cobra.Command {
+	var dir string
+	var p pushFlags
+	cmd := &cobra.Command{
+		Use:   "push -o DIR --nats URL",
+		Short: "Push the accounts' JWTs of DIR to the running servers (revocations take effect at once)",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if dir == "" || p.url == "" {
+				return usageError{fmt.Errorf("auth push needs -o DIR and --nats URL")}
+			}
+			a, err := auth.Open(dir, auth.Options{})
+			if err != nil {
+				return err
+			}
+			jwts, err := a.Accounts()
+			if err != nil {
+				return err
+			}
+			return p.push(cmd, a, jwts)
+		},
+	}
+	cmd.Flags().StringVarP(&dir, "output", "o", "", "the directory auth gen wrote")
+	p.add(cmd, "nats")
+	return cmd
+}
+
+func newAuthRenewCmd() *cobra.Command {
+	var dir string
+	var expiry time.Duration
+	cmd := &cobra.Command{
+		Use:   "renew -o DIR",
+		Short: "Sign anew, same key and permissions, every credentials file of DIR whose JWT has a third of its life left or less",
+		Long: `renew signs anew every credentials file of DIR (and DIR/` + auth.SystemDir + `) whose JWT is due: a third of
+--expiry left or less, or expired. Hand each renewed file to its party (the node or component that runs
+with it) in place of the old one: a running component reads its file again when it reconnects, which the
+server makes it do when the old JWT expires. Nothing needs pushing: the accounts do not change.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if dir == "" {
+				return usageError{fmt.Errorf("auth renew needs -o DIR")}
+			}
+			a, err := auth.Open(dir, auth.Options{Expiry: expiry})
+			if err != nil {
+				return err
+			}
+			renewed, err := a.Renew()
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "renewed: %s\n", list(renewed))
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&dir, "output", "o", "", "the directory auth gen wrote")
+	cmd.Flags().DurationVar(&expiry, "expiry", auth.DefaultExpiry, "life of each renewed JWT")
+	return cmd
+}
+
+func newAuthRotateCmd() *cobra.Command {
+	var file, dir string
+	var operators []string
+	var expiry time.Duration
+	var p pushFlags
+	cmd := &cobra.Command{
+		Use:   "rotate -f MESHFILE -o DIR USER",
+		Short: "Give a party a new key: its credentials file is written anew and every JWT of its old key revoked",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if file == "" || dir == "" {
+				return usageError{fmt.Errorf("auth rotate needs -f MESHFILE and -o DIR")}
+			}
+			f, err := meshfile.ParseFile(file)
+			if err != nil {
+				return err
+			}
+			parties, err := access.Parties(auth.MeshOf(f, operators))
+			if err != nil {
+				return err
+			}
+			i := slices.IndexFunc(parties, func(p access.Party) bool { return p.User == args[0] })
+			if i < 0 {
+				return usageError{fmt.Errorf("%s is no party of %s", args[0], file)}
+			}
+			a, err := auth.Open(dir, auth.Options{Expiry: expiry})
+			if err != nil {
+				return err
+			}
+			is, err := a.Rotate(parties[i])
+			if err != nil {
+				return err
+			}
+			jwts, err := a.Accounts()
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "rotated %s: new key in %s; its old key is revoked once pushed\n", is.User, is.Path)
+			if p.url == "" {
+				fmt.Fprintf(cmd.OutOrStdout(), "push it: auth push -o %s --nats URL\n", dir)
+				return nil
+			}
+			return p.push(cmd, a, jwts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVarP(&file, "file", "f", "", "the mesh file")
+	fl.StringVarP(&dir, "output", "o", "", "the directory auth gen wrote")
+	fl.StringArrayVar(&operators, "operator", nil, "an operator's user name (repeat for several; default operator)")
+	fl.DurationVar(&expiry, "expiry", auth.DefaultExpiry, "life of the new JWT")
+	p.add(cmd, "push")
 	return cmd
 }
 
@@ -86,4 +267,14 @@ func list(s []string) string {
 		return "none"
 	}
 	return strings.Join(s, ", ")
+}
+
+// exactArgs wants n arguments, else a usage error.
+func exactArgs(n int) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usageError{fmt.Errorf("takes %d argument(s), got %d", n, len(args))}
+		}
+		return nil
+	}
 }

@@ -21,7 +21,7 @@ func TestAuthGenCommand(t *testing.T) {
 	if err != nil {
 		t.Fatalf("auth gen: %v", err)
 	}
-	if !strings.Contains(out, "and 23 credentials files") || !strings.Contains(out, "keys made: account key, alice,") {
+	if !strings.Contains(out, "and 23 credentials files") || !strings.Contains(out, "keys made: account key, account signing key, alice,") {
 		t.Errorf("auth gen printed %q; want 23 credentials files (15 modules, 4 clients, seat, router, 2 operators) and keys made", out)
 	}
 	if _, err := server.ProcessConfigFile(filepath.Join(dir, auth.ConfigFile)); err != nil {

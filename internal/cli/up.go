@@ -127,6 +127,11 @@ const DataLock = "lock"
 // lockData creates data (mode 0700) and takes the lock on data/DataLock;
 // another up holding it fails at once, naming the directory and its pid.
 func lockData(data string) (*lockfile.Lock, error) {
+	// Another local user who may write the data directory could replace
+	// the server's configuration or a party's credentials in it.
+	if err := auth.CheckDir(data); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(data, 0o700); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
@@ -236,6 +241,7 @@ func runUp(ctx context.Context, out, errOut io.Writer, f upFlags, args []string)
 	credsWritten := func() error { return nil }
 	later := false // node clients' credentials are written after the server starts
 	authDir := filepath.Join(f.data, AuthDir)
+	var authority *auth.Authority // nil with --no-auth
 	existing := filepath.Join(authDir, auth.ConfigFile)
 	switch _, statErr := os.Stat(existing); {
 	case f.noAuth:
@@ -244,6 +250,10 @@ func runUp(ctx context.Context, out, errOut io.Writer, f upFlags, args []string)
 		// users (made from the file it was last run with), never the
 		// bundled example's.
 		sc.ConfigFile = existing
+		authority, err = auth.Open(authDir, auth.Options{})
+		if err != nil {
+			return err
+		}
 		// An up stopped while it wrote the node clients' credentials
 		// (after its server started) left some unwritten: written now,
 		// from the record it made of them.
@@ -290,6 +300,16 @@ func runUp(ctx context.Context, out, errOut io.Writer, f upFlags, args []string)
 			}
 		}()
 		sc.ConfigFile = res.Config
+		authority = res.Authority
+	}
+	if authority != nil {
+		// Users whose JWTs expire soon (or did, while up was stopped)
+		// are renewed before any component connects, and then while up
+		// runs.
+		if _, err := authority.Renew(); err != nil {
+			return err
+		}
+		go renewUsers(ctx, authority, log)
 	}
 	srv, err := bus.StartServer(sc)
 	if err != nil {
@@ -525,6 +545,35 @@ func runUp(ctx context.Context, out, errOut io.Writer, f upFlags, args []string)
 			if err := printSummary(ctx, out, ojs, shown); err != nil {
 				return err
 			}
+		}
+	}
+}
+
+// renewEvery is how often up renews its parties' credentials files: a
+// thirtieth of their life, so that each is renewed ten times before the
+// third of its life that is left when it is due.
+const renewEvery = auth.DefaultExpiry / 30
+
+// renewUsers renews the due credentials files of a every renewEvery until
+// ctx is done; a running component reads its renewed file when the server
+// closes its connection at the old JWT's expiry. A failure is logged and
+// tried again at the next tick.
+func renewUsers(ctx context.Context, a *auth.Authority, log *slog.Logger) {
+	t := time.NewTicker(renewEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		renewed, err := a.Renew()
+		if err != nil {
+			log.Error("up: renew credentials", "dir", a.Dir(), "err", err)
+			continue
+		}
+		if len(renewed) > 0 {
+			log.Info("up: credentials renewed", "dir", a.Dir(), "users", len(renewed))
 		}
 	}
 }

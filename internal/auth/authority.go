@@ -1,0 +1,619 @@
+package auth
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nkeys"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/access"
+)
+
+// Authority signs a mesh's NATS identities from the keys of one directory
+// (what [Gen] writes): the operator signs the accounts' JWTs, each
+// account's signing key signs its users' JWTs (the account's own key signs
+// nothing after), and each account's last signed JWT is kept in
+// dir/accounts/<name>.jwt: its revocations are the source of truth of who
+// was revoked, whatever else of the directory is lost. It is safe for
+// concurrent use.
+//
+// Issuing a user writes its credentials file at once. Revoking one, or
+// taking a permission away, changes its account's claims; [Authority.Accounts]
+// then signs them anew, writes them into the server's include file and
+// returns them, for [bus.PushClaims] to deliver to running servers.
+type Authority struct {
+	dir  string
+	opts Options
+	op   nkeys.KeyPair
+	made []string // keys Open made
+
+	files sync.Mutex // held by each act that writes users' files
+
+	mu       sync.Mutex // guards what follows
+	accounts map[string]*account
+	opToken  string
+}
+
+// account is one NATS account of the mesh: its keys, its last signed JWT
+// and the revocations it holds now.
+type account struct {
+	name    string
+	pub     string
+	signer  *accountSigner // its signing key
+	signPub string
+	// token is the account's last signed JWT ("" for none), claims its
+	// claims decoded.
+	token  string
+	claims *jwt.AccountClaims
+	// revoked holds the revocations of users: public key -> the time
+	// (Unix seconds) at or before which their JWTs were issued.
+	revoked map[string]int64
+}
+
+// Open returns the authority of dir, making dir (mode 0700) and the keys
+// that are missing, and reading each account's last signed JWT. It returns
+// an error wrapping [ErrLooseDir] when dir exists and others may write it,
+// or an error when a key cannot be read or made.
+func Open(dir string, opts Options) (*Authority, error) {
+	if err := CheckDir(dir); err != nil {
+		return nil, err
+	}
+	var err error
+	if opts, err = opts.normal(dir); err != nil {
+		return nil, err
+	}
+	for _, d := range []string{dir, filepath.Join(dir, KeysDir), filepath.Join(dir, AccountsDir), opts.ResolverDir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("auth: %w", err)
+		}
+	}
+	a := &Authority{dir: dir, opts: opts, accounts: map[string]*account{}}
+	op, made, err := loadOrMake(filepath.Join(dir, KeysDir, "operator.nk"), nkeys.PrefixByteOperator)
+	if err != nil {
+		return nil, err
+	}
+	a.op = op
+	if made {
+		a.made = append(a.made, "operator key")
+	}
+	for _, name := range []string{SystemAccountName, AccountName} {
+		if _, err := a.account(name); err != nil {
+			return nil, err
+		}
+	}
+	return a, nil
+}
+
+// Dir returns the directory of the authority.
+func (a *Authority) Dir() string { return a.dir }
+
+// keyName returns the name of an account's key file in keys/ (without
+// ".nk"): "account" for [AccountName] and "system" for the system account,
+// as the first versions wrote them, the account's name for any other.
+func keyName(account string) string {
+	switch account {
+	case AccountName:
+		return "account"
+	case SystemAccountName:
+		return "system"
+	}
+	return account
+}
+
+// account returns the account name, reading or making its keys and
+// reading its last signed JWT the first time.
+func (a *Authority) account(name string) (*account, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if acc, ok := a.accounts[name]; ok {
+		return acc, nil
+	}
+	id, made, err := loadOrMake(filepath.Join(a.dir, KeysDir, keyName(name)+".nk"), nkeys.PrefixByteAccount)
+	if err != nil {
+		return nil, err
+	}
+	if made {
+		a.made = append(a.made, keyName(name)+" key")
+	}
+	sk, made, err := loadOrMake(filepath.Join(a.dir, KeysDir, keyName(name)+"-signing.nk"), nkeys.PrefixByteAccount)
+	if err != nil {
+		return nil, err
+	}
+	if made {
+		a.made = append(a.made, keyName(name)+" signing key")
+	}
+	acc := &account{name: name, pub: publicKey(id), signPub: publicKey(sk), revoked: map[string]int64{}}
+	if acc.signer, err = signerOf(sk, acc.signPub); err != nil {
+		return nil, err
+	}
+	// The last signed JWT: the record in accounts/, or the copy the
+	// server keeps in its resolver directory, whichever is newer; the
+	// revocations of both are kept.
+	for _, path := range []string{a.accountFile(name), filepath.Join(a.opts.ResolverDir, acc.pub+".jwt")} {
+		b, err := readIfThere(path)
+		if err != nil {
+			return nil, err
+		}
+		if b == nil {
+			continue
+		}
+		token := string(bytes.TrimSpace(b))
+		ac, err := jwt.DecodeAccountClaims(token)
+		if err != nil || ac.Subject != acc.pub || ac.Issuer != publicKey(a.op) {
+			continue // another mesh's, or not a JWT: signed anew
+		}
+		for pub, t := range ac.Revocations {
+			acc.revoked[pub] = max(acc.revoked[pub], t)
+		}
+		if acc.claims == nil || ac.IssuedAt > acc.claims.IssuedAt {
+			acc.token, acc.claims = token, ac
+		}
+	}
+	a.accounts[name] = acc
+	return acc, nil
+}
+
+// accountFile returns the path of the record of account name's last
+// signed JWT.
+func (a *Authority) accountFile(name string) string {
+	return filepath.Join(a.dir, AccountsDir, name+".jwt")
+}
+
+// accountOf returns the name of the account that holds the party's user.
+func accountOf(access.Party) string { return AccountName }
+
+// accountByPub returns the loaded account whose public key is pub, nil
+// when none is.
+func (a *Authority) accountByPub(pub string) *account {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, acc := range a.accounts {
+		if acc.pub == pub {
+			return acc
+		}
+	}
+	return nil
+}
+
+// revoke revokes in acc every JWT of the user key pub issued at or before
+// t (Unix seconds), and reports whether that changed the account.
+func (a *Authority) revoke(acc *account, pub string, t int64) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if acc.revoked[pub] >= t {
+		return false
+	}
+	acc.revoked[pub] = t
+	return true
+}
+
+// revokedAt returns the time (Unix seconds) at or before which acc
+// revokes the JWTs of pub, 0 for none.
+func (a *Authority) revokedAt(acc *account, pub string) int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return acc.revoked[pub]
+}
+
+// isRevoked reports whether acc revokes the JWT of pub issued at iat.
+func (a *Authority) isRevoked(acc *account, pub string, iat int64) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	t, ok := acc.revoked[pub]
+	return ok && t >= iat
+}
+
+// Issued says what [Authority.Issue] did.
+type Issued struct {
+	// User is the party's user and Path its credentials file.
+	User, Path string
+	// Made says its key is new; Changed that its file was written (a new
+	// key, other claims, or an expiry renewed).
+	Made, Changed bool
+	// Revoked says its earlier JWTs were revoked in its account, because
+	// the new one says other permissions: [Authority.Accounts] signs the
+	// account anew, and its push refuses the old credentials.
+	Revoked bool
+	// Expires is when its JWT expires.
+	Expires time.Time
+}
+
+// Issue writes the party's credentials file dir/<user>.creds (mode 0600):
+// its key (kept when the file holds one) and a JWT carrying its
+// permissions, signed by its account's signing key and expiring after
+// [Options.Expiry]. A file whose JWT says the same and is not due for
+// renewal (a third of its life left) is kept byte for byte. When the file
+// held a JWT of this account that said other permissions, those earlier
+// JWTs are revoked in the account (Issued.Revoked): push
+// [Authority.Accounts] to make the servers refuse them.
+func (a *Authority) Issue(p access.Party) (Issued, error) {
+	a.files.Lock()
+	defer a.files.Unlock()
+	s, err := a.sign(p, a.opts.now())
+	if err != nil {
+		return Issued{}, err
+	}
+	if s.creds != nil {
+		if err := writeFile(s.is.Path, s.creds, 0o600); err != nil {
+			return Issued{}, err
+		}
+	} else if err := os.Chmod(s.is.Path, 0o600); err != nil {
+		return Issued{}, fmt.Errorf("auth: %w", err)
+	}
+	return s.is, nil
+}
+
+// signedUser is a user's credentials as signed: creds is nil when its file
+// is kept.
+type signedUser struct {
+	is    Issued
+	creds []byte
+}
+
+// sign signs the party's user (see [Authority.Issue]) without writing its
+// file.
+func (a *Authority) sign(p access.Party, now time.Time) (signedUser, error) {
+	acc, err := a.account(accountOf(p))
+	if err != nil {
+		return signedUser{}, err
+	}
+	path := CredsPath(a.dir, p.User)
+	uk, made, err := userKey(path)
+	if err != nil {
+		return signedUser{}, err
+	}
+	uc := userClaims(uk.pub, p)
+	return a.signClaims(acc, uc, uk, path, made, now)
+}
+
+// signClaims signs uc for the user key uk with acc's signing key (see
+// [Authority.Issue]); path is the user's file, made whether uk is new.
+func (a *Authority) signClaims(acc *account, uc *jwt.UserClaims, uk userKeys, path string, made bool, now time.Time) (signedUser, error) {
+	uc.IssuerAccount = acc.pub
+	su := signedUser{is: Issued{User: uc.Name, Path: path, Made: made}}
+	if uk.file != nil {
+		if old, err := jwt.DecodeUserClaims(credsJWT(uk.file)); err == nil && old.Subject == uk.pub {
+			same := sameUser(old, uc, acc.signPub)
+			if same && !a.due(old, now) && !a.isRevoked(acc, uk.pub, old.IssuedAt) {
+				su.is.Expires = time.Unix(old.Expires, 0)
+				return su, nil
+			}
+			if !same && (old.IssuerAccount == acc.pub || old.Issuer == acc.pub) {
+				// Other claims of this account: the old JWT is refused
+				// from the account's next push. The new one must be
+				// issued after it, a second later at most.
+				su.is.Revoked = a.revoke(acc, uk.pub, old.IssuedAt)
+				waitPast(old.IssuedAt)
+				now = time.Now()
+			}
+		}
+	}
+	if t := a.revokedAt(acc, uk.pub); t >= now.Unix() {
+		waitPast(t)
+		now = time.Now()
+	}
+	if a.opts.Expiry > 0 {
+		uc.Expires = now.Add(a.opts.Expiry).Unix()
+		su.is.Expires = time.Unix(uc.Expires, 0)
+	}
+	token, err := uc.EncodeWithSigner(acc.signer.pub, acc.signer.sign)
+	if err != nil {
+		return signedUser{}, fmt.Errorf("auth: user %s: %w", uc.Name, err)
+	}
+	if su.creds, err = credsFile(token, uk.seed); err != nil {
+		return signedUser{}, fmt.Errorf("auth: user %s: %w", uc.Name, err)
+	}
+	su.is.Changed = true
+	return su, nil
+}
+
+// due reports whether the user JWT old is due for renewal at now: a third
+// of [Options.Expiry] left or less, or an expiry where none is wanted, or
+// none where one is.
+func (a *Authority) due(old *jwt.UserClaims, now time.Time) bool {
+	if a.opts.Expiry <= 0 {
+		return old.Expires != 0
+	}
+	if old.Expires == 0 {
+		return true
+	}
+	return time.Unix(old.Expires, 0).Sub(now) < a.opts.Expiry/3
+}
+
+// waitPast returns once the clock is past the Unix second sec: a JWT
+// signed then has a later "iat" than one of sec.
+func waitPast(sec int64) {
+	for {
+		now := time.Now()
+		if now.Unix() > sec {
+			return
+		}
+		time.Sleep(time.Until(time.Unix(now.Unix()+1, 0)))
+	}
+}
+
+// userClaims returns the claims of the party's user with the key pub: its
+// name, its permissions of [access.Party.Permissions], and one reply per
+// request it receives when it answers a verb.
+func userClaims(pub string, p access.Party) *jwt.UserClaims {
+	perm := p.Permissions()
+	uc := jwt.NewUserClaims(pub)
+	uc.Name = p.User
+	uc.Pub.Allow = jwt.StringList(perm.Publish)
+	uc.Sub.Allow = jwt.StringList(perm.Subscribe)
+	if perm.Responses {
+		// One reply per request, within the server's default time.
+		uc.Resp = &jwt.ResponsePermission{MaxMsgs: 1, Expires: 2 * time.Minute}
+	}
+	return uc
+}
+
+// sameUser reports whether the user JWT old says what want says, signed
+// by the signing key signPub: the same subject, name, issuer account and
+// user fields (permissions, limits), no audience nor start. Its times
+// (iat, exp) and id may differ.
+func sameUser(old, want *jwt.UserClaims, signPub string) bool {
+	if old.Issuer != signPub || old.IssuerAccount != want.IssuerAccount || old.Subject != want.Subject ||
+		old.Name != want.Name || old.Audience != "" || old.NotBefore != 0 {
+		return false
+	}
+	w := want.User
+	w.Type = jwt.UserClaim
+	w.Version = old.Version
+	w.IssuerAccount = old.IssuerAccount
+	o := old.User
+	a, err := json.Marshal(o)
+	if err != nil {
+		return false
+	}
+	b, err := json.Marshal(w)
+	return err == nil && bytes.Equal(a, b)
+}
+
+// Revoke revokes user in its account: every JWT of its key issued until
+// now is refused once the account's JWT is pushed ([Authority.Accounts]),
+// and its credentials file is moved to dir/revoked. It reports whether the
+// account changed (false when the user was revoked already). A user with
+// no credentials file in dir nor in dir/revoked is an error wrapping
+// [fs.ErrNotExist].
+func (a *Authority) Revoke(user string) (bool, error) {
+	a.files.Lock()
+	defer a.files.Unlock()
+	return a.revokeUser(user, a.opts.now())
+}
+
+// revokeUser is [Authority.Revoke] with files held.
+func (a *Authority) revokeUser(user string, now time.Time) (bool, error) {
+	path := CredsPath(a.dir, user)
+	gone := filepath.Join(a.dir, RevokedDir, user+CredsExt)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		path = gone
+		b, err = os.ReadFile(gone)
+	}
+	if err != nil {
+		return false, fmt.Errorf("auth: revoke %s: %w", user, err)
+	}
+	changed, err := a.revokeCreds(b, now)
+	if err != nil {
+		return false, fmt.Errorf("auth: revoke %s: %w", user, err)
+	}
+	if path != gone {
+		if err := os.MkdirAll(filepath.Dir(gone), 0o700); err != nil {
+			return false, fmt.Errorf("auth: %w", err)
+		}
+		if err := os.Rename(path, gone); err != nil {
+			return false, fmt.Errorf("auth: revoke %s: %w", user, err)
+		}
+	}
+	return changed, nil
+}
+
+// revokeCreds revokes in its account the user key of a credentials file,
+// and reports whether that changed the account: revoked at now when not
+// revoked yet.
+func (a *Authority) revokeCreds(b []byte, now time.Time) (bool, error) {
+	kp, err := credsUserKey(b)
+	if err != nil {
+		return false, err
+	}
+	pub := publicKey(kp)
+	acc := a.defaultAccount()
+	if uc, err := jwt.DecodeUserClaims(credsJWT(b)); err == nil {
+		issuer := uc.IssuerAccount
+		if issuer == "" {
+			issuer = uc.Issuer
+		}
+		if x := a.accountByPub(issuer); x != nil {
+			acc = x
+		}
+	}
+	a.mu.Lock()
+	_, done := acc.revoked[pub]
+	a.mu.Unlock()
+	if done {
+		return false, nil
+	}
+	return a.revoke(acc, pub, now.Unix()), nil
+}
+
+// defaultAccount returns the account of [AccountName].
+func (a *Authority) defaultAccount() *account {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.accounts[AccountName]
+}
+
+// Accounts signs anew each account whose claims changed (revocations),
+// writes its record (dir/accounts/<name>.jwt) and the server's include
+// file ([IncludeFile]: the operator, the system account and every
+// account's JWT, which a server stores at its start when it is newer than
+// its own), and returns every account's JWT, the system account's first:
+// what [bus.PushClaims] delivers to running servers. An account that did
+// not change keeps its JWT byte for byte; one signed anew is issued a
+// second after its previous JWT at least, so that servers take it as the
+// newer.
+func (a *Authority) Accounts() ([]string, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	names := make([]string, 0, len(a.accounts))
+	for name := range a.accounts {
+		names = append(names, name)
+	}
+	sort.Slice(names, func(i, j int) bool {
+		if (names[i] == SystemAccountName) != (names[j] == SystemAccountName) {
+			return names[i] == SystemAccountName
+		}
+		return names[i] < names[j]
+	})
+	sys := a.accounts[SystemAccountName]
+	var out []string
+	for _, name := range names {
+		acc := a.accounts[name]
+		want := a.accountClaims(acc)
+		if acc.claims == nil || !sameAccount(acc.claims, want, publicKey(a.op)) {
+			if acc.claims != nil {
+				waitPast(acc.claims.IssuedAt)
+			}
+			token, err := want.Encode(a.op)
+			if err != nil {
+				return nil, fmt.Errorf("auth: account %s: %w", name, err)
+			}
+			claims, err := jwt.DecodeAccountClaims(token)
+			if err != nil {
+				return nil, fmt.Errorf("auth: account %s: %w", name, err)
+			}
+			acc.token, acc.claims = token, claims
+		}
+		if _, err := writeIfChanged(a.accountFile(name), []byte(acc.token+"\n"), 0o600); err != nil {
+			return nil, err
+		}
+		out = append(out, acc.token)
+	}
+	if err := a.operatorJWT(sys.pub); err != nil {
+		return nil, err
+	}
+	if _, err := writeIfChanged(filepath.Join(a.dir, IncludeFile), a.include(names), 0o600); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// accountClaims returns the claims account acc is to have: its name, its
+// signing key, its JetStream limits (the system account has none) and its
+// revocations. a.mu is held.
+func (a *Authority) accountClaims(acc *account) *jwt.AccountClaims {
+	ac := jwt.NewAccountClaims(acc.pub)
+	ac.Name = acc.name
+	ac.SigningKeys.Add(acc.signPub)
+	if acc.name != SystemAccountName {
+		ac.Limits.JetStreamLimits = jwt.JetStreamLimits{MemoryStorage: jwt.NoLimit, DiskStorage: jwt.NoLimit,
+			Streams: jwt.NoLimit, Consumer: jwt.NoLimit}
+	}
+	if len(acc.revoked) > 0 {
+		ac.Revocations = jwt.RevocationList{}
+		for pub, t := range acc.revoked {
+			ac.Revocations[pub] = t
+		}
+	}
+	return ac
+}
+
+// sameAccount reports whether the account JWT old says what want says,
+// signed by issuer: every field but its times and id.
+func sameAccount(old, want *jwt.AccountClaims, issuer string) bool {
+	if old.Issuer != issuer {
+		return false
+	}
+	w := *want
+	w.IssuedAt, w.ID, w.Issuer, w.Expires = old.IssuedAt, old.ID, old.Issuer, old.Expires
+	w.Type, w.Version = jwt.AccountClaim, old.Version
+	x, err := json.Marshal(old)
+	if err != nil {
+		return false
+	}
+	y, err := json.Marshal(&w)
+	return err == nil && bytes.Equal(x, y)
+}
+
+// operatorJWT signs the operator's JWT, naming the system account sysPub,
+// unless its record (dir/accounts/operator.jwt) says that already. a.mu is
+// held.
+func (a *Authority) operatorJWT(sysPub string) error {
+	if a.opToken != "" {
+		return nil
+	}
+	opPub := publicKey(a.op)
+	want := jwt.NewOperatorClaims(opPub)
+	want.Name = "mesh-provisioner"
+	want.SystemAccount = sysPub
+	path := filepath.Join(a.dir, AccountsDir, "operator.jwt")
+	b, err := readIfThere(path)
+	if err != nil {
+		return err
+	}
+	if b != nil {
+		token := string(bytes.TrimSpace(b))
+		if old, err := jwt.DecodeOperatorClaims(token); err == nil && old.Issuer == opPub && old.Subject == opPub {
+			w := *want
+			w.IssuedAt, w.ID, w.Issuer = old.IssuedAt, old.ID, old.Issuer
+			w.Type, w.Version = jwt.OperatorClaim, old.Version
+			x, err1 := json.Marshal(old)
+			y, err2 := json.Marshal(&w)
+			if err1 == nil && err2 == nil && bytes.Equal(x, y) {
+				a.opToken = token
+				return nil
+			}
+		}
+	}
+	token, err := want.Encode(a.op)
+	if err != nil {
+		return fmt.Errorf("auth: operator: %w", err)
+	}
+	if err := writeFile(path, []byte(token+"\n"), 0o600); err != nil {
+		return err
+	}
+	a.opToken = token
+	return nil
+}
+
+// accountSigner signs users' JWTs with an account's signing key: the
+// public key alone as the key pair (its PublicKey needs no derivation) and
+// the private key derived once, where nkeys derives it from the seed again
+// for each signature.
+type accountSigner struct {
+	pub  nkeys.KeyPair
+	priv ed25519.PrivateKey
+}
+
+// signerOf returns the signer of key, whose public key is pub.
+func signerOf(key nkeys.KeyPair, pub string) (*accountSigner, error) {
+	seed, err := key.Seed()
+	if err != nil {
+		return nil, fmt.Errorf("auth: signing key: %w", err)
+	}
+	_, raw, err := nkeys.DecodeSeed(seed)
+	if err != nil {
+		return nil, fmt.Errorf("auth: signing key: %w", err)
+	}
+	pk, err := nkeys.FromPublicKey(pub)
+	if err != nil {
+		return nil, fmt.Errorf("auth: signing key: %w", err)
+	}
+	return &accountSigner{pub: pk, priv: ed25519.NewKeyFromSeed(raw)}, nil
+}
+
+// sign is a [jwt.SignFn].
+func (s *accountSigner) sign(_ string, data []byte) ([]byte, error) {
+	return ed25519.Sign(s.priv, data), nil
+}

@@ -1,0 +1,402 @@
+package auth_test
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nats.go"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/access"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/auth"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus/bustest"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/meshfile"
+)
+
+// serve starts a server from the configuration Gen wrote in dir, with its
+// JetStream store in store.
+func serve(t *testing.T, dir, store string) *bus.Server {
+	t.Helper()
+	srv, err := bus.StartServer(bus.ServerConfig{Dir: store, Listen: "127.0.0.1:0", ConfigFile: filepath.Join(dir, auth.ConfigFile)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	return srv
+}
+
+// push delivers the accounts' JWTs to the server at url as the pushing
+// system user of a.
+func push(t *testing.T, url string, a *auth.Authority, jwts []string) {
+	t.Helper()
+	creds, err := a.SystemCreds()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(url, nats.UserCredentials(creds), nats.CustomInboxPrefix(access.InboxPrefix(auth.PushUser)))
+	if err != nil {
+		t.Fatalf("connect as %s: %v", auth.PushUser, err)
+	}
+	defer nc.Close()
+	if err := bus.PushClaims(context.Background(), nc, jwts, 1); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// refused reports whether the server at url refuses the credentials file
+// at path (with a copy of it, so that later changes of the file do not
+// count).
+func refused(t *testing.T, url, path string) bool {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.UserCredentials(path), nats.NoReconnect(), nats.Timeout(3*time.Second))
+	if err == nil {
+		nc.Close()
+		return false
+	}
+	if !errors.Is(err, nats.ErrAuthorization) && !errors.Is(err, nats.ErrAuthExpired) && !errors.Is(err, nats.ErrAuthRevoked) &&
+		!strings.Contains(err.Error(), "Authentication Expired") {
+		t.Fatalf("connect with %s: %v; want a connection or an authorization error", path, err)
+	}
+	return true
+}
+
+// copyFile copies the file at path into t's temporary directory.
+func copyFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), filepath.Base(path))
+	if err := os.WriteFile(out, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// without returns parties without user.
+func without(parties []access.Party, user string) []access.Party {
+	return slices.DeleteFunc(slices.Clone(parties), func(p access.Party) bool { return p.User == user })
+}
+
+// TestRemovedPartyIsRefusedAtOnce removes a node from a running server's
+// mesh: Gen revokes its user in the account's JWT, and once that is
+// pushed the server closes the node's open connection and refuses its old
+// credentials; a kept party stays connected. With DIR/revoked deleted, Gen
+// again writes the same account JWT (the revocation is read back from its
+// last signed JWT), and a server started anew from the files refuses the
+// old credentials still.
+func TestRemovedPartyIsRefusedAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	_, parties := gen(t, dir)
+	srv := serve(t, dir, t.TempDir())
+	old := copyFile(t, auth.CredsPath(dir, "client-n2"))
+	closed := make(chan struct{})
+	n2, err := nats.Connect(srv.URL(), nats.UserCredentials(old), nats.NoReconnect(),
+		nats.ClosedHandler(func(*nats.Conn) { close(closed) }))
+	if err != nil {
+		t.Fatalf("client-n2 before its removal: %v", err)
+	}
+	defer n2.Close()
+	n1, err := nats.Connect(srv.URL(), nats.UserCredentials(auth.CredsPath(dir, "client-n1")), nats.NoReconnect())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n1.Close()
+
+	res, err := auth.Gen(dir, without(parties, "client-n2"), auth.Options{StoreDir: filepath.Join(dir, "js")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res.Revoked, []string{"client-n2"}) {
+		t.Fatalf("Gen revoked %v; want [client-n2]", res.Revoked)
+	}
+	push(t, srv.URL(), res.Authority, res.Accounts)
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("client-n2's connection is open 5 s after its revocation was pushed")
+	}
+	if !refused(t, srv.URL(), old) {
+		t.Error("client-n2's old credentials connect after its revocation was pushed")
+	}
+	if err := n1.Flush(); err != nil || !n1.IsConnected() {
+		t.Errorf("client-n1 lost its connection (%v); only client-n2 was revoked", err)
+	}
+
+	// The folder of revoked credentials is lost: nothing changes.
+	account := filepath.Join(dir, auth.AccountsDir, auth.AccountName+".jwt")
+	before, err := os.ReadFile(account)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(dir, auth.RevokedDir)); err != nil {
+		t.Fatal(err)
+	}
+	again, err := auth.Gen(dir, without(parties, "client-n2"), auth.Options{StoreDir: filepath.Join(dir, "js")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after, _ := os.ReadFile(account); string(after) != string(before) {
+		t.Errorf("with %s deleted, Gen signed the account anew:\n%s\nwant\n%s", auth.RevokedDir, after, before)
+	}
+	ac, err := jwt.DecodeAccountClaims(again.Accounts[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := auth.PublicKey(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := ac.Revocations[pub]; !ok {
+		t.Errorf("the account's JWT no longer revokes client-n2 (%s)", pub)
+	}
+	srv.Shutdown()
+	fresh := serve(t, dir, t.TempDir())
+	if !refused(t, fresh.URL(), old) {
+		t.Error("a server started anew accepts client-n2's old credentials")
+	}
+	if refused(t, fresh.URL(), auth.CredsPath(dir, "client-n1")) {
+		t.Error("a server started anew refuses client-n1")
+	}
+}
+
+// TestNarrowedPermissionsRefuseOldCreds moves the module m off n1: Gen
+// signs client-n1 anew without m's permissions and revokes its earlier
+// JWTs, so that once pushed the old credentials (which still let it ask
+// for m's secrets) are refused while the new ones connect.
+func TestNarrowedPermissionsRefuseOldCreds(t *testing.T) {
+	dir := t.TempDir()
+	gen(t, dir)
+	srv := serve(t, dir, t.TempDir())
+	old := copyFile(t, auth.CredsPath(dir, "client-n1"))
+	if refused(t, srv.URL(), old) {
+		t.Fatal("client-n1 refused before any change")
+	}
+	f, err := meshfile.Parse("test.yaml", []byte(strings.Replace(testMesh, "n1: [mesh-vault, a, m]", "n1: [mesh-vault, a]", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	parties, err := access.Parties(auth.MeshOf(f, operators))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := auth.Gen(dir, parties, auth.Options{StoreDir: filepath.Join(dir, "js")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res.Narrowed, []string{"client-n1"}) || !slices.Equal(res.Signed, []string{"client-n1"}) {
+		t.Fatalf("Gen narrowed %v and signed %v; want [client-n1] for both", res.Narrowed, res.Signed)
+	}
+	push(t, srv.URL(), res.Authority, res.Accounts)
+	if !refused(t, srv.URL(), old) {
+		t.Error("client-n1's credentials from before its permissions were narrowed still connect")
+	}
+	if refused(t, srv.URL(), auth.CredsPath(dir, "client-n1")) {
+		t.Error("client-n1's new credentials are refused")
+	}
+}
+
+// TestGenAgainWritesTheSameBytes runs Gen twice with the same parties:
+// every file it wrote (the include, the accounts' and the operator's JWTs,
+// every party's and operator's credentials) holds the same bytes.
+func TestGenAgainWritesTheSameBytes(t *testing.T) {
+	dir := t.TempDir()
+	first, parties := gen(t, dir)
+	srv := serve(t, dir, t.TempDir())
+	files := func() map[string]string {
+		out := map[string]string{}
+		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || strings.HasPrefix(path, filepath.Join(dir, auth.ResolverDir)) {
+				return err
+			}
+			b, err := os.ReadFile(path)
+			out[path] = string(b)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	before := files()
+	for _, want := range []string{first.Include, first.Config, filepath.Join(dir, auth.AccountsDir, "operator.jwt"),
+		filepath.Join(dir, auth.AccountsDir, "mesh.jwt"), first.System["operator"], first.Creds["client-n1"]} {
+		if _, ok := before[want]; !ok {
+			t.Fatalf("Gen wrote no %s", want)
+		}
+	}
+	again, err := auth.Gen(dir, parties, auth.Options{StoreDir: filepath.Join(dir, "js")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(again.Signed) != 0 {
+		t.Errorf("Gen again signed %v anew; want none", again.Signed)
+	}
+	after := files()
+	for path, b := range before {
+		if after[path] != b {
+			t.Errorf("Gen again changed %s", path)
+		}
+	}
+	if len(after) != len(before) {
+		t.Errorf("Gen again wrote %d files; want the %d of the first", len(after), len(before))
+	}
+	// The server's own reload of these files is in the process test of
+	// package main (TestStandaloneNodeJoinAndLeave), with nats-server's
+	// binary: the embedded server overrides some of their options.
+	srv.Shutdown()
+}
+
+// TestOperatorConfigIsKept runs Gen over a directory whose ConfigFile the
+// operator wrote (their listen and monitoring blocks): Gen leaves it as it
+// is, and the server runs it with the include Gen wrote. A configuration
+// an earlier version of Gen wrote whole (resolver MEMORY) is replaced.
+func TestOperatorConfigIsKept(t *testing.T) {
+	dir := t.TempDir()
+	gen(t, dir)
+	mine := "# mine\ninclude \"auth.conf\"\nhttp_port: -1\njetstream: {store_dir: \"" + filepath.Join(dir, "js") + "\"}\n" +
+		"resolver: {type: full, dir: \"" + filepath.Join(dir, "my-resolver") + "\"}\n"
+	if err := os.WriteFile(filepath.Join(dir, auth.ConfigFile), []byte(mine), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res, _ := gen(t, dir)
+	if b, _ := os.ReadFile(res.Config); string(b) != mine || !res.ConfigKept {
+		t.Errorf("Gen over the operator's configuration (kept %v) left\n%s\nwant\n%s", res.ConfigKept, b, mine)
+	}
+	srv := serve(t, dir, t.TempDir())
+	if refused(t, srv.URL(), res.Creds["operator"]) {
+		t.Error("the operator is refused by a server of the operator's configuration")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "my-resolver")); err != nil {
+		t.Errorf("the operator's resolver directory: %v", err)
+	}
+
+	old := "# nats-server configuration of test.yaml, written by \"mesh-provisioner auth gen\".\noperator: \"x\"\nresolver: MEMORY\n"
+	if err := os.WriteFile(filepath.Join(dir, auth.ConfigFile), []byte(old), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res, _ = gen(t, dir)
+	if b, _ := os.ReadFile(res.Config); res.ConfigKept || !strings.Contains(string(b), "include \"auth.conf\"") {
+		t.Errorf("Gen over an earlier Gen's whole configuration (kept %v) left\n%s\nwant one that includes auth.conf", res.ConfigKept, b)
+	}
+}
+
+// TestLooseDirIsRefused: Gen refuses a directory others may write, and
+// writes nothing into it.
+func TestLooseDirIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	_, parties := gen(t, t.TempDir())
+	if _, err := auth.Gen(dir, parties, auth.Options{}); !errors.Is(err, auth.ErrLooseDir) {
+		t.Fatalf("Gen into a directory of mode 0777 = %v; want %v", err, auth.ErrLooseDir)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("Gen refused the directory but wrote %d entries into it", len(ents))
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := auth.Gen(dir, parties, auth.Options{}); err != nil {
+		t.Errorf("Gen into the directory made 0700: %v", err)
+	}
+}
+
+// TestExpiredUserIsRefusedRenewedWorks issues users whose JWTs live 3 s:
+// a connection whose file is renewed before the expiry stays usable past
+// it (the server closes it at the old JWT's expiry, and it connects again
+// with the renewed file), while a copy of the old file is refused once
+// expired.
+func TestExpiredUserIsRefusedRenewedWorks(t *testing.T) {
+	dir := t.TempDir()
+	f, err := meshfile.Parse("test.yaml", []byte(testMesh))
+	if err != nil {
+		t.Fatal(err)
+	}
+	parties, err := access.Parties(auth.MeshOf(f, operators))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := auth.Gen(dir, parties, auth.Options{StoreDir: filepath.Join(dir, "js"), Expiry: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := serve(t, dir, t.TempDir())
+	path := res.Creds["client-n1"]
+	old := copyFile(t, path)
+	token, _ := jwt.ParseDecoratedJWT(mustRead(t, old))
+	uc, err := jwt.DecodeUserClaims(token)
+	if err != nil || uc.Expires == 0 || uc.Expires-uc.IssuedAt != 3 {
+		t.Fatalf("client-n1's JWT expires at %d, issued at %d (%v); want 3 s after", uc.Expires, uc.IssuedAt, err)
+	}
+	nc, _, err := bus.Connect(bus.Dial{URL: srv.URL(), Name: "client-n1", Creds: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	bustest.WaitFor(t, 5*time.Second, "client-n1 due for renewal", func() bool {
+		renewed, err := res.Authority.Renew()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.Contains(renewed, "client-n1")
+	})
+	bustest.WaitFor(t, 10*time.Second, "client-n1's old credentials refused as expired", func() bool {
+		return refused(t, srv.URL(), old)
+	})
+	bustest.WaitFor(t, 10*time.Second, "client-n1's connection usable past its first JWT's expiry", func() bool {
+		return nc.IsConnected() && nc.FlushTimeout(time.Second) == nil
+	})
+	if refused(t, srv.URL(), path) {
+		t.Error("client-n1's renewed credentials are refused")
+	}
+}
+
+// TestOperatorSystemUser: the operator's system-account user answers the
+// servers' JetStream report (what "nats server report jetstream" asks),
+// while the pushing user may not ask it.
+func TestOperatorSystemUser(t *testing.T) {
+	dir := t.TempDir()
+	res, _ := gen(t, dir)
+	srv := serve(t, dir, t.TempDir())
+	nc, err := nats.Connect(srv.URL(), nats.UserCredentials(res.System["operator"]))
+	if err != nil {
+		t.Fatalf("the operator's system user: %v", err)
+	}
+	defer nc.Close()
+	m, err := nc.Request("$SYS.REQ.SERVER.PING.JSZ", nil, 3*time.Second)
+	if err != nil || !strings.Contains(string(m.Data), `"server"`) {
+		t.Fatalf("JetStream report as the operator's system user = %v; want a server's answer", err)
+	}
+	pusher, err := res.Authority.SystemCreds()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := nats.Connect(srv.URL(), nats.UserCredentials(pusher), nats.CustomInboxPrefix(access.InboxPrefix(auth.PushUser)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	if _, err := pc.Request("$SYS.REQ.SERVER.PING.JSZ", nil, 500*time.Millisecond); err == nil {
+		t.Error("the pushing user got the JetStream report; want it refused")
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
