@@ -14,14 +14,15 @@ import (
 //   - a from that names no module of the file;
 //   - a provision the provider's trunk manifest (its newest build) does
 //     not offer, saying what it offers;
-//   - an on that names no node of the file;
-//   - a provision whose offer has a credential (own or shared), required by
-//     a module placed on some node, when no node places mesh-vault, the
-//     provider of every credential (spec 4).
+//   - an on that names no node of the file.
 //
 // Said as warnings, since a later file may place what is missing: a
-// provider that is a module of the file but placed on no node, and an on
-// node where the provider is not placed. A requirement of a build the seat
+// provider that is a module of the file but placed on no node, an on
+// node where the provider is not placed, and a provision whose offer has a
+// credential (own or shared), required by a module placed on some node,
+// when no node places mesh-vault, the provider of every credential (spec
+// 4): its credential stays asked until a node places mesh-vault, which a
+// running mesh follows with no restart. A requirement of a build the seat
 // does not compose (an older build no want names and no have runs) is not
 // refused: what it names is said as a warning.
 func (p *parser) meet(f *File, modules map[string]*moduleInfo, refs []ref) {
@@ -69,8 +70,8 @@ func (p *parser) meet(f *File, modules map[string]*moduleInfo, refs []ref) {
 			p.warnf(r.on, "%s requires %s from %s on %s, where %s is not placed yet: the seat holds %s until it is", r.consumer, what, r.req.From, r.req.On, r.req.From, r.consumer)
 		}
 		if credential(offer) && !vault && placed[r.consumer] && f.composes(r.consumer, r.fp) {
-			p.errf(r.item, "%s requires %s from %s, whose offer has a credential (credential: %s), and no node places %s, which provides every credential: place it on a node",
-				r.consumer, what, r.req.From, offer.Credential, mesh.VaultModule)
+			p.warnf(r.item, "%s requires %s from %s, whose offer has a credential (credential: %s), and no node places %s, which provides every credential: it stays asked until a node places %s",
+				r.consumer, what, r.req.From, offer.Credential, mesh.VaultModule, mesh.VaultModule)
 		}
 	}
 }
