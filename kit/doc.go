@@ -44,5 +44,5 @@
 //
 // Package kit/kittest helps providers test their handler against a real
 // embedded bus, with provisions and warrants written the way the seat writes
-// them.
+// them. docs/providers.md says how to write and test a provider.
 package kit

@@ -28,8 +28,11 @@ after mesh M and the key (M_<node>_<consumer>[_<local>]) and marked as M's: a ro
 that M did not make is refused with why, never taken, so that meshes sharing a server never meet. Entries go to
 ` + mesh.BoundBucket(pgprovider.Module) + `. On the operator's yes the role logs in no more at once, what it owns in every
 database is handed to --owner, and it goes; its database and data stay (a removal PostgreSQL refuses is
-said in the key's why and tried again). DSN connects as a role that may create roles and databases. Started before the seat, it
-waits for the provisions bucket the seat makes; an unreachable PostgreSQL server makes its keys wait.`,
+said in the key's why and tried again). Consumers are handed --advertise HOST:PORT as the server's address
+(default: the DSN's; a loopback address is refused to consumers on other nodes). Every --check-every the roles
+are checked against the credentials handed out: a password changed by hand is said in its key and set back.
+DSN connects as a role that may create roles and databases. Started before the seat, it waits for the
+provisions bucket the seat makes; an unreachable PostgreSQL server makes its keys wait.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !mesh.ValidName(node) {

@@ -137,6 +137,25 @@ func (s *Seat) put(key string, p mesh.Provision) {
 	s.poke()
 }
 
+// Wait polls the provision at key (every 10 ms, for up to 20 s) until until
+// returns true for it (ok false: there is none), and returns it; past the
+// deadline it fails t, saying what. The kit and the seat work
+// asynchronously: wait for a state, never sleep.
+func (s *Seat) Wait(key mesh.ProvisionKey, what string, until func(p mesh.Provision, ok bool) bool) mesh.Provision {
+	s.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		p, ok := s.Get(key)
+		if until(p, ok) {
+			return p
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("kittest: after 20s %s is %s %q, still not %s", key, p.State, p.Why, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // Need writes p at key as needed: state asked with the seat's why, its ask
 // and warrant cleared (a reference already there is kept).
 func (s *Seat) Need(key mesh.ProvisionKey, p mesh.Provision) {
