@@ -72,8 +72,16 @@ func (p *process) exited() bool {
 // its output is logged when t failed.
 func start(t *testing.T, name string, args ...string) *process {
 	t.Helper()
-	p := &process{name: name, cmd: exec.Command(os.Args[0], args...), done: make(chan struct{})}
-	p.cmd.Env = append(os.Environ(), asMain+"=1")
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), asMain+"=1")
+	return startCmd(t, name, cmd)
+}
+
+// startCmd runs cmd as a process of its own, stopped as [start] says.
+func startCmd(t *testing.T, name string, cmd *exec.Cmd) *process {
+	t.Helper()
+	args := cmd.Args[1:]
+	p := &process{name: name, cmd: cmd, done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p, p
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)

@@ -1,0 +1,130 @@
+package cli
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/access"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/auth"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/meshfile"
+)
+
+func init() { commands = append(commands, newNodeCmd) }
+
+// newNodeCmd returns "node", a standalone deployment's members.
+func newNodeCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "node",
+		Short: "Add a node to a running standalone deployment, or remove one, with no server restart",
+	}
+	cmd.AddCommand(newNodeJoinCmd(), newNodeLeaveCmd())
+	return cmd
+}
+
+// nodeFlags are the flags of node join and leave.
+type nodeFlags struct {
+	file, dir string
+	operators []string
+	push      pushFlags
+}
+
+func (f *nodeFlags) add(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVarP(&f.file, "file", "f", "", "the mesh file, as applied")
+	fl.StringVarP(&f.dir, "output", "o", "", "the directory auth gen wrote")
+	fl.StringArrayVar(&f.operators, "operator", nil, "an operator's user name (repeat for several; default operator), as given to auth gen")
+	f.push.add(cmd, "nats")
+}
+
+// gen runs auth gen over the mesh file and pushes the accounts: every
+// party's credentials as the file says, each kept when it holds that.
+func (f *nodeFlags) gen(cmd *cobra.Command) (*auth.Result, *meshfile.File, error) {
+	if f.file == "" || f.dir == "" || f.push.url == "" {
+		return nil, nil, usageError{fmt.Errorf("%s needs -f MESHFILE, -o DIR and --nats URL", cmd.CommandPath())}
+	}
+	mf, err := meshfile.ParseFile(f.file)
+	if err != nil {
+		return nil, nil, err
+	}
+	parties, err := access.Parties(auth.MeshOf(mf, f.operators))
+	if err != nil {
+		return nil, nil, err
+	}
+	res, err := auth.Gen(f.dir, parties, auth.Options{Source: f.file})
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := f.push.push(cmd, res.Authority, res.Accounts); err != nil {
+		return nil, nil, err
+	}
+	return res, mf, nil
+}
+
+func newNodeJoinCmd() *cobra.Command {
+	var f nodeFlags
+	cmd := &cobra.Command{
+		Use:   "join NODE -f MESHFILE -o DIR --nats URL",
+		Short: "Issue the users of a node the mesh file adds (and of what it places there), push them, and say the file to hand over",
+		Long: `join issues the bus users of the mesh file as auth gen does (a new node's client, and a module's
+user for each module new in the file), keeping every other party's file as it is, pushes the accounts to
+the running servers (no restart, no configuration to edit), and prints the one credentials file to hand to
+NODE, with the command its client runs there. Add the node to the mesh file and apply it first (apply -f).`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			node := args[0]
+			res, mf, err := f.gen(cmd)
+			if err != nil {
+				return err
+			}
+			if !slices.Contains(mf.Nodes, node) {
+				return fmt.Errorf("%s names no node %s: add it to the file and apply it, then join it", f.file, node)
+			}
+			creds := res.Creds[access.ClientUser(node)]
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "signed anew: %s\n", someOf(res.Signed, 8))
+			fmt.Fprintf(out, "hand %s to %s; there, run:\n", creds, node)
+			fmt.Fprintf(out, "  mesh-provisioner client --node %s --nats %s --creds %s --root DIR\n", node, f.push.url, auth.CredsPath(".", access.ClientUser(node)))
+			for _, mod := range mf.Placement[node] {
+				if p, ok := res.Creds[mod]; ok && slices.Contains(res.Signed, mod) {
+					fmt.Fprintf(out, "the module %s placed on %s runs as %s\n", mod, node, p)
+				}
+			}
+			return nil
+		},
+	}
+	f.add(cmd)
+	return cmd
+}
+
+func newNodeLeaveCmd() *cobra.Command {
+	var f nodeFlags
+	cmd := &cobra.Command{
+		Use:   "leave NODE -f MESHFILE -o DIR --nats URL",
+		Short: "Revoke the users of a node the mesh file no longer has, at once on every server",
+		Long: `leave revokes, as auth gen does, the users of the parties the mesh file no longer has (NODE's client,
+and a module's user for each module gone from the file), and narrows every party whose permissions
+change, then pushes the accounts: the servers close their connections and refuse their old credentials
+at once. Remove the node from the mesh file and apply it first.`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			node := args[0]
+			res, mf, err := f.gen(cmd)
+			if err != nil {
+				return err
+			}
+			if slices.Contains(mf.Nodes, node) {
+				return fmt.Errorf("%s still names the node %s: remove it from the file and apply it, then run leave", f.file, node)
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "revoked: %s\n", list(res.Revoked))
+			if len(res.Narrowed) > 0 {
+				fmt.Fprintf(out, "older credentials revoked (permissions changed): %s\n", list(res.Narrowed))
+			}
+			return nil
+		},
+	}
+	f.add(cmd)
+	return cmd
+}
