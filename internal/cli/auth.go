@@ -31,6 +31,7 @@ func newAuthGenCmd() *cobra.Command {
 	var operators []string
 	var expiry time.Duration
 	var p pushFlags
+	var c clusterFlags
 	cmd := &cobra.Command{
 		Use:   "gen -f MESHFILE -o DIR",
 		Short: "Write the mesh's NATS trust (operator, accounts, one credentials file per party) and push it to running servers",
@@ -94,6 +95,15 @@ connections are closed and its old credentials refused on every server.`,
 			if sys, ok := res.System[firstOperator(operators)]; ok {
 				fmt.Fprintf(out, "the operator's system user: %s (nats --creds %s server report jetstream)\n", sys, sys)
 			}
+			if len(c.servers) > 0 {
+				paths, err := c.write(dir)
+				if err != nil {
+					return err
+				}
+				for _, path := range paths {
+					fmt.Fprintf(out, "server: nats-server -c %s\n", path)
+				}
+			}
 			if p.url == "" {
 				fmt.Fprintf(out, "run: nats-server -c %s; a running server takes a change from \"auth push -o %s --nats URL\"\n", res.Config, dir)
 				return nil
@@ -108,7 +118,42 @@ connections are closed and its old credentials refused on every server.`,
 	fl.StringArrayVar(&operators, "operator", nil, "an operator's user name (repeat for several; default operator)")
 	fl.DurationVar(&expiry, "expiry", auth.DefaultExpiry, "life of each user's JWT; renewed by gen or \"auth renew\" once a third is left")
 	p.add(cmd, "push")
+	c.add(cmd)
 	return cmd
+}
+
+// clusterFlags describe a cluster whose servers' files auth gen writes.
+type clusterFlags struct {
+	name, cert, key, ca string
+	servers             []string
+}
+
+func (c *clusterFlags) add(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&c.name, "cluster", "mesh", "with --server: the cluster's name")
+	fl.StringArrayVar(&c.servers, "server", nil, "a server of a cluster, NAME=HOST[:PORT[:CLUSTERPORT[:HTTPPORT[:LEAFPORT]]]] (repeat, 3 or 5; default ports 4222, 6222, 8222, 7422): writes DIR/"+auth.ServersDir+"/NAME/"+auth.ConfigFile+" when missing")
+	fl.StringVar(&c.cert, "tls-cert", "", "with --server: each server's certificate file (client, route and leafnode TLS)")
+	fl.StringVar(&c.key, "tls-key", "", "with --server: its key file")
+	fl.StringVar(&c.ca, "tls-ca", "", "with --server: the CA file that signs the peers' certificates")
+}
+
+// write writes the servers' files into dir.
+func (c *clusterFlags) write(dir string) ([]string, error) {
+	cl := auth.Cluster{Name: c.name}
+	for _, s := range c.servers {
+		srv, err := auth.ParseServer(s)
+		if err != nil {
+			return nil, usageError{err}
+		}
+		cl.Servers = append(cl.Servers, srv)
+	}
+	if c.cert != "" || c.key != "" || c.ca != "" {
+		if c.cert == "" || c.key == "" || c.ca == "" {
+			return nil, usageError{fmt.Errorf("--tls-cert, --tls-key and --tls-ca go together")}
+		}
+		cl.TLS = &auth.TLSFiles{Cert: c.cert, Key: c.key, CA: c.ca}
+	}
+	return cl.Write(dir)
 }
 
 // firstOperator returns the first of the --operator names, or the
