@@ -110,6 +110,7 @@ func (c *composer) judgeNode() {
 		needs = append(needs, n)
 	}
 	var retire []string
+	requireMore := false // a held consumer's key needs a provider not yet in c.requires
 	for _, key := range c.keys {
 		if _, ok := c.res.Needed[key]; ok {
 			continue
@@ -118,20 +119,34 @@ func (c *composer) judgeNode() {
 		k, err := mesh.ParseProvisionKey(key)
 		if err == nil {
 			if _, held := c.res.Held[k.Consumer]; held && k.Node == c.node {
-				continue // not composed is not unneeded
+				// Not composed is not unneeded: a held consumer's key
+				// still follows its provider (spec 5), needed as it
+				// stands; one already retiring is decided on its ask.
+				if p.State != mesh.Retiring {
+					n := kept(key, p)
+					c.res.Needed[key] = n
+					needs = append(needs, n)
+					if !slices.Contains(c.requires, p.Provider.Module) {
+						c.require(p.Provider.Module)
+						requireMore = true
+					}
+				}
+				continue
 			}
 		}
 		if c.dependedOn(key) {
-			needs = append(needs, &Need{
-				Key: key, Provision: p.Provision, Local: p.Local,
-				Consumer: p.Consumer, Provider: p.Provider, DependsOn: p.DependsOn,
-			})
+			needs = append(needs, kept(key, p))
 			continue
 		}
 		retire = append(retire, key)
 	}
 	j.needs(needs)
 	c.needs = needs
+	if requireMore {
+		// A change of a held key's provider composes this node again.
+		sort.Strings(c.requires)
+		c.res.Requires = c.requires
+	}
 	sort.Strings(retire)
 	for _, key := range retire {
 		if j.retire(key) {
@@ -139,6 +154,15 @@ func (c *composer) judgeNode() {
 		}
 	}
 	sort.Strings(c.res.Retired)
+}
+
+// kept returns the need of a key as the seat keeps it at p: its consumer,
+// provider and depends-on as they stand.
+func kept(key string, p mesh.Provision) *Need {
+	return &Need{
+		Key: key, Provision: p.Provision, Local: p.Local,
+		Consumer: p.Consumer, Provider: p.Provider, DependsOn: p.DependsOn,
+	}
 }
 
 // dependedOn reports whether a provision of another node depends on key.
@@ -164,10 +188,9 @@ func (j *judge) needed(n *Need) {
 		Provider:  n.Provider,
 		DependsOn: n.DependsOn,
 	}
+	// The reference is the one the current entry names, or none (spec 5):
+	// a key that failed, or whose entry names no reference, shows none.
 	p.State, p.Why, p.Reference = j.outcome(n, &old)
-	if p.Reference == nil && had {
-		p.Reference = old.Reference // a kept reference is carried over
-	}
 	if had && old.State == mesh.Retiring && old.Ask != "" && old.Warrant == nil {
 		if j.res.Withdrawn == nil {
 			j.res.Withdrawn = map[string]string{}
@@ -394,6 +417,12 @@ func (j *judge) outcome(n *Need, old *mesh.Provision) (mesh.State, string, *mesh
 		j.why = appendWhyNoProvider(j.why[:0], n.DependsOn[0], n.NoProvider)
 		return mesh.Asked, j.text(old.Why), nil
 	}
+	// A provider that left its node answers nothing, whatever its entry
+	// or have still say (a held consumer's key keeps its provider).
+	if nodes := j.st.NodesOf(n.Provider.Module); !placedOn(nodes, n.Provider.Node) {
+		j.why = appendWhyProviderLeft(j.why[:0], n.Provider, nodes)
+		return mesh.Asked, j.text(old.Why), nil
+	}
 	pman, err := j.trunk(n.Provider.Module)
 	if err != nil {
 		return mesh.Asked, whyProviderUnknown(n.Provider, err), nil
@@ -422,6 +451,12 @@ func (j *judge) byEntry(n *Need, pman *mesh.Manifest, old *mesh.Provision) (mesh
 		return mesh.Asked, whyEntryUndecodable(n.Provider, err), nil
 	}
 	if !ok {
+		if isWhyEntryLost(old.Why, n.Provider) {
+			return mesh.Asked, old.Why, nil // still gone, since the time it says
+		}
+		if last, lost := j.st.Lost(n.Provider.Module, n.Key); lost {
+			return mesh.Asked, whyEntryLost(n.Provider, last, j.now), nil
+		}
 		j.why = appendWhyNoEntry(j.why[:0], n.Provider, pman.ReadsPlans())
 		return mesh.Asked, j.text(old.Why), nil
 	}
@@ -465,6 +500,13 @@ func (j *judge) byHave(n *Need, old *mesh.Provision) (mesh.State, string, *mesh.
 	}
 	j.why = appendWhyHaveNotReady(j.why[:0], n.Provider, h, want)
 	return mesh.Asked, j.text(old.Why), nil
+}
+
+// placedOn reports whether node is one of nodes, sorted as
+// [State.NodesOf] returns them.
+func placedOn(nodes []string, node string) bool {
+	_, found := slices.BinarySearch(nodes, node)
+	return found
 }
 
 // stateOf is the state and why of key as judged in this pass, or as

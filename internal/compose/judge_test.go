@@ -204,3 +204,33 @@ func check(t *testing.T, m *state.Mesh, want map[string]provState) {
 		}
 	}
 }
+
+// The reference of a key is the one its provider's current entry names, or
+// none: a key that failed shows no old reference, and an entry provided
+// with no vault name or generation leaves none.
+func TestReferenceIsTheCurrentEntrys(t *testing.T) {
+	f, err := meshfile.Parse("judge.yaml", []byte(judgeMesh))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := loadFile(t, f)
+	put(t, m, mesh.BoundBucket("mesh-vault"), jDBCred, mesh.Entry{State: mesh.Provided, VaultName: "v", Generation: 1})
+	settle(t, m)
+	for _, step := range []struct {
+		entry mesh.Entry
+		state mesh.State
+		ref   *mesh.Reference
+	}{
+		{mesh.Entry{State: mesh.Provided, VaultName: "pg/app", Generation: 3}, mesh.Provided, &mesh.Reference{ID: "pg/app", Generation: 3}},
+		{mesh.Entry{State: mesh.Failed, Why: "disk full"}, mesh.Failed, nil},
+		{mesh.Entry{State: mesh.Provided}, mesh.Provided, nil},
+		{mesh.Entry{State: mesh.Provided, VaultName: "pg/app", Generation: 4}, mesh.Provided, &mesh.Reference{ID: "pg/app", Generation: 4}},
+		{mesh.Entry{State: mesh.Waits, Why: "restoring"}, mesh.Waits, nil},
+	} {
+		take(m, compose.Judge(m, put(t, m, mesh.BoundBucket("postgres"), jDB, step.entry).Keys, m.NeedOf, at))
+		p, _ := m.Provision(jDB)
+		if p.State != step.state || (p.Reference == nil) != (step.ref == nil) || p.Reference != nil && *p.Reference != *step.ref {
+			t.Errorf("entry %+v: %s = %s reference %v; want %s reference %v", step.entry, jDB, p.State, p.Reference, step.state, step.ref)
+		}
+	}
+}

@@ -36,6 +36,10 @@ type State interface {
 	Manifest(digest string) (*mesh.Manifest, error)
 	// Entry returns the provider's entry at key in <provider>_bound.
 	Entry(provider, key string) (mesh.Entry, bool, error)
+	// Lost returns the entry the provider kept at key before it was
+	// deleted or purged, and whether one is known: a lost entry reads
+	// differently from one never given.
+	Lost(provider, key string) (mesh.Entry, bool)
 	// Provision returns the seat's provision at key
 	// (mesh-provisioner_provisions).
 	Provision(key string) (mesh.Provision, bool)

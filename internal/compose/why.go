@@ -2,7 +2,9 @@ package compose
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
@@ -117,11 +119,84 @@ func appendWhyNoEntry(b []byte, provider mesh.Ref, readsPlans bool) []byte {
 	return b
 }
 
+// whyEntryLost is the why of a key whose provider's entry was deleted or
+// purged at about now; last is what the entry said.
+func whyEntryLost(provider mesh.Ref, last mesh.Entry, now time.Time) string {
+	return lostPrefix(provider) + now.UTC().Format(time.RFC3339) + " (it said last: " + Said(last) + ")"
+}
+
+// isWhyEntryLost reports whether why is a [whyEntryLost] of provider; it
+// makes no string (a settled mesh asks it of every key with no entry).
+func isWhyEntryLost(why string, provider mesh.Ref) bool {
+	for _, part := range [...]string{"asked of ", provider.Module, " on ", provider.Node, "; its entry in ",
+		provider.Module, boundSuffix, " is gone since "} {
+		var ok bool
+		if why, ok = strings.CutPrefix(why, part); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// boundSuffix ends the name of every <provider>_bound bucket.
+var boundSuffix = mesh.BoundBucket("")
+
+func lostPrefix(provider mesh.Ref) string {
+	return "asked of " + provider.Module + " on " + provider.Node + "; its entry in " + mesh.BoundBucket(provider.Module) + " is gone since "
+}
+
+// Said says what an entry says: "provided, vault name V, generation N",
+// "failed: <why>", "waits: <why>", or its state and why when it is none of
+// these.
+func Said(e mesh.Entry) string {
+	state, why := e.Outcome()
+	switch state {
+	case mesh.Provided:
+		s := string(state)
+		if e.VaultName != "" {
+			s += ", vault name " + e.VaultName
+		}
+		if e.Generation != 0 {
+			s += ", generation " + strconv.FormatInt(e.Generation, 10)
+		}
+		return s
+	case "":
+		state = "no state"
+	}
+	if why == "" {
+		return string(state)
+	}
+	return string(state) + ": " + why
+}
+
 // appendRef appends "<module> on <node>".
 func appendRef(b []byte, r mesh.Ref) []byte {
 	b = append(b, r.Module...)
 	b = append(b, " on "...)
 	return append(b, r.Node...)
+}
+
+// appendWhyProviderLeft is the why of a key whose provider is no longer
+// placed on its node: nodes are where it is placed now (none: it left the
+// mesh).
+func appendWhyProviderLeft(b []byte, provider mesh.Ref, nodes []string) []byte {
+	b = append(b, "asked of "...)
+	b = appendRef(b, provider)
+	if len(nodes) == 0 {
+		b = append(b, ", which is placed on no node any more"...)
+	} else {
+		b = append(b, ", which is no longer placed on "...)
+		b = append(b, provider.Node...)
+		b = append(b, " (it is placed on "...)
+		for i, n := range nodes {
+			if i > 0 {
+				b = append(b, ", "...)
+			}
+			b = append(b, n...)
+		}
+		b = append(b, ')')
+	}
+	return append(b, ": nothing answers this key"...)
 }
 
 func whyEntryUndecodable(provider mesh.Ref, err error) string {

@@ -539,6 +539,9 @@ func (s *keyByKey) Entry(provider, key string) (mesh.Entry, bool, error) {
 	return e, ok, nil
 }
 
+// Lost knows no lost entry: a key read alone has no past.
+func (s *keyByKey) Lost(provider, key string) (mesh.Entry, bool) { return mesh.Entry{}, false }
+
 func (s *keyByKey) Provision(key string) (mesh.Provision, bool) {
 	var p mesh.Provision
 	ok := s.mustDecode(mesh.ProvisionsBucket, key, &p)

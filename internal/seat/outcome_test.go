@@ -3,6 +3,7 @@ package seat_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
@@ -46,15 +47,63 @@ func TestEntriesRejudgeWithoutComposing(t *testing.T) {
 		}
 	}
 
-	// A provided key that later fails keeps its reference.
+	// A provided key that later fails shows no reference: the reference is
+	// the one the current entry names.
 	h.put(pg, "ace.gitea.database.main", mesh.Entry{State: mesh.Failed, Why: "password rotation failed"})
 	p = h.waitState("ace.gitea.database.main", mesh.Failed, "password rotation failed")
-	if p.Reference == nil || p.Reference.Generation != 3 {
-		t.Errorf("failed key lost its reference: %+v", p)
+	if p.Reference != nil {
+		t.Errorf("failed key keeps the reference %+v; want none", *p.Reference)
 	}
-	// An entry gone: asked again.
+}
+
+// An entry deleted or purged leaves its key asked with a why that says the
+// entry is gone, since when, and what it said last: not the why of an entry
+// never given. A seat that starts after the loss keeps that why.
+func TestLostEntryIsSaid(t *testing.T) {
+	h := start(t, homelab(t))
+	h.credentialsProvided("ace.gitea.credential.postgres_database_main", "ace.vaultwarden.credential.postgres_database")
+	pg := mesh.BoundBucket("postgres")
+	h.put(pg, "ace.gitea.database.main", mesh.Entry{State: mesh.Provided, VaultName: "vault/ace-gitea-main", Generation: 3})
+	h.put(pg, "ace.vaultwarden.database", mesh.Entry{State: mesh.Failed, Why: `role "vw" exists`})
+	h.waitState("ace.gitea.database.main", mesh.Provided, "")
+	h.waitState("ace.vaultwarden.database", mesh.Failed, `role "vw" exists`)
+
+	const gone = "asked of postgres on control; its entry in postgres_bound is gone since "
 	h.del(pg, "ace.vaultwarden.database")
-	h.waitState("ace.vaultwarden.database", mesh.Asked, noEntry+"postgres_bound")
+	if err := h.kv(pg).Purge(h.ctx, "ace.gitea.database.main"); err != nil {
+		t.Fatal(err)
+	}
+	lost := map[string]string{
+		"ace.vaultwarden.database": `(it said last: failed: role "vw" exists)`,
+		"ace.gitea.database.main":  "(it said last: provided, vault name vault/ace-gitea-main, generation 3)",
+	}
+	whys := map[string]string{}
+	for key, said := range lost {
+		p := h.waitState(key, mesh.Asked, gone)
+		since, ok := strings.CutPrefix(p.Why, gone)
+		if !ok || !strings.HasSuffix(since, " "+said) {
+			t.Errorf("%s why = %q; want %q<time> %s", key, p.Why, gone, said)
+			continue
+		}
+		at, err := time.Parse(time.RFC3339, strings.TrimSuffix(since, " "+said))
+		if err != nil || at.Before(p.At.Add(-time.Second)) || at.After(p.At) {
+			t.Errorf("%s gone since %q (%v); want the time it was judged gone, %s", key, since, err, p.At)
+		}
+		if p.Reference != nil {
+			t.Errorf("%s reference = %+v; want none", key, *p.Reference)
+		}
+		whys[key] = p.Why
+	}
+	// A seat that starts anew knows only the delete markers: the whys stand.
+	h.stopSeat()
+	h.startSeat()
+	h.put(mesh.WantsBucket, "want.ace.gitea", mesh.Want{Fingerprint: "b7c100"}) // composes ace again
+	h.settle()
+	for key, why := range whys {
+		if p, _ := h.provision(key); p.State != mesh.Asked || p.Why != why {
+			t.Errorf("%s after a restart = %s %q; want asked %q", key, p.State, p.Why, why)
+		}
+	}
 }
 
 // A provider whose manifest does not read the plans never answers: said.

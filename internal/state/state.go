@@ -183,6 +183,10 @@ type Mesh struct {
 	texts     map[string]string // digest -> raw JSON text (decoded lazily)
 	usedBy    map[string]set    // digest -> modules whose build or trunk names it
 	entries   map[string]map[string]entry
+	// lost holds, per provider, the last entry of each key the seat keeps a
+	// provision at whose entry was deleted or purged since: what it said
+	// last (see [Mesh.Lost]).
+	lost map[string]map[string]mesh.Entry
 
 	provisions map[string]kept     // key -> the provision kept there
 	provByNode map[string][]string // node -> its provision keys, sorted
@@ -248,6 +252,7 @@ func New() *Mesh {
 		texts:      map[string]string{},
 		usedBy:     map[string]set{},
 		entries:    map[string]map[string]entry{},
+		lost:       map[string]map[string]mesh.Entry{},
 		provisions: map[string]kept{},
 		provByNode: map[string][]string{},
 		dependents: map[string]few{},
@@ -787,8 +792,16 @@ func (m *Mesh) takeEntry(ch bus.Change, t *Touch) {
 		return
 	}
 	if ch.Deleted {
+		old, had := m.entries[provider][ch.Key]
+		if _, kept := m.provisions[ch.Key]; kept && had && old.err == nil {
+			if m.lost[provider] == nil {
+				m.lost[provider] = map[string]mesh.Entry{}
+			}
+			m.lost[provider][ch.Key] = old.e
+		}
 		delete(m.entries[provider], ch.Key)
 	} else {
+		m.forgetLost(provider, ch.Key)
 		v := entry{}
 		err := read(ch, &m.entry, t)
 		v.e, m.entry = m.entry, mesh.Entry{}
@@ -804,6 +817,16 @@ func (m *Mesh) takeEntry(ch bus.Change, t *Touch) {
 		m.entries[provider][ch.Key] = v
 	}
 	t.Keys = append(t.Keys, ch.Key)
+}
+
+// forgetLost forgets the lost entry of provider at key.
+func (m *Mesh) forgetLost(provider, key string) {
+	if l, ok := m.lost[provider]; ok {
+		delete(l, key)
+		if len(l) == 0 {
+			delete(m.lost, provider)
+		}
+	}
 }
 
 // takeProvision takes ch, a change of a provision key: put, the value of a
@@ -850,6 +873,9 @@ func (m *Mesh) takeProvision(ch bus.Change, put *mesh.Provision, t *Touch) {
 	if ch.Deleted {
 		delete(m.provisions, ch.Key)
 		removeSorted(m.provByNode, k.Node, ch.Key)
+		for provider := range m.lost {
+			m.forgetLost(provider, ch.Key)
+		}
 		return
 	}
 	var p mesh.Provision
@@ -1205,6 +1231,16 @@ func (m *Mesh) Manifest(digest string) (*mesh.Manifest, error) {
 func (m *Mesh) Entry(provider, key string) (mesh.Entry, bool, error) {
 	e, ok := m.entries[provider][key]
 	return e.e, ok && e.err == nil, e.err
+}
+
+// Lost returns the entry provider kept at key before it was deleted or
+// purged from <provider>_bound, and whether one was: only while the seat
+// keeps a provision at key and the entry has not come back. An entry that
+// did not decode, or whose deletion this mesh took without having taken
+// the entry (a start after the deletion), is not known.
+func (m *Mesh) Lost(provider, key string) (mesh.Entry, bool) {
+	e, ok := m.lost[provider][key]
+	return e, ok
 }
 
 // Provision returns the provision at key in mesh-provisioner_provisions

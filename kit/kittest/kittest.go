@@ -156,16 +156,14 @@ func (s *Seat) Wait(key mesh.ProvisionKey, what string, until func(p mesh.Provis
 	}
 }
 
-// Need writes p at key as needed: state asked with the seat's why, its ask
-// and warrant cleared (a reference already there is kept).
+// Need writes p at key as needed: state asked with the seat's why, its ask,
+// warrant and reference cleared (the reference is the one the provider's
+// current entry names, which judging sets).
 func (s *Seat) Need(key mesh.ProvisionKey, p mesh.Provision) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if old, ok := s.get(key.String()); ok && p.Reference == nil {
-		p.Reference = old.Reference
-	}
 	p.State, p.Why = mesh.Asked, WhyNoEntry(p.Provider)
-	p.Ask, p.Warrant = "", nil
+	p.Ask, p.Warrant, p.Reference = "", nil, nil
 	s.put(key.String(), p)
 }
 
@@ -298,6 +296,7 @@ func (s *Seat) judge(ctx context.Context) {
 			continue
 		}
 		q := p
+		q.Reference = nil // the current entry's, or none (as the seat judges)
 		if !has {
 			q.State, q.Why = mesh.Asked, WhyNoEntry(p.Provider)
 		} else {
@@ -308,7 +307,10 @@ func (s *Seat) judge(ctx context.Context) {
 				st, why := e.Outcome()
 				switch st {
 				case mesh.Provided:
-					q.State, q.Why, q.Reference = st, "", &mesh.Reference{ID: e.VaultName, Generation: e.Generation}
+					q.State, q.Why = st, ""
+					if e.VaultName != "" || e.Generation != 0 {
+						q.Reference = &mesh.Reference{ID: e.VaultName, Generation: e.Generation}
+					}
 				case mesh.Failed, mesh.Waits:
 					q.State, q.Why = st, why
 				default:
