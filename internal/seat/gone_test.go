@@ -22,7 +22,8 @@ import (
 
 // A provider's bound bucket deleted and made anew, with an entry at
 // revision 1 (below the revisions the seat held): the seat takes the new
-// entry. Deleted and not made again: its entries are gone, the keys asked.
+// entry. Deleted and not made again: its entries are lost, the keys asked,
+// saying so.
 func TestSeatTakesABoundBucketMadeAnew(t *testing.T) {
 	h := start(t, homelab(t))
 	rp := mesh.BoundBucket("route-proxy")
@@ -52,7 +53,11 @@ func TestSeatTakesABoundBucketMadeAnew(t *testing.T) {
 	if err := h.js.DeleteKeyValue(h.ctx, rp); err != nil {
 		t.Fatal(err)
 	}
-	h.waitState(key, mesh.Asked, noEntry+rp)
+	// Its entries lost: said, with what the entry said last.
+	p := h.waitState(key, mesh.Asked, "its entry in "+rp+" is gone since ")
+	if !strings.HasSuffix(p.Why, "(it said last: failed: no certificate for git.example.org)") {
+		t.Errorf("%s why = %q; want what its lost entry said last", key, p.Why)
+	}
 }
 
 // The buckets the seat writes, deleted: the seat makes them again and
