@@ -20,9 +20,9 @@ func init() { commands = append(commands, newVaultCmd) }
 // its subcommands operate the running vault.
 func newVaultCmd() *cobra.Command {
 	var bf busFlags
-	var node, data, logLevel string
+	var node, data, logLevel, keyFile string
 	cmd := &cobra.Command{
-		Use:   "vault --node N [--data DIR]",
+		Use:   "vault --node N [--data DIR] [--key-file FILE]",
 		Short: "Run the mesh's vault (mesh-vault) on a node, or operate it (vault rotate)",
 		Long: `vault --node N runs mesh-vault for node N on its own bus connection until Ctrl-C or SIGTERM: it
 gives every credential provision whose provider is mesh-vault on N a strong random value, sealed in its
@@ -43,7 +43,7 @@ provisions buckets the seat makes.`,
 				return err
 			}
 			dir := filepath.Join(data, "vault", node)
-			r, err := bf.assembly(log).StartVault(cmd.Context(), vault.Config{Dir: dir, Node: node})
+			r, err := bf.assembly(log).StartVault(cmd.Context(), vault.Config{Dir: dir, Node: node, KeyFile: keyFile})
 			if err != nil {
 				return bf.explain(err)
 			}
@@ -57,6 +57,7 @@ provisions buckets the seat makes.`,
 	cmd.Flags().StringVar(&node, "node", "", "the node mesh-vault is placed on: run the vault there")
 	cmd.Flags().StringVar(&data, "data", defaultDataDir(), "directory of the mesh's state; the vault's store is DATA/vault/<node>")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level on stderr: debug, info, warn or error")
+	cmd.Flags().StringVar(&keyFile, "key-file", "", "the store's key (32 bytes, mode 0600, made on first start) kept apart from DATA, so that a copy of DATA opens no value; default DATA/vault/<node>/vault.key")
 	cmd.AddCommand(newVaultRotateCmd())
 	return cmd
 }

@@ -84,10 +84,12 @@ type openedRecord struct {
 // own (x/crypto's nacl/secretbox, XSalsa20-Poly1305). It is safe for
 // concurrent use.
 type Store struct {
-	dir    string
-	key    [32]byte
-	mu     sync.Mutex
-	values map[string]Value
+	dir string
+	// keyPath is the key file's path.
+	keyPath string
+	key     [32]byte
+	mu      sync.Mutex
+	values  map[string]Value
 	// removed holds, for each removed name, the last generation it had
 	// (kept as a removal record in the log), so that a value issued again
 	// for that name gets the next generation and never a reference of
@@ -182,7 +184,13 @@ const (
 // (mode 0600) on first start, and an empty store. It returns an error when
 // the key file is not 32 bytes, or when a stored value does not open with
 // the key (a wrong key or a changed file): nothing is guessed.
-func OpenStore(dir string) (*Store, error) {
+func OpenStore(dir string) (*Store, error) { return OpenStoreKey(dir, "") }
+
+// OpenStoreKey is [OpenStore] with the key in keyFile rather than in dir
+// ("" means dir/vault.key): made (mode 0600) on first start, and refused
+// when its group or others may read or write it, since whoever reads it
+// opens every value of a copy of the store.
+func OpenStoreKey(dir, keyFile string) (*Store, error) {
 	if dir == "" {
 		return nil, errors.New("vault: the data directory is not set")
 	}
@@ -191,6 +199,10 @@ func OpenStore(dir string) (*Store, error) {
 	}
 	s := &Store{said: slog.Default(), dir: dir, values: map[string]Value{}, removed: map[string]int64{}, unsynced: map[string]uint64{}, prev: map[string]Value{}, full: make(chan struct{}, 1)}
 	s.gcond = sync.NewCond(&s.gmu)
+	s.keyPath = keyFile
+	if s.keyPath == "" {
+		s.keyPath = filepath.Join(dir, KeyFile)
+	}
 	if err := s.loadKey(); err != nil {
 		return nil, err
 	}
@@ -201,7 +213,10 @@ func OpenStore(dir string) (*Store, error) {
 }
 
 func (s *Store) loadKey() error {
-	path := filepath.Join(s.dir, KeyFile)
+	path := s.keyPath
+	if st, err := os.Stat(path); err == nil && st.Mode().Perm()&0o077 != 0 {
+		return fmt.Errorf("vault: key file %s has mode %04o: others may read the key that opens every value; chmod 600 it", path, st.Mode().Perm())
+	}
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		if _, err := rand.Read(s.key[:]); err != nil {

@@ -22,8 +22,13 @@ import (
 
 // Config configures the vault.
 type Config struct {
-	// Dir is the vault's data directory (its key and store files). Required.
+	// Dir is the vault's data directory (its store file, and its key file
+	// unless KeyFile is set). Required.
 	Dir string
+	// KeyFile is the path of the 32-byte key that seals the store, kept
+	// apart from it (another disk, a secrets mount): a copy of Dir alone
+	// then opens no value. Empty means Dir/vault.key. See [OpenStoreKey].
+	KeyFile string
 	// Node is the node the vault runs on: it provides the credential
 	// provisions whose provider is mesh-vault on Node. Required.
 	Node string
@@ -72,7 +77,7 @@ func Start(ctx context.Context, cfg Config, nc *nats.Conn, js jetstream.JetStrea
 	if cfg.Node == "" {
 		return nil, fmt.Errorf("vault: the node is not set")
 	}
-	store, err := OpenStore(cfg.Dir)
+	store, err := OpenStoreKey(cfg.Dir, cfg.KeyFile)
 	if err != nil {
 		return nil, err
 	}
