@@ -103,11 +103,11 @@ type Kit struct {
 	tries      map[string]*backoff.ExponentialBackOff
 	later      map[string]later // keys waiting for their next try
 	said       map[string]bool  // keys whose standing entry was said
+	retired    map[string]bool  // keys retired on a warrant
 	// whys holds, per key tried again, the last failure said in the log
 	// (what failed and its why): a retry that fails the same way is said
 	// at debug level only, so a key failing for an hour says it once.
-	whys    map[string]string
-	retired map[string]bool // keys retired on a warrant
+	whys map[string]string
 }
 
 // Start checks cfg, starts following the provisions and the provider's

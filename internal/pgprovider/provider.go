@@ -450,6 +450,7 @@ func (p *Provider) credential(ctx context.Context, key mesh.ProvisionKey, prov m
 
 func (h handler) Retire(ctx context.Context, key mesh.ProvisionKey, _ mesh.Provision) error {
 	p := h.p
+	p.takeDrift(key.String()) // what the check found no longer matters: the role goes
 	name := RoleName(p.cfg.Mesh, key)
 	role := pgx.Identifier{name}.Sanitize()
 	conn, err := p.connect(ctx, "")
