@@ -65,9 +65,15 @@ func TestDryRunPredictsWhatTheSeatWrites(t *testing.T) {
 			t.Fatalf("seed %d step %d (%s): apply: %v (%s)\n%s", seed, step, what, err, errOut, text)
 		}
 		waitSeat(t, s, st)
-		got := seatChanges(before, seatValues(t, s))
+		after := seatValues(t, s)
+		got := seatChanges(before, after)
 		want := predicted(rep)
 		if !slices.Equal(got, want) {
+			for _, c := range rep.Changes {
+				if c.Bucket == mesh.ProvisionsBucket {
+					t.Logf("%s before %s\n  after %s", c.Key, before[c.Bucket][c.Key], after[c.Bucket][c.Key])
+				}
+			}
 			t.Errorf("seed %d step %d (%s): the seat wrote\n  %s\nthe dry run said\n  %s\nonly written: %v\nonly said: %v\nfile:\n%s",
 				seed, step, what, strings.Join(got, "\n  "), strings.Join(want, "\n  "), minus(got, want), minus(want, got), text)
 			return
@@ -241,7 +247,7 @@ type randConsumer struct {
 
 func randomMesh(rng *rand.Rand) *randMesh {
 	m := &randMesh{placed: map[string][]string{}, wants: map[string]map[string]int{}, haves: map[string]map[string]string{}}
-	for i := range 2 + rng.IntN(2) {
+	for i := range 2 + rng.IntN(4) {
 		m.nodes = append(m.nodes, fmt.Sprintf("n%d", i+1))
 	}
 	creds := []string{mesh.CredentialOwn, mesh.CredentialShared, mesh.CredentialNone}

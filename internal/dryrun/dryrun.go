@@ -15,6 +15,7 @@ package dryrun
 
 import (
 	"encoding/json"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -80,25 +81,50 @@ type Report struct {
 // Changed reports whether the seat would write or remove any key.
 func (r *Report) Changed() bool { return len(r.Changes) > 0 }
 
-// maxRounds bounds the work per node of the mesh, so that a composition
-// that never settles ends the run instead of looping.
+// maxRounds bounds the work per node the run composes, so that a
+// composition that never settles ends the run instead of looping.
 const maxRounds = 20
 
-// Run takes changes into m (which it changes: pass a copy made for the
-// run) and composes as the seat would at time now with the ask TTL of
-// opts, then reports what would be written.
+// run is one dry run: the mesh, what is left to compose and judge, and the
+// values each key it wrote held before.
+type run struct {
+	m    *state.Mesh
+	now  time.Time
+	opts []compose.Option
+	// nodes and keys are left to compose and judge; order is the current
+	// sweep of nodes in name order (see next).
+	nodes, keys map[string]bool
+	order       []string
+	// warm holds the nodes composed before the changes were taken, and
+	// composed those composed since: the nodes whose needs the mesh has
+	// learned (see needOf).
+	warm, composed map[string]bool
+	before         kept
+	asked          map[string]bool
+}
+
+// Run takes changes into m (which it changes: pass a mesh made for the
+// run) and composes and judges as the seat would at time now with the ask
+// TTL of opts, then reports what would be written.
+//
+// Its cost follows what the changes touch: the seat routes a change by
+// what it learned composing each node (the keys each needs and their
+// providers, the modules each requires), which a mesh read from the
+// buckets has not learned. Run composes first, as the mesh stands, the
+// nodes whose learned needs route the changes (see warmFor: the nodes the
+// changes name and those requiring a module they change), taking each
+// result as learned and leaving its writes out (a settled seat has written
+// them already); a key of another node that is judged is needed as its
+// stored provision says (needOf). It reads and compares only the keys it
+// writes.
 func Run(m *state.Mesh, changes []bus.Change, now time.Time, opts ...compose.Option) *Report {
-	// What the seat learned from its last composition of each node (the
-	// keys each needs and their providers, the modules each requires) routes
-	// a change to the nodes and keys it touches: a mesh read from the
-	// buckets has not learned it yet. Each node is composed once as the
-	// mesh stands, its result taken as learned and its writes left out (a
-	// settled seat has written them already).
-	for _, n := range m.Nodes() {
+	r := &run{m: m, now: now, opts: opts, nodes: map[string]bool{}, keys: map[string]bool{},
+		warm: map[string]bool{}, composed: map[string]bool{}, asked: map[string]bool{},
+		before: kept{plans: map[string]*string{}, provisions: map[string]*mesh.Provision{}, refusals: map[string]*mesh.Refusal{}}}
+	for _, n := range warmFor(m, changes) {
 		m.Composed(compose.Node(m, n, now, opts...))
+		r.warm[n] = true
 	}
-	before := snapshot(m)
-	nodes, keys := map[string]bool{}, map[string]bool{}
 	rep := &Report{}
 	for _, ch := range changes {
 		t := m.Take(ch)
@@ -106,113 +132,317 @@ func Run(m *state.Mesh, changes []bus.Change, now time.Time, opts ...compose.Opt
 			rep.Odd = append(rep.Odd, t.Odd.Error())
 		}
 		for _, n := range t.Nodes {
-			nodes[n] = true
+			r.nodes[n] = true
 		}
 		for _, k := range t.Keys {
-			keys[k] = true
+			r.keys[k] = true
 		}
 	}
-	asked := map[string]bool{}
-	limit := maxRounds * (len(m.Nodes()) + 1)
-	for len(nodes)+len(keys) > 0 && rep.Rounds < limit {
+	for len(r.nodes)+len(r.keys) > 0 && rep.Rounds < maxRounds*(len(r.composed)+len(r.warm)+1) {
 		rep.Rounds++
-		if len(nodes) > 0 {
-			node := first(nodes)
-			delete(nodes, node)
+		if len(r.nodes) > 0 {
+			node := r.next()
 			res := compose.Node(m, node, now, opts...)
 			m.Composed(res)
-			take(m, res, nodes, keys)
-			for _, a := range res.Asks {
-				asked[a.About] = true
-			}
+			r.composed[node] = true
+			r.take(res)
 			for _, k := range res.Retiring {
 				p, _ := m.Provision(k)
 				for _, dep := range p.DependsOn {
 					if dk, err := mesh.ParseProvisionKey(dep); err == nil && dk.Node != node {
-						nodes[dk.Node] = true
+						r.nodes[dk.Node] = true
 					}
 				}
 			}
 			continue
 		}
-		ks := make([]string, 0, len(keys))
-		for k := range keys {
-			ks = append(ks, k)
-		}
-		sort.Strings(ks)
-		keys = map[string]bool{}
-		res := compose.Judge(m, ks, m.NeedOf, now, opts...)
-		take(m, res, nodes, keys)
-		for _, a := range res.Asks {
-			asked[a.About] = true
-		}
+		ks := sortedKeys(r.keys)
+		r.keys = map[string]bool{}
+		r.take(compose.Judge(m, ks, r.needOf, now, opts...))
 	}
-	after := snapshot(m)
-	rep.diff(before, after, asked)
+	rep.diff(r.before, r.after(), r.asked)
 	return rep
 }
 
-// take writes a result into m as the seat's writes are taken into its
-// mesh, marking what the seat would compose or judge next.
-func take(m *state.Mesh, res *compose.Result, nodes, keys map[string]bool) {
+// next takes the first node left to compose, in name order of the current
+// sweep (a node marked again behind the sweep is taken in the next one).
+func (r *run) next() string {
+	for {
+		if len(r.order) == 0 {
+			r.order = sortedKeys(r.nodes)
+		}
+		node := r.order[0]
+		r.order = r.order[1:]
+		if r.nodes[node] {
+			delete(r.nodes, node)
+			return node
+		}
+	}
+}
+
+// needOf is the need the seat has learned for key: the mesh's, learned
+// from the nodes composed so far; else, when a node whose composition may
+// need key (its own, or the node of a key that depends on it: a shared
+// credential is needed by its consumers' nodes) is one the run has not
+// composed, what the key's stored provision says, unless it is retiring
+// or its consumer is held (it has a refusal): in a settled mesh any other
+// stored key is needed, from its provider, with its depends-on.
+func (r *run) needOf(key string) *compose.Need {
+	if n := r.m.NeedOf(key); n != nil {
+		return n
+	}
+	cold := func(k string) bool { n := nodeOf(k); return !r.warm[n] && !r.composed[n] }
+	unknown := cold(key)
+	for _, d := range r.m.DependentsOf(key) {
+		unknown = unknown || cold(d)
+	}
+	p, ok := r.m.Provision(key)
+	if !unknown || !ok || p.State == mesh.Retiring {
+		return nil
+	}
+	if _, held := r.m.Refusal(mesh.NodeModule{Node: p.Consumer.Node, Module: p.Consumer.Module}.String()); held {
+		return nil // a held module's keys are left as they are: not needed, not unneeded
+	}
+	return &compose.Need{Key: key, Provision: p.Provision, Local: p.Local, Consumer: p.Consumer, Provider: p.Provider, DependsOn: p.DependsOn}
+}
+
+// warmFor returns, sorted, the nodes whose learned needs route changes:
+// the nodes a change names (a placement, want or have key's node), the
+// nodes where a module whose builds, trunk or manifest change is placed,
+// and every node whose placed modules, at any build the seat composes them
+// at, require a module that a change places, unplaces, builds anew, or
+// whose want or have changes (mesh-vault, for a requirement of an offer
+// with a credential). A superset only composes a node whose composition
+// changes nothing more.
+func warmFor(m *state.Mesh, changes []bus.Change) []string {
+	nodes := map[string]bool{}
+	modules := map[string]bool{}
+	for _, ch := range changes {
+		switch ch.Bucket {
+		case mesh.PlacementBucket:
+			nodes[ch.Key] = true
+			was, _ := m.Placed(ch.Key)
+			var now mesh.Placement
+			if !ch.Deleted {
+				_ = json.Unmarshal(ch.Value, &now)
+			}
+			for _, mod := range was {
+				if !slices.ContainsFunc(now.Modules, func(pm mesh.PlacedModule) bool { return pm.Module == mod }) {
+					modules[mod] = true
+				}
+			}
+			for _, pm := range now.Modules {
+				if !slices.Contains(was, pm.Module) {
+					modules[pm.Module] = true
+				}
+			}
+		case mesh.WantsBucket:
+			if k, err := mesh.ParseWantKey(ch.Key); err == nil {
+				nodes[k.Node], modules[k.Module] = true, true
+			}
+		case mesh.HaveBucket:
+			if k, err := mesh.ParseHaveKey(ch.Key); err == nil {
+				nodes[k.Node] = true
+				if k.Module != "" {
+					modules[k.Module] = true
+				}
+			}
+		case mesh.BuildsBucket:
+			if k, err := mesh.ParseBuildKey(ch.Key); err == nil {
+				modules[k.Module] = true
+			}
+		case mesh.ModulesBucket:
+			modules[ch.Key] = true
+		}
+	}
+	for mod := range modules {
+		for _, n := range m.NodesOf(mod) {
+			nodes[n] = true
+		}
+	}
+	if len(modules) > 0 {
+		for _, n := range m.Nodes() {
+			if !nodes[n] && requiresAny(m, n, modules) {
+				nodes[n] = true
+			}
+		}
+	}
+	return sortedKeys(nodes)
+}
+
+// requiresAny reports whether a module placed on node requires one of
+// modules at any build the seat composes it at (its want's, its have's,
+// its newest), or requires an offer with a credential while modules holds
+// mesh-vault.
+func requiresAny(m *state.Mesh, node string, modules map[string]bool) bool {
+	placed, _ := m.Placed(node)
+	for _, mod := range placed {
+		var builds []mesh.Build
+		if fp, ok, _ := m.Want(node, mod); ok {
+			if b, ok := m.Build(mod, fp); ok {
+				builds = append(builds, b)
+			}
+		}
+		if h, ok, _ := m.Have(node, mod); ok && h.Fingerprint != "" {
+			if b, ok := m.Build(mod, h.Fingerprint); ok {
+				builds = append(builds, b)
+			}
+		}
+		if b, ok := m.Newest(mod); ok {
+			builds = append(builds, b)
+		}
+		for _, b := range builds {
+			man, err := m.Manifest(b.Manifest)
+			if err != nil {
+				continue
+			}
+			for _, req := range man.Requires {
+				if modules[req.From] {
+					return true
+				}
+				if modules[mesh.VaultModule] && credentialOf(m, req) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// credentialOf reports whether the provider's trunk offer of req hands a
+// credential (own or shared).
+func credentialOf(m *state.Mesh, req mesh.Requirement) bool {
+	digest, ok := m.Trunk(req.From)
+	if !ok {
+		return false
+	}
+	man, err := m.Manifest(digest)
+	if err != nil {
+		return false
+	}
+	o, ok := man.Offer(req.Provision)
+	return ok && (o.Credential == mesh.CredentialOwn || o.Credential == mesh.CredentialShared)
+}
+
+// take writes a result into the mesh as the seat's writes are taken into
+// its mesh, noting what each key held before its first write and marking
+// what the seat would compose or judge next.
+func (r *run) take(res *compose.Result) {
+	m := r.m
+	for _, a := range res.Asks {
+		r.asked[a.About] = true
+	}
 	for _, k := range sorted(res.Plans) {
+		r.notePlan(k)
 		m.Take(bus.Change{Bucket: mesh.PlansBucket, Key: k, Value: res.Plans[k]})
 	}
 	for _, k := range sorted(res.Refusals) {
+		r.noteRefusal(k)
 		b, _ := json.Marshal(res.Refusals[k])
 		m.Take(bus.Change{Bucket: mesh.RefusedBucket, Key: k, Value: b})
 	}
 	for _, k := range sorted(res.Provisions) {
+		r.noteProvision(k)
 		p := res.Provisions[k]
 		old, had := m.Provision(k)
 		if !had || old.State != p.State || old.Why != p.Why {
 			for _, dep := range m.DependentsOf(k) {
-				keys[dep] = true
+				r.keys[dep] = true
 			}
 		}
 		for _, dep := range m.Left(k, p) {
-			keys[dep] = true
+			r.keys[dep] = true
 			if n, _, _ := strings.Cut(dep, "."); !strings.HasPrefix(k, n+".") {
-				nodes[n] = true
+				r.nodes[n] = true
 			}
 		}
 		b, _ := json.Marshal(p)
 		m.Take(bus.Change{Bucket: mesh.ProvisionsBucket, Key: k, Value: b})
 	}
 	for _, k := range res.PlansRemoved {
+		r.notePlan(k)
 		m.Take(bus.Change{Bucket: mesh.PlansBucket, Key: k, Deleted: true})
 	}
 	for _, k := range res.RefusalsRemoved {
+		r.noteRefusal(k)
 		m.Take(bus.Change{Bucket: mesh.RefusedBucket, Key: k, Deleted: true})
 	}
 	for _, k := range res.Retired {
+		r.noteProvision(k)
 		p, _ := m.Provision(k)
 		for _, dep := range p.DependsOn {
 			if dk, err := mesh.ParseProvisionKey(dep); err == nil {
-				nodes[dk.Node] = true
+				r.nodes[dk.Node] = true
 			}
 		}
 		m.Take(bus.Change{Bucket: mesh.ProvisionsBucket, Key: k, Deleted: true})
 	}
 }
 
-// kept is what the seat keeps: plan bytes, provisions and refusals.
+// kept is what the seat keeps at the keys a run wrote: plan bytes,
+// provisions and refusals; nil for a key that held none.
 type kept struct {
-	plans      map[string]string
-	provisions map[string]mesh.Provision
-	refusals   map[string]mesh.Refusal
+	plans      map[string]*string
+	provisions map[string]*mesh.Provision
+	refusals   map[string]*mesh.Refusal
 }
 
-func snapshot(m *state.Mesh) kept {
-	k := kept{plans: map[string]string{}, provisions: map[string]mesh.Provision{}, refusals: map[string]mesh.Refusal{}}
-	for _, n := range m.Nodes() {
-		for _, key := range m.PlansOf(n) {
-			b, _ := m.Plan(key)
-			k.plans[key] = string(b)
+func (r *run) notePlan(k string) {
+	if _, ok := r.before.plans[k]; !ok {
+		var v *string
+		if b, ok := r.m.Plan(k); ok {
+			s := string(b)
+			v = &s
+		}
+		r.before.plans[k] = v
+	}
+}
+
+func (r *run) noteProvision(k string) {
+	if _, ok := r.before.provisions[k]; !ok {
+		var v *mesh.Provision
+		if p, ok := r.m.Provision(k); ok {
+			v = &p
+		}
+		r.before.provisions[k] = v
+	}
+}
+
+func (r *run) noteRefusal(k string) {
+	if _, ok := r.before.refusals[k]; !ok {
+		var v *mesh.Refusal
+		if x, ok := r.m.Refusal(k); ok {
+			v = &x
+		}
+		r.before.refusals[k] = v
+	}
+}
+
+// after returns what the mesh holds now at the keys the run wrote.
+func (r *run) after() kept {
+	k := kept{plans: map[string]*string{}, provisions: map[string]*mesh.Provision{}, refusals: map[string]*mesh.Refusal{}}
+	for key := range r.before.plans {
+		if b, ok := r.m.Plan(key); ok {
+			s := string(b)
+			k.plans[key] = &s
+		} else {
+			k.plans[key] = nil
 		}
 	}
-	m.Provisions(func(key string, p mesh.Provision) { k.provisions[key] = p })
-	m.Refusals(func(key string, r mesh.Refusal) { k.refusals[key] = r })
+	for key := range r.before.provisions {
+		if p, ok := r.m.Provision(key); ok {
+			k.provisions[key] = &p
+		} else {
+			k.provisions[key] = nil
+		}
+	}
+	for key := range r.before.refusals {
+		if x, ok := r.m.Refusal(key); ok {
+			k.refusals[key] = &x
+		} else {
+			k.refusals[key] = nil
+		}
+	}
 	return k
 }
 
@@ -234,57 +464,58 @@ func same(a, b mesh.Provision) bool {
 	return string(ja) == string(jb)
 }
 
-// diff fills the report from what the seat keeps before and after.
+// diff fills the report from what the keys the run wrote held before and
+// hold after.
 func (r *Report) diff(before, after kept, asked map[string]bool) {
 	add := func(c Change) {
 		c.Node = nodeOf(c.Key)
 		r.Changes = append(r.Changes, c)
 	}
 	for _, k := range sortedKeys(after.plans) {
-		r.Plans = append(r.Plans, k)
-		if old, ok := before.plans[k]; !ok {
-			add(Change{Bucket: mesh.PlansBucket, Key: k, Op: Add})
-		} else if old != after.plans[k] {
-			add(Change{Bucket: mesh.PlansBucket, Key: k, Op: Update})
-		}
-	}
-	for _, k := range sortedKeys(before.plans) {
-		if _, ok := after.plans[k]; !ok {
+		old, now := before.plans[k], after.plans[k]
+		switch {
+		case now != nil:
+			r.Plans = append(r.Plans, k)
+			if old == nil {
+				add(Change{Bucket: mesh.PlansBucket, Key: k, Op: Add})
+			} else if *old != *now {
+				add(Change{Bucket: mesh.PlansBucket, Key: k, Op: Update})
+			}
+		case old != nil:
 			add(Change{Bucket: mesh.PlansBucket, Key: k, Op: Remove})
 		}
 	}
 	for _, k := range sortedKeys(after.refusals) {
-		r.Refusals = append(r.Refusals, k)
-		why := after.refusals[k].Why
-		if old, ok := before.refusals[k]; !ok {
-			add(Change{Bucket: mesh.RefusedBucket, Key: k, Op: Add, Why: why})
-		} else if old.Why != why {
-			add(Change{Bucket: mesh.RefusedBucket, Key: k, Op: Update, Why: why})
-		}
-	}
-	for _, k := range sortedKeys(before.refusals) {
-		if _, ok := after.refusals[k]; !ok {
-			add(Change{Bucket: mesh.RefusedBucket, Key: k, Op: Remove, Why: before.refusals[k].Why})
+		old, now := before.refusals[k], after.refusals[k]
+		switch {
+		case now != nil:
+			r.Refusals = append(r.Refusals, k)
+			if old == nil {
+				add(Change{Bucket: mesh.RefusedBucket, Key: k, Op: Add, Why: now.Why})
+			} else if old.Why != now.Why {
+				add(Change{Bucket: mesh.RefusedBucket, Key: k, Op: Update, Why: now.Why})
+			}
+		case old != nil:
+			add(Change{Bucket: mesh.RefusedBucket, Key: k, Op: Remove, Why: old.Why})
 		}
 	}
 	r.After = map[string]mesh.State{}
 	for _, k := range sortedKeys(after.provisions) {
-		p := after.provisions[k]
-		r.After[k] = p.State
-		old, ok := before.provisions[k]
-		c := Change{Bucket: mesh.ProvisionsBucket, Key: k, Op: Add, State: p.State, Why: p.Why,
-			Ask: asked["provision."+k] && p.Ask != "" && (!ok || old.Ask != p.Ask)}
-		if ok {
-			if same(old, p) {
-				continue
+		old, p := before.provisions[k], after.provisions[k]
+		switch {
+		case p != nil:
+			r.After[k] = p.State
+			c := Change{Bucket: mesh.ProvisionsBucket, Key: k, Op: Add, State: p.State, Why: p.Why,
+				Ask: asked["provision."+k] && p.Ask != "" && (old == nil || old.Ask != p.Ask)}
+			if old != nil {
+				if same(*old, *p) {
+					continue
+				}
+				c.Op, c.Was = Update, old.State
 			}
-			c.Op, c.Was = Update, old.State
-		}
-		add(c)
-	}
-	for _, k := range sortedKeys(before.provisions) {
-		if _, ok := after.provisions[k]; !ok {
-			add(Change{Bucket: mesh.ProvisionsBucket, Key: k, Op: Remove, State: before.provisions[k].State, Why: before.provisions[k].Why})
+			add(c)
+		case old != nil:
+			add(Change{Bucket: mesh.ProvisionsBucket, Key: k, Op: Remove, State: old.State, Why: old.Why})
 		}
 	}
 	sort.SliceStable(r.Changes, func(i, j int) bool {
@@ -297,16 +528,6 @@ func (r *Report) diff(before, after kept, asked map[string]bool) {
 		}
 		return a.Key < b.Key
 	})
-}
-
-func first(m map[string]bool) string {
-	best := ""
-	for k := range m {
-		if best == "" || k < best {
-			best = k
-		}
-	}
-	return best
 }
 
 func sorted[V any](m map[string]V) []string { return sortedKeys(m) }
