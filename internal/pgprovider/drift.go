@@ -45,7 +45,8 @@ func (p *Provider) checkLoop(ctx context.Context) {
 // pg_authid does not match the vault's value), or its database dropped.
 // Each such key is marked (drift) and handled again: its provide fails,
 // saying what changed, and the next try sets the role as it was handed out
-// (the same credential, the same generation). It costs one query and one
+// (the same credential, the same generation); until it is provided again
+// the check passes it by. It costs one query and one
 // ask of the vault for all of the provider's provided keys; a key whose
 // credential the vault now answers at another generation than the key's
 // reference is left to the provide the kit makes of it (a rotation).
@@ -130,7 +131,7 @@ func (p *Provider) check(ctx context.Context) {
 	}
 	for _, c := range keys {
 		v, ok := values[c.credential]
-		if !ok || v.Generation != c.generation {
+		if !ok || v.Generation != c.generation || p.drifting(c.key) {
 			continue
 		}
 		r, ok := roles[c.role]
@@ -155,19 +156,48 @@ func (p *Provider) check(ctx context.Context) {
 			continue
 		}
 		p.mu.Lock()
-		p.drift[c.key] = why
+		p.drift[c.key] = drift{why: why}
 		p.mu.Unlock()
-		p.log.Warn("postgres: "+why, "key", c.key, "role", c.role)
+		p.log.Warn("postgres: a role was changed outside mesh-provisioner; its key fails, then it is set back", "key", c.key, "role", c.role, "why", why)
 		p.kit.Again(c.key)
 	}
 }
 
-// takeDrift returns the drift the check found for key, if any, and
-// forgets it: the provide it makes fail says it, and the next one mends.
-func (p *Provider) takeDrift(key string) (string, bool) {
+// drift is what the check found changed outside the product for a key,
+// and whether a provide has said it (failed the key with why): the next
+// provide mends it, and the key's drift is forgotten once it is provided.
+// While a key has one the check passes it by, so that a change is said
+// once.
+type drift struct {
+	why  string
+	said bool
+}
+
+// sayDrift returns the why of key's drift when no provide has said it yet,
+// and marks it said.
+func (p *Provider) sayDrift(key string) (string, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	why, ok := p.drift[key]
+	d, ok := p.drift[key]
+	if !ok || d.said {
+		return "", false
+	}
+	p.drift[key] = drift{why: d.why, said: true}
+	return d.why, true
+}
+
+// forgetDrift forgets key's drift: it is mended (provided again), or its
+// role goes.
+func (p *Provider) forgetDrift(key string) {
+	p.mu.Lock()
 	delete(p.drift, key)
-	return why, ok
+	p.mu.Unlock()
+}
+
+// drifting reports whether key has a drift not yet mended.
+func (p *Provider) drifting(key string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.drift[key]
+	return ok
 }

@@ -90,7 +90,7 @@ type Provider struct {
 	unchecked sync.Once // said once: pg_authid may not be read
 
 	mu    sync.Mutex
-	drift map[string]string // key -> what the check found changed outside the product
+	drift map[string]drift // key -> what the check found changed outside the product
 }
 
 // Start checks cfg's DSN, starts the provider's kit on its own bus
@@ -124,7 +124,7 @@ func Start(ctx context.Context, cfg Config, nc *nats.Conn, js jetstream.JetStrea
 	if cfg.Check == 0 {
 		cfg.Check = time.Minute
 	}
-	p := &Provider{cfg: cfg, conn: cc, nc: nc, log: log.With("component", Module), drift: map[string]string{},
+	p := &Provider{cfg: cfg, conn: cc, nc: nc, log: log.With("component", Module), drift: map[string]drift{},
 		host: cc.Host, port: strconv.Itoa(int(cc.Port))}
 	if cfg.Advertise != "" {
 		if p.host, p.port, err = advertised(cfg.Advertise); err != nil {
@@ -213,7 +213,7 @@ func (h handler) Provide(ctx context.Context, key mesh.ProvisionKey, prov mesh.P
 	if p.loopback && !p.cfg.OneMachine && key.Node != p.cfg.Node {
 		return kit.Failing(whyLoopback(net.JoinHostPort(p.host, p.port), key, p.cfg.Node)), nil
 	}
-	if why, ok := p.takeDrift(key.String()); ok {
+	if why, ok := p.sayDrift(key.String()); ok {
 		// Said in the key first; the next try (with backoff) mends it.
 		return kit.Result{}, errors.New(why)
 	}
@@ -250,6 +250,7 @@ func (h handler) Provide(ctx context.Context, key mesh.ProvisionKey, prov mesh.P
 		}
 		return kit.Result{}, err
 	}
+	p.forgetDrift(key.String()) // mended, if it had drifted
 	p.log.Debug("postgres: provided", "key", key.String(), "role", name, "generation", cred.Generation)
 	res := kit.Provided(cred.VaultName, cred.Generation)
 	res.Connection = map[string]string{"host": p.host, "port": p.port, "database": name, "role": name}
@@ -450,7 +451,7 @@ func (p *Provider) credential(ctx context.Context, key mesh.ProvisionKey, prov m
 
 func (h handler) Retire(ctx context.Context, key mesh.ProvisionKey, _ mesh.Provision) error {
 	p := h.p
-	p.takeDrift(key.String()) // what the check found no longer matters: the role goes
+	p.forgetDrift(key.String()) // what the check found no longer matters: the role goes
 	name := RoleName(p.cfg.Mesh, key)
 	role := pgx.Identifier{name}.Sanitize()
 	conn, err := p.connect(ctx, "")

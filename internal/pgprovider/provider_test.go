@@ -767,6 +767,9 @@ func TestRoleChangedByHandIsSaidAndMended(t *testing.T) {
 		f.mustLogin(role, pw, role)
 	}
 	f.refuseLogin(role, "set-by-hand", role, "the password set by hand")
+	if n := strings.Count(f.said(), "postgres: a role was changed outside mesh-provisioner; its key fails, then it is set back"); n != 3 {
+		t.Errorf("the provider said a role changed by hand %d times; want 3, once per change", n)
+	}
 	if got := f.password("gitea", cred); got.Generation != 1 || got.Value != pw {
 		t.Errorf("the vault answers generation %d; want the value handed out, generation 1, unchanged", got.Generation)
 	}
