@@ -8,6 +8,14 @@
 // (with backoff, said in the log), and starts it. up and the standalone
 // subcommands (serve, router, vault, postgres, client) all start their
 // components here, so that a subcommand only parses flags and prints.
+//
+// A whole mesh on one machine (up) is [Assembly.StartMesh]: the router,
+// the seat, and a [Follower] of the live mesh, which starts a node's
+// client, the vault and the postgres provider when the bus's placement
+// places their node or module ([Wanted] says which), issues their users
+// first ([Users], [GenUsers]) and stops them when they leave. [Data] says
+// where a data directory keeps each part (store, users, client roots,
+// vault stores) and the users its embedded server starts with.
 package assemble
 
 import (

@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/mesh-provisioner/mesh-provisioner/internal/assemble"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/client"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
@@ -22,7 +22,7 @@ func init() { commands = append(commands, newClientCmd, newRenderCmd) }
 // defaultRoot is the root folder of node's client when --root is not
 // given: <data>/nodes/<node> under the user's state directory.
 func defaultRoot(node string) string {
-	return filepath.Join(defaultDataDir(), "nodes", node)
+	return assemble.Data(defaultDataDir()).ClientRoot(node)
 }
 
 func newClientCmd() *cobra.Command {

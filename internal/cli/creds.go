@@ -9,11 +9,6 @@ import (
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 )
 
-// AuthDir is the directory in up's --data where up keeps the mesh's NATS
-// users: the server's configuration, the keys, and one credentials file
-// per party ("auth gen" writes the same).
-const AuthDir = "auth"
-
 // defaultCreds returns the operator's credentials file that up writes
 // into the default data directory, DATA/auth/operator.creds, when it
 // exists, or "". An operator's command given no --creds uses it, so that

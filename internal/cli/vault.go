@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/mesh-provisioner/mesh-provisioner/internal/assemble"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/vault"
 	"github.com/mesh-provisioner/mesh-provisioner/kit"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
@@ -42,7 +42,7 @@ provisions buckets the seat makes.`,
 			if err != nil {
 				return err
 			}
-			dir := filepath.Join(data, "vault", node)
+			dir := assemble.Data(data).Vault(node)
 			r, err := bf.assembly(log).StartVault(cmd.Context(), vault.Config{Dir: dir, Node: node, KeyFile: keyFile})
 			if err != nil {
 				return bf.explain(err)
