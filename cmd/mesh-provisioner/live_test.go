@@ -42,16 +42,17 @@ var upURL = regexp.MustCompile(`NATS with JetStream on (nats://[0-9.:]+) `)
 // TestUpFollowsTheLiveMesh runs up as a process of its own on a lab with
 // no mesh-vault placed, and changes the mesh with "apply -f" (a process
 // too), never restarting up:
-//   - mesh-vault placed on control: up starts the vault (says so), and
-//     control.redis.credential.redis_cache, without a provider until then
-//     (control.app.cache asked for want of it), is provided;
+//   - mesh-vault and app (which needs redis' credential) placed on
+//     control: up starts the vault (says so), and
+//     control.redis.credential.redis_cache is provided;
 //   - a node dell added with app: up issues client-dell (its credentials
 //     file appears), starts dell's client, which applies dell.app at its
 //     plan's fingerprint;
 //   - dell removed: dell's client removes its applied record, then up
 //     stops it (says so) and client-dell's credentials are revoked (moved
 //     to auth/revoked);
-//   - mesh-vault unplaced: up stops the vault (says so).
+//   - mesh-vault (and app, its consumer) unplaced: up stops the vault
+//     (says so).
 func TestUpFollowsTheLiveMesh(t *testing.T) {
 	data := t.TempDir()
 	dir := t.TempDir()
@@ -63,7 +64,7 @@ func TestUpFollowsTheLiveMesh(t *testing.T) {
 		}
 		return path
 	}
-	first := lab("lab.yaml", "control", "  control: [redis, app]\n")
+	first := lab("lab.yaml", "control", "  control: [redis]\n")
 	up := start(t, "up", "up", first, "--data", data, "--listen", "127.0.0.1:0", "--web", "", "--log-level", "warn")
 	procs := []*process{up}
 	var url string
@@ -94,21 +95,24 @@ func TestUpFollowsTheLiveMesh(t *testing.T) {
 		return p
 	}
 	state := func(key string) mesh.State { return provision(key).State }
-	why := func(key string) string { return provision(key).Why }
 	apply := func(path string) {
 		t.Helper()
-		cmd := exec.Command(os.Args[0], "apply", "-f", path, "--nats", url, "--creds", opCreds)
+		cmd := exec.Command(os.Args[0], "apply", "-f", path, "--yes", "--nats", url, "--creds", opCreds)
 		cmd.Env = append(os.Environ(), asMain+"=1")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("apply -f %s: %v\n%s", path, err, out)
 		}
 	}
 	const controlCred = "control.redis.credential.redis_cache"
-	// With no vault placed the credential has no provider, and the cache
-	// that depends on it is asked.
-	waitFor(t, 0, "control.app.cache asked for want of "+controlCred, procs, func() bool {
-		return state("control.app.cache") == mesh.Asked && strings.Contains(why("control.app.cache"), "no node runs mesh-vault")
+	// No vault runs while none is placed (a file whose consumers need a
+	// credential with none placed is refused: lab.yaml places no consumer).
+	waitFor(t, 0, "control's client to apply control.redis", procs, func() bool {
+		_, ok := applied.Get("control.redis")
+		return ok
 	})
+	if strings.Contains(up.output(), "vault on control") {
+		t.Errorf("up said:\n%s\nwant no vault with mesh-vault not placed", up.output())
+	}
 
 	// mesh-vault placed after start.
 	apply(lab("lab2.yaml", "control", "  control: [mesh-vault, redis, app]\n"))
@@ -158,7 +162,7 @@ func TestUpFollowsTheLiveMesh(t *testing.T) {
 	})
 
 	// mesh-vault unplaced.
-	apply(lab("lab5.yaml", "control", "  control: [redis, app]\n"))
+	apply(lab("lab5.yaml", "control", "  control: [redis]\n"))
 	stopped = "stopped vault on control (mesh-vault is no longer placed on control)"
 	waitFor(t, 20*time.Second, "up to say "+stopped, procs, func() bool { return strings.Contains(up.output(), stopped) })
 }
