@@ -114,7 +114,8 @@ type follows struct {
 // a provider's bound bucket before the provider starts, and reads a
 // leaving node's records): it waits until the three buckets' copies hold
 // their keys, starts the components the mesh wants, and returns; it
-// follows until ctx is done, then stops every component it runs. A start
+// follows until ctx is done, then stops every component it runs
+// ([Assembly.Wait] waits for the follower too). A start
 // that fails is said (Said, the log) and tried again with backoff.
 func (a *Assembly) Follow(ctx context.Context, js jetstream.JetStream, cfg FollowConfig) (*Follower, error) {
 	if cfg.VaultDir == nil || cfg.Runs.Clients && cfg.ClientRoot == nil {
@@ -137,7 +138,11 @@ func (a *Assembly) Follow(ctx context.Context, js jetstream.JetStream, cfg Follo
 		}
 	}
 	again := f.step(ctx)
-	go f.run(ctx, again)
+	a.running.Add(1) // Wait waits for the follower too: nothing is said after it
+	go func() {
+		defer a.running.Done()
+		f.run(ctx, again)
+	}()
 	return f, nil
 }
 
@@ -335,7 +340,9 @@ func (f *Follower) start(ctx context.Context, c Component, why string) error {
 	f.running[c] = fl
 	f.mu.Unlock()
 	f.say(Event{Component: c, Started: true, Why: why})
+	f.a.running.Add(1)
 	go func() {
+		defer f.a.running.Done()
 		<-r.Done()
 		f.mu.Lock()
 		halted := fl.halted
@@ -401,7 +408,9 @@ func (f *Follower) handOver(ctx context.Context, c Component) {
 	fl := f.running[c]
 	fl.ending = true
 	f.mu.Unlock()
+	f.a.running.Add(1)
 	go func() {
+		defer f.a.running.Done()
 		deadline := time.Now().Add(f.cfg.HandOver)
 		for time.Now().Before(deadline) && !f.handedOver(ctx, c.Node) {
 			select {

@@ -241,7 +241,10 @@ func runUp(ctx context.Context, out, errOut io.Writer, f upFlags, args []string)
 	}
 	fmt.Fprintf(progress, "from another terminal: mesh-provisioner get provisions %s\n", hint)
 	if !f.once {
+		said := make(chan struct{})
+		defer func() { <-said }() // errOut is the caller's once up returns
 		go func() {
+			defer close(said)
 			if err := users.Written(); err != nil {
 				fmt.Fprintf(errOut, "up: %v\n", err)
 			} else if users.Later {
