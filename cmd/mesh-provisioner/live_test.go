@@ -50,7 +50,7 @@ var upURL = regexp.MustCompile(`NATS with JetStream on (nats://[0-9.:]+) `)
 //     plan's fingerprint;
 //   - dell removed: dell's client removes its applied record, then up
 //     stops it (says so) and client-dell's credentials are revoked (moved
-//     to auth/revoked);
+//     to auth/revoked, and refused by the running server);
 //   - mesh-vault (and app, its consumer) unplaced: up stops the vault
 //     (says so).
 func TestUpFollowsTheLiveMesh(t *testing.T) {
@@ -160,6 +160,20 @@ func TestUpFollowsTheLiveMesh(t *testing.T) {
 		_, err := os.Stat(revoked)
 		return err == nil
 	})
+
+	// Its old credentials are refused (the accounts were pushed), while
+	// the operator's still connect.
+	if nc, _, err := bus.Connect(bus.Dial{URL: url, Name: "old-dell", Creds: revoked}); err == nil {
+		nc.Close()
+		t.Errorf("client-dell's revoked credentials %s still connect", revoked)
+	} else if !strings.Contains(err.Error(), "Authorization Violation") {
+		t.Errorf("client-dell's revoked credentials: %v; want an authorization violation", err)
+	}
+	if nc, _, err := bus.Connect(bus.Dial{URL: url, Name: "operator-again", Creds: opCreds}); err != nil {
+		t.Errorf("the operator's credentials after client-dell's revocation: %v", err)
+	} else {
+		nc.Close()
+	}
 
 	// mesh-vault unplaced.
 	apply(lab("lab5.yaml", "control", "  control: [redis]\n"))

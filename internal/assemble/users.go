@@ -1,11 +1,11 @@
 package assemble
 
 import (
-	"bytes"
+	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
+	"time"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/access"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/auth"
@@ -48,16 +48,22 @@ type Users interface {
 }
 
 // GenUsers is the [Users] of up's data directory: [auth.Gen] over Dir
-// (the configuration, keys and credentials files) with StoreDir, run again
-// on the live mesh at every change. A user added this way connects at
-// once: its JWT is signed by the account's key, which the running server
-// trusts.
+// (the server's configuration, keys and credentials files) with StoreDir,
+// run again on the live mesh at every change, and the accounts' JWTs
+// pushed to the running server at URL when a user was revoked or had its
+// permissions changed, so that old credentials are refused at once. A
+// user added this way connects at once: its JWT is signed by the
+// account's signing key, which the running server trusts.
 type GenUsers struct {
 	// Dir is the users' directory (DATA/auth).
 	Dir string
 	// StoreDir is the JetStream store directory Gen writes into the
 	// configuration.
 	StoreDir string
+	// URL is the running server's (a comma-separated list for a
+	// cluster), to which the accounts are pushed as the directory's
+	// system user.
+	URL string
 	// Before, if set, is called before each Gen (up waits there for the
 	// credentials files its first Gen left for later).
 	Before func() error
@@ -65,8 +71,9 @@ type GenUsers struct {
 	Log *slog.Logger
 }
 
-// Issue runs [auth.Gen] over the parties of m and returns the users whose
-// credentials file holds other bytes than before, and those Gen revoked.
+// Issue runs [auth.Gen] over the parties of m, pushes the accounts when a
+// user was revoked or narrowed, and returns the users Gen signed anew and
+// those it revoked.
 func (g *GenUsers) Issue(m access.Mesh) (changed, revoked []string, err error) {
 	if g.Before != nil {
 		if err := g.Before(); err != nil {
@@ -77,26 +84,36 @@ func (g *GenUsers) Issue(m access.Mesh) (changed, revoked []string, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	before := make(map[string][]byte, len(parties))
-	for _, p := range parties {
-		b, _ := os.ReadFile(auth.CredsPath(g.Dir, p.User)) // a missing file is a new user
-		before[p.User] = b
-	}
 	res, err := auth.Gen(g.Dir, parties, auth.Options{StoreDir: g.StoreDir, Source: "the live mesh"})
 	if err != nil {
 		return nil, nil, fmt.Errorf("assemble: users: %w", err)
 	}
-	for _, p := range parties {
-		b, err := os.ReadFile(res.Creds[p.User])
-		if err != nil {
-			return nil, nil, fmt.Errorf("assemble: users: %w", err)
+	if len(res.Revoked)+len(res.Narrowed) > 0 {
+		if err := g.push(res); err != nil {
+			return nil, nil, err
 		}
-		if !bytes.Equal(b, before[p.User]) {
-			changed = append(changed, p.User)
-		}
+		g.log().Info("assemble: accounts pushed: the old credentials of these users are refused", "revoked", res.Revoked, "narrowed", res.Narrowed)
 	}
-	revokeNow(g.log(), res.Revoked)
-	return changed, slices.Clone(res.Revoked), nil
+	return slices.Clone(res.Signed), slices.Clone(res.Revoked), nil
+}
+
+// push delivers the accounts' JWTs of res to the running server.
+func (g *GenUsers) push(res *auth.Result) error {
+	creds, err := res.Authority.SystemCreds()
+	if err != nil {
+		return fmt.Errorf("assemble: users: %w", err)
+	}
+	nc, _, err := bus.Connect(bus.Dial{URL: g.URL, Name: auth.PushUser, Creds: creds, Log: g.log()})
+	if err != nil {
+		return fmt.Errorf("assemble: users: push: %w", err)
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := bus.PushClaims(ctx, nc, res.Accounts, 1); err != nil {
+		return fmt.Errorf("assemble: users: push: %w", err)
+	}
+	return nil
 }
 
 func (g *GenUsers) log() *slog.Logger {
@@ -104,17 +121,4 @@ func (g *GenUsers) log() *slog.Logger {
 		return slog.Default()
 	}
 	return g.Log
-}
-
-// revokeNow makes the revocation of users take effect on the running
-// server. [auth.Gen] has revoked them in the account's JWT of the
-// configuration, which the server reads when it starts; until the account
-// is pushed to the running server (its resolver), their old credentials
-// still connect, and it is said.
-func revokeNow(log *slog.Logger, users []string) {
-	if len(users) == 0 {
-		return
-	}
-	log.Warn("assemble: users revoked in the configuration; the running server accepts their old credentials until it restarts",
-		"users", users)
 }

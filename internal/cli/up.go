@@ -368,7 +368,7 @@ func runUp(ctx context.Context, out, errOut io.Writer, f upFlags, args []string)
 		},
 	}
 	if !f.noAuth {
-		cfg.Follow.Users = &assemble.GenUsers{Dir: data.Auth(), StoreDir: data.Store(), Before: users.Written, Log: log}
+		cfg.Follow.Users = &assemble.GenUsers{Dir: data.Auth(), StoreDir: data.Store(), URL: srv.URL(), Before: users.Written, Log: log}
 	}
 	running, err := asm.StartMesh(ctx, ojs, cfg)
 	if err != nil {
