@@ -23,6 +23,10 @@ type Result struct {
 	// (for a database: host, port, database, role); written into the
 	// entry for consumers' configurations ([mesh.Entry] Connection).
 	Connection map[string]string
+	// Next is, for a credential rotated and not yet in force (the vault's
+	// rotation grace), the generation issued: written as the entry's next
+	// ([mesh.Entry] Next), while Generation names the one in force.
+	Next int64
 }
 
 // Provided returns a provided result naming the credential vaultName at

@@ -708,7 +708,7 @@ func (k *Kit) handle(ctx context.Context, key string) {
 	// The entry is queued, not awaited: the key counts as done (or as
 	// backing off) from now on, and a write that fails makes it be tried
 	// again (see wrote).
-	b, err := json.Marshal(mesh.Entry{State: res.State, Why: res.Why, VaultName: res.VaultName, Generation: res.Generation, Connection: res.Connection})
+	b, err := json.Marshal(mesh.Entry{State: res.State, Why: res.Why, VaultName: res.VaultName, Generation: res.Generation, Connection: res.Connection, Next: res.Next})
 	if err != nil {
 		res, retry = Failing(fmt.Sprintf("kit: entry %s: %v", key, err)), true
 		b, _ = json.Marshal(mesh.Entry{State: res.State, Why: res.Why})

@@ -74,9 +74,12 @@ type VaultAnswer struct {
 	Error       string       `json:"error,omitempty"`
 }
 
-// RotateRequest is the request of [RotateVerb].
+// RotateRequest is the request of [RotateVerb]. Now puts the new value in
+// force at once, with no grace: the old one is refused by its provider as
+// soon as it sets the new one (for a credential that leaked).
 type RotateRequest struct {
 	Key string `json:"key"`
+	Now bool   `json:"now,omitempty"`
 }
 
 // RotateAnswer is the answer of [RotateVerb]: the credential's new vault
@@ -113,11 +116,22 @@ func AskConsumers(ctx context.Context, nc *nats.Conn, user string, req VaultRequ
 	return a, err
 }
 
-// AskRotate asks the vault to rotate the credential at key. It blocks like
-// [AskSecrets].
+// AskRotate asks the vault to rotate the credential at key: the new value
+// comes in force once the consumer's node has applied it, or after the
+// vault's grace. It blocks like [AskSecrets].
 func AskRotate(ctx context.Context, nc *nats.Conn, key string) (RotateAnswer, error) {
+	return askRotate(ctx, nc, RotateRequest{Key: key})
+}
+
+// AskRotateNow is [AskRotate] with the new value in force at once (see
+// [RotateRequest] Now).
+func AskRotateNow(ctx context.Context, nc *nats.Conn, key string) (RotateAnswer, error) {
+	return askRotate(ctx, nc, RotateRequest{Key: key, Now: true})
+}
+
+func askRotate(ctx context.Context, nc *nats.Conn, req RotateRequest) (RotateAnswer, error) {
 	var a RotateAnswer
-	err := ask(ctx, nc, RotateVerb, RotateRequest{Key: key}, &a, func() string { return a.Error })
+	err := ask(ctx, nc, RotateVerb, req, &a, func() string { return a.Error })
 	return a, err
 }
 

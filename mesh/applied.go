@@ -21,6 +21,14 @@ type Applied struct {
 	// directory is never followed nor used), one item each; absent when the
 	// whole plan was applied. Not in spec 8's record: an addition.
 	Problems []string `json:"problems,omitempty"`
+	// Credentials holds, for each credential key the module's rendered
+	// templates hold a value of, the generation they hold; Reloaded
+	// reports whether the manifest's reload ran since they were rendered
+	// (false while it waits for the providers to hold that generation, or
+	// when it failed: said in Problems). Absent for a module with no
+	// templates. Not in spec 8's record: an addition.
+	Credentials map[string]int64 `json:"credentials,omitempty"`
+	Reloaded    bool             `json:"reloaded,omitempty"`
 }
 
 // CollectItem is the value at a [CollectKey] in [CollectBucket], written by

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 )
 
 // Manifest is a module's manifest (spec 3), decoded from the JSON text kept
@@ -20,6 +22,26 @@ type Manifest struct {
 	Contributes []Contribution `json:"contributes,omitempty"`
 	State       []StateName    `json:"state,omitempty"`
 	Reads       []string       `json:"reads,omitempty"`
+	// Templates are the configuration files the node's client renders
+	// for the module; Reload is the command it runs after it rendered any
+	// of them anew (see [Template]).
+	Templates []Template `json:"templates,omitempty"`
+	Reload    []string   `json:"reload,omitempty"`
+}
+
+// Template is an item of a manifest's templates: a configuration file the
+// node's client renders into the module's directory Dir (one of the
+// manifest's dirs), as the file named File (one path element), from Text
+// with its placeholders (${kind:name}) resolved through the registry. The
+// client renders it when it applies the plan and again whenever a value it
+// holds changes (a credential rotated); after a render that changed a file
+// it runs the manifest's reload: the command and its arguments (no shell),
+// as consul-template's command or Nomad's change_mode "script", once the
+// providers hold what it rendered. A rendered file has mode 0600.
+type Template struct {
+	Dir  string `json:"dir"`
+	File string `json:"file"`
+	Text string `json:"text"`
 }
 
 // Requirement is an item of a manifest's requires: a provision the module
@@ -220,5 +242,27 @@ func (m *Manifest) Validate() error {
 			return fmt.Errorf("manifest: contributes[%d].collection is empty", i)
 		}
 	}
+	files := map[string]bool{}
+	for i, t := range m.Templates {
+		if !slices.ContainsFunc(m.Dirs, func(d Dir) bool { return d.Name == t.Dir }) {
+			return fmt.Errorf("manifest: templates[%d].dir %q is none of the manifest's dirs", i, t.Dir)
+		}
+		if !ValidFile(t.File) {
+			return fmt.Errorf("manifest: templates[%d].file %q is not a file name (one path element, not . or ..)", i, t.File)
+		}
+		if files[t.Dir+"/"+t.File] {
+			return fmt.Errorf("manifest: templates[%d]: %s/%s is rendered twice", i, t.Dir, t.File)
+		}
+		files[t.Dir+"/"+t.File] = true
+	}
+	if len(m.Reload) > 0 && m.Reload[0] == "" {
+		return errors.New("manifest: reload[0], the command, is empty")
+	}
 	return nil
+}
+
+// ValidFile reports whether name is a file name a template may be rendered
+// to: not empty, no "/" nor NUL, and not "." or "..".
+func ValidFile(name string) bool {
+	return name != "" && name != "." && name != ".." && !strings.ContainsAny(name, "/\x00")
 }

@@ -132,6 +132,10 @@ type Plan struct {
 	Config      []string        `json:"config"`
 	Contributes []Contribution  `json:"contributes"`
 	Provisions  []PlanProvision `json:"provisions"`
+	// Templates and Reload are the manifest's (see [Template]); absent
+	// when it has none.
+	Templates []Template `json:"templates,omitempty"`
+	Reload    []string   `json:"reload,omitempty"`
 }
 
 // PlanProvision is one requirement of a [Plan], resolved to its provider.
@@ -200,6 +204,12 @@ type Entry struct {
 	// names). Empty when the provider says nothing of it.
 	Connection map[string]string `json:"connection,omitempty"`
 	Waiting    string            `json:"waits,omitempty"`
+	// Next, in the vault's entry of a credential rotated, is the
+	// generation issued and not yet in force: the consumer's node renders
+	// it first, and the entry names it as Generation (so that providers
+	// set it) once that node has applied it or the rotation's grace ended.
+	// 0 when none is pending. Not in spec 2.1's entry: an addition.
+	Next int64 `json:"next,omitempty"`
 }
 
 // Outcome returns the entry's state and why, reading an old-style entry's

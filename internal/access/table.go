@@ -166,10 +166,13 @@ var Table = join(
 	},
 	// The vault answers its verbs; the subject's last token names the
 	// module it answers for, which the table pins to that module's user.
+	// It reads the clients' applied records: a rotated credential comes in
+	// force once its consumer's node says it rendered it.
 	[]Rule{
 		{Vault, Answer, SecretWildcard, ""},
 		{Vault, Answer, ConsumersWild, ""},
 		{Vault, Answer, Rotate, ""},
+		{Vault, Read, mesh.AppliedBucket, AllKeys},
 	},
 	// A provider writes its own entries only, and reads plans and
 	// provisions (never writes them); it asks the vault for its consumers'

@@ -65,13 +65,18 @@ provisions buckets the seat makes.`,
 func newVaultRotateCmd() *cobra.Command {
 	var bf busFlags
 	var timeout time.Duration
+	var now bool
 	cmd := &cobra.Command{
 		Use:   "rotate KEY",
 		Short: "Give a credential a new value at the next generation",
 		Long: "rotate asks mesh-vault (verb mesh-vault.rotate) for a new value of the credential at KEY\n" +
-			"(<node>.<consumer>.credential.<provider>_<provision>[_<local>]). The vault writes its entry\n" +
-			"again with generation+1; the seat carries it into the provision's reference and the\n" +
-			"provider sets the new value.",
+			"(<node>.<consumer>.credential.<provider>_<provision>[_<local>]) at generation+1. The\n" +
+			"consumer's node renders it first (its client renders the module's templates again and\n" +
+			"runs its reload once the provider holds it); the old value stays in force for the provider\n" +
+			"until that node has applied the new one, or until the vault's grace ends (1 minute), and\n" +
+			"then the vault's entry names the new generation: the seat carries it into the provision's\n" +
+			"reference and the provider sets it. With --now the new value is in force at once (a\n" +
+			"credential that leaked): the provider refuses the old one as soon as it sets the new.",
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return usageError{fmt.Errorf("vault rotate takes one KEY, got %d arguments", len(args))}
@@ -86,15 +91,24 @@ func newVaultRotateCmd() *cobra.Command {
 			defer nc.Close()
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			a, err := kit.AskRotate(ctx, nc, args[0])
+			ask := kit.AskRotate
+			if now {
+				ask = kit.AskRotateNow
+			}
+			a, err := ask(ctx, nc, args[0])
 			if err != nil {
 				return fmt.Errorf("vault rotate %s: %w", args[0], err)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "rotated %s: vault name %s, generation %d\n", a.Key, a.VaultName, a.Generation)
+			when := "in force once the consumer's node applies it, or after the vault's grace"
+			if now {
+				when = "in force now"
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "rotated %s: vault name %s, generation %d, %s\n", a.Key, a.VaultName, a.Generation, when)
 			return nil
 		},
 	}
 	bf.add(cmd)
 	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Second, "how long to wait for the vault's answer")
+	cmd.Flags().BoolVar(&now, "now", false, "put the new value in force at once, with no grace (the provider refuses the old one as soon as it sets the new)")
 	return cmd
 }

@@ -38,12 +38,20 @@ func TestVaultRotate(t *testing.T) {
 		return out.String(), err
 	}
 	out, err := rotate(ck.String())
-	if want := "rotated ace.gitea.credential.postgres_database_main: vault name ace.gitea.credential.postgres_database_main, generation 2\n"; err != nil || out != want {
+	if want := "rotated ace.gitea.credential.postgres_database_main: vault name ace.gitea.credential.postgres_database_main, generation 2, in force once the consumer's node applies it, or after the vault's grace\n"; err != nil || out != want {
 		t.Errorf("vault rotate = %q, %v; want %q", out, err, want)
 	}
-	bustest.WaitFor(t, 0, "the reference at generation 2", func() bool {
+	bustest.WaitFor(t, 0, "the entry naming generation 2 next", func() bool {
+		e, ok := kittest.Entry(t, js, mesh.VaultModule, ck)
+		return ok && e.Generation == 1 && e.Next == 2
+	})
+	out, err = rotate("--now", ck.String())
+	if want := "rotated ace.gitea.credential.postgres_database_main: vault name ace.gitea.credential.postgres_database_main, generation 3, in force now\n"; err != nil || out != want {
+		t.Errorf("vault rotate --now = %q, %v; want %q", out, err, want)
+	}
+	bustest.WaitFor(t, 0, "the reference at generation 3", func() bool {
 		q, _ := seat.Get(ck)
-		return q.Reference != nil && q.Reference.Generation == 2
+		return q.Reference != nil && q.Reference.Generation == 3
 	})
 	if _, err := rotate("ace.gitea.credential.nothing"); !errors.Is(err, kit.ErrVault) || !strings.Contains(err.Error(), "no value under this name") {
 		t.Errorf("vault rotate of an unknown key = %v; want the vault's refusal", err)

@@ -67,6 +67,7 @@ func (c *Client) apply(ctx context.Context, module string) error {
 	if err := c.ports(key, plan, old, &rec); err != nil {
 		problems = append(problems, err.Error())
 	}
+	problems = append(problems, c.applyTemplates(ctx, module, plan, old, &rec)...)
 	if len(problems) > 0 {
 		rec.Problems = problems
 		c.log.Warn("client: plan applied in part", "bucket", mesh.AppliedBucket, "key", key, "problems", problems)
@@ -78,6 +79,42 @@ func (c *Client) apply(ctx context.Context, module string) error {
 		return err
 	}
 	return nil
+}
+
+// applyTemplates renders the plan's templates into rec's directories and
+// runs the plan's reload after a render that changed a file (or one whose
+// reload has not run: the old record says so) once the providers hold
+// every credential generation the files hold; rec says those generations
+// and whether the reload ran. It returns what it could not do.
+func (c *Client) applyTemplates(ctx context.Context, module string, plan mesh.Plan, old mesh.Applied, rec *mesh.Applied) []string {
+	c.templatedMu.Lock()
+	if len(plan.Templates) == 0 {
+		delete(c.templated, module)
+	} else {
+		c.templated[module] = true
+	}
+	c.templatedMu.Unlock()
+	if len(plan.Templates) == 0 {
+		return nil
+	}
+	c.followTemplated()
+	creds, changed, problems := c.templates(ctx, module, plan, rec.Dirs)
+	rec.Credentials = creds
+	if len(plan.Reload) == 0 {
+		return problems
+	}
+	if !changed && old.Reloaded {
+		rec.Reloaded = true
+		return problems
+	}
+	if why := c.behind(creds); why != "" {
+		return append(problems, why)
+	}
+	if err := c.reload(ctx, module, plan.Reload); err != nil {
+		return append(problems, err.Error())
+	}
+	rec.Reloaded = true
+	return problems
 }
 
 func compact(s []string) []string {

@@ -42,6 +42,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -111,6 +112,16 @@ type Client struct {
 	plans, applied, collect, registry *bus.Copy
 	ready                             chan struct{}
 
+	// The node's provisions and the vault's entries of its credentials
+	// (keys <node>.>), followed from the first plan with templates on: a
+	// change re-renders the templated module it is of (see templated).
+	follow      sync.Once
+	runCtx      context.Context
+	provisions  *bus.Copy
+	vaultBound  *bus.Copy
+	templatedMu sync.Mutex
+	templated   map[string]bool
+
 	retry retry // modules whose apply failed, marked again after a backoff
 
 	mu      sync.Mutex
@@ -168,6 +179,7 @@ func New(cfg Config) (*Client, error) {
 		dirty:      map[string]bool{},
 		wake:       make(chan struct{}, 1),
 		id:         leaseID(cfg.Node, root),
+		templated:  map[string]bool{},
 	}, nil
 }
 
@@ -219,6 +231,7 @@ func (c *Client) Run(ctx context.Context) error {
 		}()
 	}
 	filter := c.cfg.Node + ".>"
+	c.runCtx = ctx
 	// A change of the client's own keys by anyone else (a delete, its
 	// bucket deleted or made anew, a server back on an empty store) applies
 	// the module again, so that its keys say what the client applied.
@@ -277,6 +290,29 @@ func (c *Client) Run(ctx context.Context) error {
 			c.work(ctx)
 		}
 	}
+}
+
+// followTemplated starts following the node's provisions and the vault's
+// entries of its credentials (once), for the modules with templates: a
+// change of a key of such a module (its second token) marks it, to be
+// rendered again (a credential rotated) and reloaded once its providers
+// hold what it rendered.
+func (c *Client) followTemplated() {
+	c.follow.Do(func() {
+		filter := c.cfg.Node + ".>"
+		onChange := func(ch bus.Change) {
+			_, rest, _ := strings.Cut(ch.Key, ".")
+			module, _, _ := strings.Cut(rest, ".")
+			c.templatedMu.Lock()
+			t := c.templated[module]
+			c.templatedMu.Unlock()
+			if t {
+				c.mark(module)
+			}
+		}
+		c.provisions = bus.Follow(c.runCtx, c.cfg.JS, mesh.ProvisionsBucket, bus.Options{Filter: filter, Log: c.log, OnChange: onChange})
+		c.vaultBound = bus.Follow(c.runCtx, c.cfg.JS, mesh.BoundBucket(mesh.VaultModule), bus.Options{Filter: filter, Log: c.log, OnChange: onChange, RevisionsOnly: true})
+	})
 }
 
 // modules returns every module that has a plan, an applied record or a

@@ -27,8 +27,9 @@ type vaultRequest struct {
 // rendering reads.
 type vaultAnswer struct {
 	Credentials []struct {
-		Key   string `json:"key"`
-		Value string `json:"value"`
+		Key        string `json:"key"`
+		Generation int64  `json:"generation"`
+		Value      string `json:"value"`
 	} `json:"credentials"`
 	Secrets []struct {
 		Node   string `json:"node"`
@@ -47,37 +48,51 @@ type vaultAnswer struct {
 // else the credential whose key is name or whose key's last token is name
 // (for example "postgres_database_main").
 func AskVault(nc *nats.Conn, timeout time.Duration) VerbFunc {
+	return func(ctx context.Context, verb, node, module, name string) (string, error) {
+		v, _, err := askVault(ctx, nc, timeout, verb, node, module, name)
+		return v, err
+	}
+}
+
+// held is a credential a rendered value came from: its key and the
+// generation answered (zero for a secret).
+type held struct {
+	key        string
+	generation int64
+}
+
+// askVault is [AskVault]'s ask, returning also the credential the value
+// is (its key and generation), none for a secret.
+func askVault(ctx context.Context, nc *nats.Conn, timeout time.Duration, verb, node, module, name string) (string, held, error) {
 	if timeout == 0 {
 		timeout = 5 * time.Second
 	}
-	return func(ctx context.Context, verb, node, module, name string) (string, error) {
-		subject := verb + "." + module
-		body, _ := json.Marshal(vaultRequest{Node: node})
-		ctx, cancel := context.WithTimeout(ctx, timeout)
-		defer cancel()
-		msg, err := nc.RequestWithContext(ctx, subject, body)
-		if err != nil {
-			return "", fmt.Errorf("asking %s: %w", subject, err)
-		}
-		var a vaultAnswer
-		if err := json.Unmarshal(msg.Data, &a); err != nil {
-			return "", fmt.Errorf("the answer of %s does not decode: %w", subject, err)
-		}
-		if a.Error != "" {
-			return "", fmt.Errorf("%s says: %s", subject, a.Error)
-		}
-		for _, s := range a.Secrets {
-			if s.Node == node && s.Module == module && s.Name == name {
-				return s.Value, nil
-			}
-		}
-		for _, c := range a.Credentials {
-			if c.Key == name || strings.HasSuffix(c.Key, "."+name) {
-				return c.Value, nil
-			}
-		}
-		return "", errors.New(whyNotInVault(subject, name))
+	subject := verb + "." + module
+	body, _ := json.Marshal(vaultRequest{Node: node})
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	msg, err := nc.RequestWithContext(ctx, subject, body)
+	if err != nil {
+		return "", held{}, fmt.Errorf("asking %s: %w", subject, err)
 	}
+	var a vaultAnswer
+	if err := json.Unmarshal(msg.Data, &a); err != nil {
+		return "", held{}, fmt.Errorf("the answer of %s does not decode: %w", subject, err)
+	}
+	if a.Error != "" {
+		return "", held{}, fmt.Errorf("%s says: %s", subject, a.Error)
+	}
+	for _, s := range a.Secrets {
+		if s.Node == node && s.Module == module && s.Name == name {
+			return s.Value, held{}, nil
+		}
+	}
+	for _, c := range a.Credentials {
+		if c.Key == name || strings.HasSuffix(c.Key, "."+name) {
+			return c.Value, held{c.Key, c.Generation}, nil
+		}
+	}
+	return "", held{}, errors.New(whyNotInVault(subject, name))
 }
 
 // Render renders the configuration template of module on the client's
@@ -91,12 +106,18 @@ func AskVault(nc *nats.Conn, timeout time.Duration) VerbFunc {
 // [Config.Verbs] or [AskVault]. It returns a [*RenderError] listing every
 // placeholder it cannot resolve. Call it after [Client.Ready].
 func (c *Client) Render(ctx context.Context, module, template string) (string, error) {
+	return c.render(ctx, module, template, nil)
+}
+
+// render is [Client.Render]; each credential a value came from is added
+// to creds (its key and generation) unless creds is nil.
+func (c *Client) render(ctx context.Context, module, template string, creds map[string]int64) (string, error) {
 	return Render(template, func(kind, name string) (string, error) {
-		return c.resolve(ctx, module, kind, name)
+		return c.resolve(ctx, module, kind, name, creds)
 	})
 }
 
-func (c *Client) resolve(ctx context.Context, module, kind, name string) (string, error) {
+func (c *Client) resolve(ctx context.Context, module, kind, name string, creds map[string]int64) (string, error) {
 	it, ok := c.registry.Get(kind)
 	if !ok {
 		return "", errors.New(whyNoKind(kind))
@@ -107,7 +128,7 @@ func (c *Client) resolve(ctx context.Context, module, kind, name string) (string
 	}
 	switch {
 	case a.Verb != "":
-		return c.ask(ctx, a.Verb, module, name)
+		return c.ask(ctx, a.Verb, module, name, creds)
 	case a.Bucket == mesh.AppliedBucket:
 		return c.fromApplied(module, a.Field, name)
 	case a.Bucket == mesh.CollectBucket:
@@ -118,14 +139,18 @@ func (c *Client) resolve(ctx context.Context, module, kind, name string) (string
 	return c.fromBucket(ctx, a, module, name)
 }
 
-func (c *Client) ask(ctx context.Context, verb, module, name string) (string, error) {
+func (c *Client) ask(ctx context.Context, verb, module, name string, creds map[string]int64) (string, error) {
 	if f, ok := c.cfg.Verbs[verb]; ok {
 		return f(ctx, verb, c.cfg.Node, module, name)
 	}
 	if c.cfg.NC == nil {
 		return "", errors.New(whyNoVerb(verb))
 	}
-	return AskVault(c.cfg.NC, 0)(ctx, verb, c.cfg.Node, module, name)
+	v, h, err := askVault(ctx, c.cfg.NC, 0, verb, c.cfg.Node, module, name)
+	if err == nil && h.key != "" && creds != nil {
+		creds[h.key] = h.generation
+	}
+	return v, err
 }
 
 func (c *Client) fromApplied(module, field, name string) (string, error) {

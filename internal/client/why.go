@@ -61,3 +61,37 @@ func whyNoName(kind string) string {
 func whyNotInVault(subject, name string) string {
 	return fmt.Sprintf("%s answered no secret or credential named %q", subject, name)
 }
+
+// Whys of templates and their reload, said in the applied record's
+// problems.
+
+func whyTemplateNoDir(file string) string {
+	return fmt.Sprintf("template %s: its directory was not made, so it is not rendered", file)
+}
+
+func whyTemplateNotRendered(file string, err error) string {
+	return fmt.Sprintf("template %s not rendered (the file keeps what it held): %v", file, err)
+}
+
+// whyNotInForce says that the credential key, rendered at generation gen,
+// is not in force at it yet: its provision p (ok false: none) names less.
+func whyNotInForce(key string, gen int64, p mesh.Provision, ok bool) string {
+	switch {
+	case !ok:
+		return fmt.Sprintf("the reload waits: the files hold generation %d of %s, whose provision the client does not see", gen, key)
+	case p.State != mesh.Provided:
+		return fmt.Sprintf("the reload waits: the files hold generation %d of %s, which is %s (%s)", gen, key, p.State, p.Why)
+	case p.Reference == nil:
+		return fmt.Sprintf("the reload waits: the files hold generation %d of %s, whose provision names no generation", gen, key)
+	}
+	return fmt.Sprintf("the reload waits: the files hold generation %d of %s; generation %d is in force (the vault puts the new one in force once this node's applied record says it, or after its grace)", gen, key, p.Reference.Generation)
+}
+
+// whyProviderBehind says that the provision dep, which depends on the
+// credential key rendered at gen, does not hold it yet.
+func whyProviderBehind(key string, gen int64, dep string, d mesh.Provision) string {
+	if d.State != mesh.Provided {
+		return fmt.Sprintf("the reload waits: the files hold generation %d of %s; %s, which depends on it, is %s (%s)", gen, key, dep, d.State, d.Why)
+	}
+	return fmt.Sprintf("the reload waits: the files hold generation %d of %s; %s's provider %s on %s holds generation %d", gen, key, dep, d.Provider.Module, d.Provider.Node, d.Reference.Generation)
+}

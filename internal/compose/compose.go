@@ -345,6 +345,8 @@ func (c *composer) at(m string, b mesh.Build) string {
 		Config:      orEmpty(man.Config),
 		Contributes: orEmpty(man.Contributes),
 		Provisions:  emptied(plan.Provisions, len(man.Requires)),
+		Templates:   man.Templates,
+		Reload:      man.Reload,
 	}
 	for _, d := range man.Dirs {
 		if d.Unknown == "" {

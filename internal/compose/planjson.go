@@ -101,6 +101,26 @@ func appendPlan(b []byte, p *mesh.Plan) ([]byte, bool) {
 		}
 		b = append(b, ']')
 	}
+	if len(p.Templates) > 0 {
+		b = append(b, `,"templates":[`...)
+		for i, t := range p.Templates {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"dir":`...)
+			b, ok = appendPlainAnd(b, t.Dir, ok)
+			b = append(b, `,"file":`...)
+			b, ok = appendPlainAnd(b, t.File, ok)
+			b = append(b, `,"text":`...)
+			b, ok = appendPlainAnd(b, t.Text, ok)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	if len(p.Reload) > 0 {
+		b = append(b, `,"reload":`...)
+		b, ok = appendPlainList(b, p.Reload, ok)
+	}
 	b = append(b, '}')
 	if !ok {
 		return b[:start], false

@@ -11,7 +11,7 @@ import (
 
 // manifestFields are the fields of a manifest (spec 3), in the order the
 // messages list them.
-var manifestFields = []string{"module", "requires", "provides", "dirs", "ports", "secrets", "config", "contributes", "state", "reads"}
+var manifestFields = []string{"module", "requires", "provides", "dirs", "ports", "secrets", "config", "contributes", "state", "reads", "templates", "reload"}
 
 // manifest decodes a manifest written in YAML into a [mesh.Manifest],
 // saying every problem with its line; what names it in messages.
@@ -179,6 +179,35 @@ func (p *parser) manifest(module, what string, n *yaml.Node, refs *[]ref) (*mesh
 		}
 		names(item, w, s)
 		m.Reads = append(m.Reads, s)
+	}
+
+	for i, item := range p.list(fields["templates"], what+": templates") {
+		w := fmt.Sprintf("%s: templates[%d]", what, i)
+		obj := p.object(item, w, "dir", "file", "text")
+		if obj == nil {
+			continue
+		}
+		var t mesh.Template
+		t.Dir = p.required(item, obj["dir"], w+" dir")
+		for _, f := range []struct {
+			name string
+			to   *string
+		}{{"file", &t.File}, {"text", &t.Text}} {
+			if v := obj[f.name]; v == nil {
+				p.errf(item, "%s %s is missing", w, f.name)
+			} else if s, ok := p.text(v, w+" "+f.name); ok && s == "" {
+				p.errf(v, "%s %s is empty", w, f.name)
+			} else {
+				*f.to = s
+			}
+		}
+		m.Templates = append(m.Templates, t)
+	}
+
+	for i, item := range p.list(fields["reload"], what+": reload") {
+		if s, ok := p.text(item, fmt.Sprintf("%s: reload[%d]", what, i)); ok {
+			m.Reload = append(m.Reload, s)
+		}
 	}
 
 	if len(p.errs) > before {

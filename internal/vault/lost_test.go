@@ -54,7 +54,7 @@ func TestVaultNeverIssuesAGenerationTwice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.vault.Rotate(cred.String()); err != nil {
+	if _, err := f.vault.RotateNow(cred.String()); err != nil {
 		t.Fatal(err)
 	}
 	waitProvided(t, f.seat, cred, 4)
@@ -93,7 +93,7 @@ func TestVaultCompactsWhileRunning(t *testing.T) {
 	most := 0
 	for range 300 {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_, err := kit.AskRotate(ctx, onc, cred.String())
+		_, err := kit.AskRotateNow(ctx, onc, cred.String())
 		cancel()
 		if err != nil {
 			t.Fatal(err)

@@ -35,6 +35,26 @@ type Config struct {
 	// RetryMin and RetryMax bound the kit's backoff (see kit.Config); 0
 	// means the kit's defaults.
 	RetryMin, RetryMax time.Duration
+	// Grace is how long a rotated credential's old generation stays in
+	// force (named by its entry, so that its provider keeps it) while the
+	// consumer's node has not applied the new one: the rotation is in
+	// force once that node's client says it rendered the new generation
+	// (its applied record's credentials), or when Grace ends, whichever
+	// comes first. 0 means [DefaultGrace]; negative means none (in force
+	// at once, as a rotation with now is).
+	Grace time.Duration
+}
+
+// DefaultGrace is the rotation grace when [Config].Grace is 0.
+const DefaultGrace = time.Minute
+
+// rotation is a credential rotated and not yet in force: from is the value
+// in force (its provider holds it), to the generation issued, which the
+// consumer's node renders first.
+type rotation struct {
+	from  Value
+	to    int64
+	timer *time.Timer
 }
 
 // workers is how many credential keys the vault's kit handles at once:
@@ -61,6 +81,11 @@ type Vault struct {
 	// plan the vault reads. The plans copy keeps revisions only.
 	mu        sync.Mutex
 	secretsOf map[mesh.NodeModule][]string
+	// rotating holds the credentials rotated and not yet in force, by
+	// key (see Config.Grace); applied follows the clients' applied
+	// records, where the consumers' nodes say what they rendered.
+	rotating map[string]*rotation
+	applied  *bus.Copy
 	// planSecrets reads a plan's secrets and nothing else of it.
 	planSecrets planReader
 }
@@ -82,12 +107,16 @@ func Start(ctx context.Context, cfg Config, nc *nats.Conn, js jetstream.JetStrea
 		return nil, err
 	}
 	v := &Vault{cfg: cfg, self: mesh.Ref{Module: mesh.VaultModule, Node: cfg.Node}, store: store, log: log.With("component", mesh.VaultModule),
-		secretsOf: map[mesh.NodeModule][]string{}, started: make(chan struct{})}
+		secretsOf: map[mesh.NodeModule][]string{}, started: make(chan struct{}), rotating: map[string]*rotation{}}
+	if v.cfg.Grace == 0 {
+		v.cfg.Grace = DefaultGrace
+	}
 	store.said = v.log
 	if t, ok := store.Torn(); ok {
 		v.log.Warn(sayTorn, "line", t.Line, "bytes", t.Bytes, "name", t.Name, "generation", t.Generation)
 	}
 	v.plans = bus.Follow(ctx, js, mesh.PlansBucket, bus.Options{Log: v.log, OnChange: v.tookPlan, RevisionsOnly: true})
+	v.applied = bus.Follow(ctx, js, mesh.AppliedBucket, bus.Options{Log: v.log, OnChange: v.tookApplied, RevisionsOnly: true})
 	v.kit, err = kit.Start(ctx, kit.Config{
 		Module: mesh.VaultModule, Node: cfg.Node, JetStream: js, Handler: handler{v}, Log: log,
 		RetryMin: cfg.RetryMin, RetryMax: cfg.RetryMax, Workers: workers,
@@ -127,17 +156,116 @@ func Start(ctx context.Context, cfg Config, nc *nats.Conn, js jetstream.JetStrea
 func (v *Vault) Ready() <-chan struct{} { return v.kit.Ready() }
 
 // Rotate gives the value at name (a credential key, or a secret's vault
-// name) a new value at the next generation; a credential's entry is then
-// written again with it. It returns the new value's name and generation,
-// or an error wrapping [ErrUnknown] when the vault keeps nothing at name.
-func (v *Vault) Rotate(name string) (Value, error) {
+// name) a new value at the next generation. A credential's new value is
+// answered to its consumer at once, and comes in force for its provider
+// (its entry names it) once the consumer's node has applied it or the
+// grace ends (see [Config].Grace); a secret's at once. It returns the new
+// value's name and generation, or an error wrapping [ErrUnknown] when the
+// vault keeps nothing at name.
+func (v *Vault) Rotate(name string) (Value, error) { return v.rotate(name, false) }
+
+// RotateNow is [Vault.Rotate] with the new value in force at once.
+func (v *Vault) RotateNow(name string) (Value, error) { return v.rotate(name, true) }
+
+func (v *Vault) rotate(name string, now bool) (Value, error) {
+	before, _ := v.store.Get(name)
 	val, err := v.store.Rotate(name)
 	if err != nil {
 		return Value{}, err
 	}
+	_, isCredential := v.credential(name, false)
+	v.mu.Lock()
+	r := v.rotating[name]
+	switch {
+	case !isCredential || now || v.cfg.Grace < 0:
+		if r != nil {
+			r.timer.Stop()
+			delete(v.rotating, name)
+		}
+	case r == nil:
+		// The value in force stays the one before, the provider's.
+		r = &rotation{from: before, to: val.Generation}
+		r.timer = time.AfterFunc(v.cfg.Grace, func() {
+			v.mu.Lock()
+			var to int64
+			if r := v.rotating[name]; r != nil {
+				to = r.to
+			}
+			v.mu.Unlock()
+			v.inForce(name, to, "grace")
+		})
+		v.rotating[name] = r
+	default:
+		// Rotated again before the last came in force: that one is
+		// never in force.
+		r.to = val.Generation
+		r.timer.Reset(v.cfg.Grace)
+	}
+	v.mu.Unlock()
 	v.kit.Again(name)
-	v.log.Info("vault: rotated", "name", name, "generation", val.Generation)
+	if r != nil && !now {
+		v.log.Info("vault: rotated; the new generation is in force once the consumer's node applies it, or after the grace", "name", name, "generation", val.Generation, "in_force", r.from.Generation, "grace", v.cfg.Grace)
+	} else {
+		v.log.Info("vault: rotated", "name", name, "generation", val.Generation)
+	}
 	return Value{Name: val.Name, Generation: val.Generation}, nil
+}
+
+// inForce ends the rotation of name to generation to (by "applied": the
+// consumer's node applied it, or "grace": the grace ended first): its
+// entry names it from then on.
+func (v *Vault) inForce(name string, to int64, by string) {
+	v.mu.Lock()
+	r := v.rotating[name]
+	if r == nil || to == 0 || r.to > to {
+		v.mu.Unlock()
+		return
+	}
+	r.timer.Stop()
+	delete(v.rotating, name)
+	v.mu.Unlock()
+	v.kit.Again(name)
+	if by == "grace" {
+		v.log.Warn("vault: the consumer's node did not apply the rotated credential within the grace; it is in force now, and the consumer is behind until its client renders it", "name", name, "generation", to, "grace", v.cfg.Grace)
+		return
+	}
+	v.log.Info("vault: the consumer's node applied the rotated credential; it is in force", "name", name, "generation", to)
+}
+
+// tookApplied takes a client's applied record: a credential of the record's
+// module on its node, rotated and not yet in force, whose generation its
+// rendered templates hold comes in force. A record that does not decode
+// is said.
+func (v *Vault) tookApplied(ch bus.Change) {
+	if ch.Deleted {
+		return
+	}
+	v.mu.Lock()
+	none := len(v.rotating) == 0
+	v.mu.Unlock()
+	if none {
+		return
+	}
+	var a struct {
+		Credentials map[string]int64 `json:"credentials"`
+	}
+	if err := jsonhead.Unmarshal(ch.Value, &a); err != nil {
+		v.log.Error("vault: an applied record does not decode; the rotations it may apply are in force after their grace", "bucket", mesh.AppliedBucket, "key", ch.Key, "err", err)
+		return
+	}
+	for key, gen := range a.Credentials {
+		// Only the consumer's own node says it: the key begins with the
+		// record's <node>.<module>.
+		if !strings.HasPrefix(key, ch.Key+".") {
+			continue
+		}
+		v.mu.Lock()
+		r := v.rotating[key]
+		v.mu.Unlock()
+		if r != nil && gen >= r.to {
+			v.inForce(key, gen, "applied")
+		}
+	}
 }
 
 // handler provides and retires credential provisions.
@@ -158,7 +286,8 @@ func (h handler) Provide(ctx context.Context, key mesh.ProvisionKey, p mesh.Prov
 	name := key.String()
 	var published int64
 	if e, ok := h.v.kit.Entry(name); ok && e.VaultName == name {
-		published = e.Generation
+		// A rotation not yet in force was handed to the consumer too.
+		published = max(e.Generation, e.Next)
 	}
 	// The kit's workers ensure credentials concurrently: grouped, a
 	// trickle of new ones shares the store's syncs.
@@ -169,6 +298,14 @@ func (h handler) Provide(ctx context.Context, key mesh.ProvisionKey, p mesh.Prov
 	if lost {
 		h.v.log.Error(sayLost, "key", name, "published", published, "held", held, "issued", val.Generation)
 	}
+	h.v.mu.Lock()
+	r := h.v.rotating[name]
+	h.v.mu.Unlock()
+	if r != nil {
+		res := kit.Provided(val.Name, r.from.Generation)
+		res.Next = r.to
+		return res, nil
+	}
 	return kit.Provided(val.Name, val.Generation), nil
 }
 
@@ -177,8 +314,10 @@ func (h handler) Retire(_ context.Context, key mesh.ProvisionKey, _ mesh.Provisi
 }
 
 // credential reports whether key is a credential this vault provides and
-// holds a value for, and returns it.
-func (v *Vault) credential(key string) (kit.Credential, bool) {
+// holds a value for, and returns it: the value issued last, or with
+// inForce the one in force (the one before a rotation not yet in force:
+// what its provider is answered, see [Config].Grace).
+func (v *Vault) credential(key string, inForce bool) (kit.Credential, bool) {
 	p, ok := v.kit.Provision(key)
 	if !ok || p.Provider != v.self || p.Provision != mesh.CredentialProvision {
 		return kit.Credential{}, false
@@ -186,6 +325,13 @@ func (v *Vault) credential(key string) (kit.Credential, bool) {
 	val, ok := v.store.Get(key)
 	if !ok {
 		return kit.Credential{}, false
+	}
+	if inForce {
+		v.mu.Lock()
+		if r := v.rotating[key]; r != nil && r.from.Value != "" {
+			val = r.from
+		}
+		v.mu.Unlock()
 	}
 	return kit.Credential{Key: key, VaultName: val.Name, Generation: val.Generation, Value: val.Value}, true
 }
@@ -222,7 +368,9 @@ func (v *Vault) credentials(self bool, from provisions, match func(key string, p
 	keys = slices.Compact(keys)
 	var out []kit.Credential
 	for _, k := range keys {
-		if c, ok := v.credential(k); ok {
+		// A module's own credentials are the newest (its node renders
+		// them first); a provider's consumers' are those in force.
+		if c, ok := v.credential(k, !self); ok {
 			out = append(out, c)
 		}
 	}
@@ -361,7 +509,7 @@ func (v *Vault) answerRotate(m *nats.Msg) {
 		v.reply(m, kit.RotateAnswer{Error: whyBadRotate(err)}, "verb", kit.RotateVerb)
 		return
 	}
-	val, err := v.Rotate(req.Key)
+	val, err := v.rotate(req.Key, req.Now)
 	if err != nil {
 		v.reply(m, kit.RotateAnswer{Key: req.Key, Error: err.Error()}, "verb", kit.RotateVerb, "key", req.Key)
 		return

@@ -49,6 +49,8 @@ type fixture struct {
 	dir   string
 	conns map[string]*nats.Conn
 	said  *kittest.Said
+	// grace is the rotation grace of the vaults started (0: the default).
+	grace time.Duration
 	// stop stops the running vault: its context cancelled and its
 	// connection closed, so that it answers nothing more.
 	stop func()
@@ -90,7 +92,7 @@ func (f *fixture) startVault(t *testing.T) {
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	v, err := vault.Start(ctx, vault.Config{Dir: f.dir, Node: vaultRef.Node, RetryMin: 20 * time.Millisecond, RetryMax: 100 * time.Millisecond}, nc, js, log)
+	v, err := vault.Start(ctx, vault.Config{Dir: f.dir, Node: vaultRef.Node, RetryMin: 20 * time.Millisecond, RetryMax: 100 * time.Millisecond, Grace: f.grace}, nc, js, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +295,7 @@ func TestVaultRotatesAndRetires(t *testing.T) {
 	onc, _ := kittest.Connect(t, f.url, "operator-verb")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	ra, err := kit.AskRotate(ctx, onc, cred.String())
+	ra, err := kit.AskRotateNow(ctx, onc, cred.String())
 	if err != nil || ra.Generation != 2 || ra.VaultName != cred.String() {
 		t.Fatalf("AskRotate = %+v, %v; want generation 2", ra, err)
 	}
