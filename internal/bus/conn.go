@@ -41,6 +41,16 @@ type Dial struct {
 	Log *slog.Logger
 }
 
+// A connection pings its server every PingInterval and takes it as dead
+// after MaxPingsOut pings unanswered: a server that stopped answering (a
+// partition, a machine gone) is found within about 6 s, and the connection
+// reconnects to another server of its list, not after nats.go's default of
+// 2 minutes x 2 pings.
+const (
+	PingInterval = 2 * time.Second
+	MaxPingsOut  = 3
+)
+
 // Connect dials the bus and returns the connection and its JetStream
 // context. The connection reconnects forever (to any server of the URL
 // list, and to the servers the cluster tells of); its inbox prefix is
@@ -69,6 +79,8 @@ func Connect(d Dial) (*nats.Conn, jetstream.JetStream, error) {
 		nats.Name(d.Name),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
+		nats.PingInterval(PingInterval),
+		nats.MaxPingsOutstanding(MaxPingsOut),
 		nats.CustomInboxPrefix("_INBOX_" + inboxToken(who)),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
 			subject := ""
