@@ -157,40 +157,41 @@ func (r *Router) raise(module string, data []byte) (*mesh.Record, error) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	// Whether the id is recorded is the bucket's word, not the copy's: a
+	// record deleted while the copy's watch is behind (starting again, or
+	// not yet at the delete) is still in the copy, and an ask raised again
+	// for it would be answered "recorded" with no record left. Create
+	// succeeds only where the bucket holds no record of the id.
 	rec := mesh.Record{State: mesh.RecordOpen, Ask: a}
-	held, _, found, err := r.current(a.ID, false)
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return nil, refusal("bad-ask", fmt.Sprintf("ask %s does not encode: %v", a.ID, err))
+	}
+	kv, err := r.kv()
 	if err != nil {
 		return nil, err
 	}
-	if !found {
-		b, err := json.Marshal(rec)
-		if err != nil {
-			return nil, refusal("bad-ask", fmt.Sprintf("ask %s does not encode: %v", a.ID, err))
-		}
-		kv, err := r.kv()
-		if err != nil {
+	ctx, cancel := context.WithTimeout(r.ctx, writeTimeout)
+	defer cancel()
+	rev, err := kv.Create(ctx, a.ID, b)
+	var held mesh.Record
+	switch {
+	case err == nil:
+		r.records.Took(a.ID, b, rev)
+		r.expiry.track(a.ID, a.Expires)
+		r.log.Info("asks: ask recorded", "ask", a.ID, "asker", module, "headline", a.Headline, "expires", a.Expires)
+		return &rec, nil
+	case errors.Is(err, jetstream.ErrKeyExists):
+		// Recorded already (by this router, or another).
+		var found bool
+		if held, _, found, err = r.current(a.ID, true); err != nil {
 			return nil, err
 		}
-		ctx, cancel := context.WithTimeout(r.ctx, writeTimeout)
-		defer cancel()
-		rev, err := kv.Create(ctx, a.ID, b)
-		switch {
-		case err == nil:
-			r.records.Took(a.ID, b, rev)
-			r.expiry.track(a.ID, a.Expires)
-			r.log.Info("asks: ask recorded", "ask", a.ID, "asker", module, "headline", a.Headline, "expires", a.Expires)
-			return &rec, nil
-		case errors.Is(err, jetstream.ErrKeyExists):
-			// Recorded meanwhile, by another router.
-			if held, _, found, err = r.current(a.ID, true); err != nil {
-				return nil, err
-			}
-			if !found {
-				return nil, refusal("records", fmt.Sprintf("ask %s: the record exists but cannot be read", a.ID))
-			}
-		default:
-			return nil, refusal("records", fmt.Sprintf("ask %s: record in %s: %v", a.ID, mesh.RecordsBucket, err))
+		if !found {
+			return nil, refusal("records", fmt.Sprintf("ask %s: the record exists but cannot be read", a.ID))
 		}
+	default:
+		return nil, refusal("records", fmt.Sprintf("ask %s: record in %s: %v", a.ID, mesh.RecordsBucket, err))
 	}
 	if held.Ask.Asker != module {
 		return nil, refusal("bad-ask", fmt.Sprintf("ask id %s is already recorded for the asker %q, not %q", a.ID, held.Ask.Asker, module))

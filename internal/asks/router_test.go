@@ -473,3 +473,36 @@ func TestTwoRouters(t *testing.T) {
 		t.Errorf("record revision = %d; want 2 (recorded once, answered once)", rev)
 	}
 }
+
+// An ask raised again after its record was deleted is recorded anew, even
+// while the router's copy of the records is behind the bucket (its watch
+// starting again, as it did in a run of the test command): whether an id
+// is recorded is the bucket's word. Before, the copy's stale record was
+// answered as "recorded" and no record was left.
+func TestAskRaisedAgainAfterItsRecordWentIsRecorded(t *testing.T) {
+	s := bustest.Server(t)
+	nc, js := bustest.Connect(t, s, "asks")
+	ctx := bustest.Context(t)
+	router, err := asks.Start(ctx, nc, js, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := open(t, s, ctx)
+	_, a := vaultwarden(time.Hour)
+	if rep := r.raise(t, mesh.AsksSubject, a); rep.Error != "" || rep.Record == nil {
+		t.Fatalf("raise = %+v; want recorded", rep)
+	}
+	release := asks.HoldRecords(router)
+	if err := r.records.Delete(ctx, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	rep := r.raise(t, mesh.AsksSubject, a)
+	release()
+	if rep.Error != "" || rep.Record == nil || rep.Record.State != mesh.RecordOpen || rep.Record.Ask.ID != a.ID {
+		t.Fatalf("raise again = %+v; want %s recorded open", rep, a.ID)
+	}
+	rec, _ := r.record(t, a.ID)
+	if rec.State != mesh.RecordOpen || rec.Ask.ID != a.ID {
+		t.Errorf("record of %s after raising it again = %+v; want open", a.ID, rec)
+	}
+}

@@ -2,6 +2,7 @@ package seat_test
 
 import (
 	"encoding/json"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -366,5 +367,82 @@ func TestOrphanedAskWithdrawnAtStart(t *testing.T) {
 	})
 	if r.Warrant == nil || r.Warrant.By.Kind != mesh.KindWithdrawn || !strings.Contains(r.Warrant.Why, key) {
 		t.Errorf("record of %s = %+v; want withdrawn by the seat, naming the key", key, r.Warrant)
+	}
+}
+
+// An ask that no router records (none runs: "no responders") is raised
+// again, the same ask under the same id, after a backoff, until a router
+// records it: its key keeps naming the ask meanwhile (never retiring with
+// no ask), the tries are spaced (no tight loop), and once a router runs
+// each key has one record. Before, the key's ask was cleared and never
+// raised again until the key's node changed.
+func TestUnrecordedAskIsRaisedAgain(t *testing.T) {
+	var l logs
+	h := startWith(t, homelab(t), options{log: slog.New(slog.NewTextHandler(&l, nil))})
+	began := time.Now()
+	h.apply(withoutVaultwarden(t))
+	asked := map[string]string{}
+	for _, key := range askedFirst {
+		var p mesh.Provision
+		bustest.WaitFor(t, 0, key+" retiring with an ask", func() bool {
+			var ok bool
+			p, ok = h.provision(key)
+			return ok && p.State == mesh.Retiring && p.Ask != ""
+		})
+		asked[key] = p.Ask
+	}
+	const failed = "no ask router recorded the ask; it is raised again after a backoff"
+	tries := func(id string) int {
+		n := 0
+		for _, line := range strings.Split(l.String(), "\n") {
+			if strings.Contains(line, failed) && strings.Contains(line, "ask="+id+" ") {
+				n++
+			}
+		}
+		return n
+	}
+	bustest.WaitFor(t, 0, "each ask tried and raised again", func() bool {
+		for _, id := range asked {
+			if tries(id) < 2 {
+				return false
+			}
+		}
+		return true
+	})
+	for key, id := range asked {
+		if p, _ := h.provision(key); p.State != mesh.Retiring || p.Ask != id {
+			t.Errorf("%s while no router runs = %s ask %q; want retiring, still naming %s", key, p.State, p.Ask, id)
+		}
+		// The backoff starts at 1 s with a jitter of half: at most one try
+		// every half second.
+		if n, most := tries(id), 2+int(2*time.Since(began)/time.Second); n > most {
+			t.Errorf("ask %s tried %d times in %s; want at most %d (a backoff, not a tight loop)", id, n, time.Since(began), most)
+		}
+	}
+
+	rnc, rjs := bustest.Connect(t, h.srv, "mesh-asks")
+	if _, err := asks.Start(h.ctx, rnc, rjs, nil); err != nil {
+		t.Fatal(err)
+	}
+	for key, id := range asked {
+		bustest.WaitFor(t, 15*time.Second, "the ask "+id+" of "+key+" recorded open", func() bool {
+			r, ok := h.record(id)
+			return ok && r.State == mesh.RecordOpen && r.Ask.About == "provision."+key
+		})
+	}
+	h.settle()
+	about := map[string]int{}
+	for _, id := range h.keys(mesh.RecordsBucket, "") {
+		if r, ok := h.record(id); ok {
+			about[r.Ask.About]++
+		}
+	}
+	for key, id := range asked {
+		if p, _ := h.provision(key); p.Ask != id {
+			t.Errorf("%s ask = %q; want still %s", key, p.Ask, id)
+		}
+		if n := about["provision."+key]; n != 1 {
+			t.Errorf("%d records about %s; want 1", n, key)
+		}
 	}
 }

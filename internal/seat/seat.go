@@ -97,7 +97,8 @@ type Seat struct {
 	counts  map[string]int // compositions per node
 	started bool
 	watched map[string]*bus.Copy // bucket -> copy, readable by Settled
-	lost    []lostAsk            // asks no router recorded
+	lost    []lostAsk            // asks whose record vanished
+	reask   reask                // asks no router recorded, raised again after a backoff
 	unkeeps []*nats.Msg          // unkeep requests for the loop
 	lease   LeaseState           // see Lease
 	leaseIs string               // why of lease
@@ -125,11 +126,10 @@ type Seat struct {
 	roomWaits atomic.Int64
 }
 
-// lostAsk is an ask that no router recorded in time, or whose record
-// vanished from mesh-asks_records before anyone answered it.
+// lostAsk is an ask whose record vanished from mesh-asks_records before
+// anyone answered it.
 type lostAsk struct {
-	key, id  string
-	vanished bool
+	key, id string
 }
 
 // ReplicatedLease is the seat's lease when its connection makes replicated
@@ -232,8 +232,11 @@ func (s *Seat) Run(ctx context.Context) error {
 			cancel(err)
 		}
 	}()
-	// On the way out: stop renewing, then give the lease back.
+	// On the way out: stop renewing, then give the lease back. The asks
+	// waiting to be raised again are the next holder's (it asks what its
+	// keys name).
 	defer func() {
+		s.reask.drop()
 		cancel(nil)
 		<-held
 		l.release()
@@ -476,6 +479,10 @@ func (s *Seat) work(ctx context.Context, d *dirty) {
 			s.clearLost(ctx, lost, d)
 			continue
 		}
+		if due := s.reask.take(); len(due) > 0 {
+			s.raiseAgain(due)
+			continue
+		}
 		if u := s.takeUnkeeps(); len(u) > 0 {
 			s.unkeep(ctx, u, d)
 			continue
@@ -686,9 +693,10 @@ func written(asks []mesh.Ask, wrote map[string]bool) []mesh.Ask {
 }
 
 // raise publishes asks on asks.mesh-provisioner as requests, so that the
-// router's record of each is confirmed. An ask no router records in time is
-// said, and its key's ask is cleared so that it is asked again at its next
-// change.
+// router's record of each is confirmed. An ask no router records in time
+// (no responders, no reply within AskTimeout) is said and raised again,
+// the same ask under the same id, after a backoff (reask): its key keeps
+// naming it meanwhile, and a router records an id once.
 func (s *Seat) raise(asks []mesh.Ask) {
 	if len(asks) == 0 || s.Fence() != nil {
 		return
@@ -702,20 +710,56 @@ func (s *Seat) raise(asks []mesh.Ask) {
 		s.log.Info("seat: asking the operator", "key", key, "ask", a.ID, "headline", a.Headline)
 		b, _ := json.Marshal(a)
 		go func() {
-			_, err := nc.Request(mesh.AsksSubject, b, s.cfg.AskTimeout)
+			err := s.request(nc, b)
+			if err != nil {
+				wait := s.reask.fail(a, s.poke)
+				s.log.Error("seat: no ask router recorded the ask; it is raised again after a backoff",
+					"key", key, "ask", a.ID, "err", err, "retry_in", wait)
+			} else {
+				s.reask.recorded()
+			}
 			s.mu.Lock()
 			s.asking--
-			if err != nil {
-				s.lost = append(s.lost, lostAsk{key: key, id: a.ID})
-			}
 			s.mu.Unlock()
-			if err != nil {
-				s.log.Error("seat: no ask router recorded the ask; it is asked again at the key's next change",
-					"key", key, "ask", a.ID, "err", err)
-				s.poke()
-			}
 		}()
 	}
+}
+
+// request publishes an ask (its JSON b) on asks.mesh-provisioner and waits
+// for the router's reply: an error when none comes in time, or when the
+// router refused to record it.
+func (s *Seat) request(nc *nats.Conn, b []byte) error {
+	m, err := nc.Request(mesh.AsksSubject, b, s.cfg.AskTimeout)
+	if err != nil {
+		return err
+	}
+	var rep asks.Reply
+	if err := json.Unmarshal(m.Data, &rep); err != nil {
+		return fmt.Errorf("the router's reply does not decode: %w", err)
+	}
+	if rep.Error != "" || rep.Record == nil {
+		return fmt.Errorf("the router did not record it: %s (%s)", rep.Error, rep.Code)
+	}
+	return nil
+}
+
+// raiseAgain raises again the asks no router recorded whose key still
+// names them, retiring with no warrant, and whose record the seat has not
+// seen meanwhile.
+func (s *Seat) raiseAgain(due []mesh.Ask) {
+	var again []mesh.Ask
+	for _, a := range due {
+		key := strings.TrimPrefix(a.About, "provision.")
+		p, ok := s.mesh.Provision(key)
+		if !ok || p.State != mesh.Retiring || p.Ask != a.ID || p.Warrant != nil {
+			continue
+		}
+		if _, recorded := s.mesh.Record(a.ID); recorded {
+			continue
+		}
+		again = append(again, a)
+	}
+	s.raise(again)
 }
 
 // withdraw tells the ask router that the asks of keys needed again are no
@@ -774,7 +818,7 @@ func (s *Seat) vanished(key string) {
 		return
 	}
 	s.mu.Lock()
-	s.lost = append(s.lost, lostAsk{key: key, id: p.Ask, vanished: true})
+	s.lost = append(s.lost, lostAsk{key: key, id: p.Ask})
 	s.mu.Unlock()
 }
 
@@ -786,9 +830,9 @@ func (s *Seat) takeLost() []lostAsk {
 	return l
 }
 
-// clearLost clears the ask of keys whose ask no router recorded, or whose
-// record vanished: those say so in their why, and their node is composed
-// again at once, which asks them again.
+// clearLost clears the ask of keys whose ask's record vanished: they say
+// so in their why, and their node is composed again at once, which asks
+// them again.
 func (s *Seat) clearLost(ctx context.Context, lost []lostAsk, d *dirty) {
 	out := map[string]mesh.Provision{}
 	vanished := map[string]string{}
@@ -799,10 +843,8 @@ func (s *Seat) clearLost(ctx context.Context, lost []lostAsk, d *dirty) {
 		}
 		p.Ask = ""
 		p.At = s.cfg.Now().UTC()
-		if l.vanished {
-			p.Why = retire.Vanished(p.Why, l.id)
-			vanished[l.key] = l.id
-		}
+		p.Why = retire.Vanished(p.Why, l.id)
+		vanished[l.key] = l.id
 		out[l.key] = p
 	}
 	s.write(ctx, writes{provs: out}, d, func(_ int, wrote map[string]bool) {
