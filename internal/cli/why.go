@@ -24,7 +24,9 @@ func newWhyCmd() *cobra.Command {
 keeps them) and walks KEY to the root cause of its state: a provision's depends-on keys that are not
 provided, its provider's entry (or have), the refusals of its provider and consumer, and for a retiring
 key its ask or the operator's answer. A plan key (<node>.<module>) walks its provisions that are not
-provided; a refusal key says why the module is held. The key asked about is first, the root cause of
+provided; a refusal key says why the module is held. A provision key the seat does not keep answers
+with the refusal of its held consumer, or, once retired, with the ask and the answer that removed it.
+The key asked about is first, the root cause of
 each branch last, indented by how far it is:
 
   g14.grafana.database  asked for 3h: waits for g14.grafana.credential.postgres_database, which is failed

@@ -354,19 +354,24 @@ func (c *composer) at(m string, b mesh.Build) string {
 		}
 		plan.Dirs = append(plan.Dirs, d)
 	}
+	var held []string // why each requirement that cannot be met is not
 	for _, r := range man.Requires {
 		c.require(r.From)
-		pnode, why := c.providerNode(r)
-		if why != "" {
-			return why
-		}
+		pnode, where := c.providerNode(r)
 		pman, err := c.trunk(r.From)
-		if err != nil {
-			return whyProviderNoManifest(r, err)
+		var offer mesh.Offer
+		var offers bool
+		if err == nil {
+			offer, offers = pman.Offer(r.Provision)
 		}
-		offer, ok := pman.Offer(r.Provision)
-		if !ok {
-			return whyNoOffer(r, pman)
+		if where != "" || !offers {
+			// Every reason of every requirement, each naming its key.
+			k := mesh.ProvisionKey{Node: c.node, Consumer: m, Provision: r.Provision, Local: r.Local}
+			held = append(held, whyRequirement(k, r, where, pman, err))
+			continue
+		}
+		if held != nil {
+			continue
 		}
 		cred := offer.Credential
 		if cred == "" {
@@ -412,7 +417,7 @@ func (c *composer) at(m string, b mesh.Build) string {
 		}
 		c.needs = append(c.needs, n)
 	}
-	return ""
+	return strings.Join(held, "; ")
 }
 
 // dependsOn returns the depends-on list of key, one credential key ck of
@@ -437,12 +442,13 @@ func (c *composer) dependsOn(key string, ck []byte, node string) []string {
 
 // providerNode resolves a requirement to its provider's node: its on node;
 // else the consumer's node when the provider is placed there; else the one
-// node the provider is placed on.
+// node the provider is placed on. When it cannot, it says where the
+// provider is instead (a part of [whyRequirement]).
 func (c *composer) providerNode(r mesh.Requirement) (string, string) {
 	nodes := c.st.NodesOf(r.From)
 	if r.On != "" {
 		if !slices.Contains(nodes, r.On) {
-			return "", whyProviderNotOn(r)
+			return "", whereNotOn(r)
 		}
 		return r.On, ""
 	}
@@ -452,9 +458,9 @@ func (c *composer) providerNode(r mesh.Requirement) (string, string) {
 	case len(nodes) == 1:
 		return nodes[0], ""
 	case len(nodes) == 0:
-		return "", whyProviderNowhere(r)
+		return "", whereNowhere
 	}
-	return "", whyProviderSeveral(r, nodes)
+	return "", whereSeveral(nodes)
 }
 
 // vaultNode resolves the vault for a credential held on node.

@@ -451,7 +451,7 @@ func (j *judge) byEntry(n *Need, pman *mesh.Manifest, old *mesh.Provision) (mesh
 		return mesh.Asked, whyEntryUndecodable(n.Provider, err), nil
 	}
 	if !ok {
-		if isWhyEntryLost(old.Why, n.Provider) {
+		if IsLostEntryWhy(old.Why, n.Provider) {
 			return mesh.Asked, old.Why, nil // still gone, since the time it says
 		}
 		if last, lost := j.st.Lost(n.Provider.Module, n.Key); lost {

@@ -45,36 +45,56 @@ func whyManifestOtherModule(m, fp, other string) string {
 	return fmt.Sprintf("the manifest of %s build %s names module %q", m, fp, other)
 }
 
-func whyProviderNowhere(r mesh.Requirement) string {
-	return fmt.Sprintf("it requires %s from %s, which is placed on no node", r.Provision, r.From)
+// The parts of a requirement's why that say where its provider is, when
+// no node can be chosen.
+const whereNowhere = "is placed on no node"
+
+func whereNotOn(r mesh.Requirement) string {
+	return "is not placed on " + r.On
 }
 
-func whyProviderNotOn(r mesh.Requirement) string {
-	return fmt.Sprintf("it requires %s from %s on %s, where %s is not placed", r.Provision, r.From, r.On, r.From)
+func whereSeveral(nodes []string) string {
+	return fmt.Sprintf("is placed on several nodes (%s) and none is chosen: pin one with \"on\"", strings.Join(nodes, ", "))
 }
 
-func whyProviderSeveral(r mesh.Requirement, nodes []string) string {
-	return fmt.Sprintf("it requires %s from %s, which is placed on several nodes (%s) and none is chosen: pin one with \"on\"",
-		r.Provision, r.From, strings.Join(nodes, ", "))
-}
-
-func whyProviderNoManifest(r mesh.Requirement, err error) string {
-	if err == ErrNoManifest {
-		return fmt.Sprintf("it requires %s from %s, whose trunk manifest is not known", r.Provision, r.From)
+// whyRequirement is the why of a requirement that cannot be met, at key k
+// of the held module: every reason, where (a where* text, or empty when a
+// node is chosen) and what the provider's trunk manifest (pman, or the
+// error reading it) offers: "g14.grafana.oidc: it requires oidc from
+// keycloak, which is placed on no node and offers oidc-client, not oidc".
+func whyRequirement(k mesh.ProvisionKey, r mesh.Requirement, where string, pman *mesh.Manifest, err error) string {
+	var reasons []string
+	if where != "" {
+		reasons = append(reasons, where)
 	}
-	return fmt.Sprintf("it requires %s from %s, whose trunk manifest is not valid: %v", r.Provision, r.From, err)
+	switch {
+	case err == ErrNoManifest:
+		reasons = append(reasons, "has no trunk manifest known (mesh-indexer_modules has no "+r.From+")")
+	case err != nil:
+		reasons = append(reasons, fmt.Sprintf("has a trunk manifest that is not valid: %v", err))
+	default:
+		if _, ok := pman.Offer(r.Provision); !ok {
+			reasons = append(reasons, "offers "+offered(pman)+", not "+r.Provision)
+		}
+	}
+	from := r.From
+	if r.On != "" {
+		from += " on " + r.On
+	}
+	return fmt.Sprintf("%s: it requires %s from %s, which %s", k, r.Provision, from, strings.Join(reasons, " and "))
 }
 
-func whyNoOffer(r mesh.Requirement, m *mesh.Manifest) string {
-	var names []string
-	for _, o := range m.Provides {
-		names = append(names, o.Name)
+// offered lists the names a manifest offers: "oidc-client, admin", or
+// "nothing".
+func offered(m *mesh.Manifest) string {
+	if len(m.Provides) == 0 {
+		return "nothing"
 	}
-	offers := "nothing"
-	if len(names) > 0 {
-		offers = strings.Join(names, ", ")
+	names := make([]string, len(m.Provides))
+	for i, o := range m.Provides {
+		names[i] = o.Name
 	}
-	return fmt.Sprintf("it requires %s from %s, which offers no such provision (it offers %s)", r.Provision, r.From, offers)
+	return strings.Join(names, ", ")
 }
 
 func problemNewest(m, fp, why string) string {
@@ -125,9 +145,11 @@ func whyEntryLost(provider mesh.Ref, last mesh.Entry, now time.Time) string {
 	return lostPrefix(provider) + now.UTC().Format(time.RFC3339) + " (it said last: " + Said(last) + ")"
 }
 
-// isWhyEntryLost reports whether why is a [whyEntryLost] of provider; it
-// makes no string (a settled mesh asks it of every key with no entry).
-func isWhyEntryLost(why string, provider mesh.Ref) bool {
+// IsLostEntryWhy reports whether why is the why of a key whose provider's
+// entry was deleted or purged ("asked of <provider> on <node>; its entry
+// in <provider>_bound is gone since ..."); it makes no string (a settled
+// mesh asks it of every key with no entry).
+func IsLostEntryWhy(why string, provider mesh.Ref) bool {
 	for _, part := range [...]string{"asked of ", provider.Module, " on ", provider.Node, "; its entry in ",
 		provider.Module, boundSuffix, " is gone since "} {
 		var ok bool

@@ -9,6 +9,7 @@ package why
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/compose"
@@ -47,12 +48,20 @@ var ErrUnknownKey = errors.New("why: no provision, plan or refusal has this key"
 // thing it passed, the key itself first, the root cause last (deepest
 // first within a branch). key is a provision key
 // (<node>.<consumer>.<provision>[.<local>]) or a plan or refusal key
-// (<node>.<module>). It returns ErrUnknownKey, wrapped, for a key the
-// mesh does not keep, and a key error for a key out of shape.
+// (<node>.<module>). A provision key the seat does not keep is walked to
+// the refusal of its consumer when that module is held (a held module's
+// new keys are never written), or, when it was retired, to the ask and
+// the answer that removed it (st must then also list the records, as the
+// seat's state.Mesh does with Records). It returns ErrUnknownKey, wrapped, for a key
+// the mesh does not keep and nothing says why, and a key error for a key
+// out of shape.
 func Walk(st compose.State, key string) ([]Step, error) {
 	w := &walker{st: st, seen: map[string]bool{}}
 	if pk, err := mesh.ParseProvisionKey(key); err == nil {
 		if _, ok := st.Provision(key); !ok {
+			if w.notKept(pk) {
+				return w.steps, nil
+			}
 			return nil, fmt.Errorf("%w: %s", ErrUnknownKey, key)
 		}
 		w.provision(pk.String(), 0)
@@ -89,6 +98,45 @@ type walker struct {
 }
 
 func (w *walker) add(s Step) { w.steps = append(w.steps, s) }
+
+// records is what a State that keeps the ask router's records offers
+// beyond [compose.State]: each record, by ask id.
+type records interface {
+	Records(f func(id string, r mesh.Record))
+}
+
+// notKept walks a provision key the seat does not keep, and reports
+// whether anything says why: its consumer held (the refusal), or the key
+// retired (the ask answered yes that removed it).
+func (w *walker) notKept(k mesh.ProvisionKey) bool {
+	key := k.String()
+	rk := mesh.RefusalKey{Node: k.Node, Module: k.Consumer}.String()
+	if r, ok := w.st.Refusal(rk); ok {
+		w.add(Step{What: StepProvision, Key: key, Says: saysHeldKey(k, r, strings.Contains(r.Why, key))})
+		w.refusal(rk, r, 1, roleConsumer)
+		return true
+	}
+	rs, ok := w.st.(records)
+	if !ok {
+		return false
+	}
+	var yes *mesh.Record
+	about := "provision." + key
+	rs.Records(func(_ string, r mesh.Record) {
+		if r.Ask.About != about || r.State != mesh.RecordAnswered || r.Warrant == nil || r.Warrant.Option != "yes" {
+			return
+		}
+		if yes == nil || r.Warrant.At.After(yes.Warrant.At) {
+			yes = &r
+		}
+	})
+	if yes == nil {
+		return false
+	}
+	w.add(Step{What: StepProvision, Key: key, State: stateRetired, Says: saysRetired})
+	w.add(Step{Depth: 1, What: StepAsk, Key: yes.Ask.ID, State: yes.Warrant.Option, Says: saysRemovedBy(*yes), Since: yes.Warrant.At})
+	return true
+}
 
 // provision walks a provision key.
 func (w *walker) provision(key string, depth int) {
@@ -150,7 +198,13 @@ func (w *walker) provider(key string, p mesh.Provision, depth int) {
 		case err != nil:
 			w.add(Step{Depth: depth, What: StepEntry, Key: bound, Says: saysEntryUndecodable(pr, err)})
 		case !ok:
-			w.add(Step{Depth: depth, What: StepEntry, Key: bound, Says: saysNoEntry(pr, man.ReadsPlans())})
+			if last, lost := w.st.Lost(pr.Module, key); lost {
+				w.add(Step{Depth: depth, What: StepEntry, Key: bound, Says: saysEntryLost(pr, compose.Said(last))})
+			} else if compose.IsLostEntryWhy(p.Why, pr) {
+				w.add(Step{Depth: depth, What: StepEntry, Key: bound, Says: saysEntryLost(pr, "")})
+			} else {
+				w.add(Step{Depth: depth, What: StepEntry, Key: bound, Says: saysNoEntry(pr, man.ReadsPlans())})
+			}
 		default:
 			state, why := e.Outcome()
 			w.add(Step{Depth: depth, What: StepEntry, Key: bound, State: string(state), Says: saysEntry(pr, state, why)})

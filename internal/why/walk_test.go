@@ -207,7 +207,64 @@ func TestWalk(t *testing.T) {
 			key:  "ace.Gitea",
 			want: []line{{0, StepRefusal, "ace.Gitea", `Gitea on ace is held: module name "Gitea" is not valid`, "held"}},
 		},
+		{
+			name: "a key the refusal of its held consumer is about",
+			setup: func(b *builder) {
+				b.put(mesh.RefusedBucket, "g14.grafana", mesh.Refusal{Node: "g14", Module: "grafana", Since: at,
+					Why: "g14.grafana.oidc: it requires oidc from keycloak, which is placed on no node and offers oidc-client, not oidc"})
+			},
+			key: "g14.grafana.oidc",
+			want: []line{
+				{0, StepProvision, "g14.grafana.oidc", "not kept: grafana on g14 is held, so the seat writes none of its new keys; its refusal is about this key", ""},
+				{1, StepRefusal, "g14.grafana", "the consumer grafana on g14 is held: g14.grafana.oidc: it requires oidc from keycloak, which is placed on no node and offers oidc-client, not oidc", "held"},
+			},
+		},
+		{
+			name: "a retired key",
+			setup: func(b *builder) {
+				a := mesh.Ask{ID: "retire-g14-grafana-database-2", About: "provision." + grafanaDB, Headline: "Remove grafana's database access?", Expires: at.Add(time.Hour)}
+				b.put(mesh.RecordsBucket, "retire-g14-grafana-database-1", mesh.Record{State: mesh.RecordExpired,
+					Ask: mesh.Ask{ID: "retire-g14-grafana-database-1", About: a.About, Expires: at}})
+				b.put(mesh.RecordsBucket, a.ID, mesh.Record{State: mesh.RecordAnswered, Ask: a,
+					Warrant: &mesh.RecordWarrant{Ask: a.ID, Outcome: mesh.OutcomeChosen, Option: "yes", By: mesh.Identity{Who: "alice"}, At: at.Add(time.Minute)}})
+			},
+			key: grafanaDB,
+			want: []line{
+				{0, StepProvision, grafanaDB, "no longer kept: the seat deleted it once its provider removed its credential on the operator's warrant", "retired"},
+				{1, StepAsk, "retire-g14-grafana-database-2", "removed on the answer yes of alice at 2026-12-01 00:01Z to retire-g14-grafana-database-2: Remove grafana's database access?", "yes"},
+			},
+		},
+		{
+			name: "an entry lost",
+			setup: func(b *builder) {
+				b.provision(grafanaDB, mesh.Provision{Provider: postgres, State: mesh.Asked,
+					Why: "asked of postgres on control; its entry in postgres_bound is gone since 2026-12-01T00:00:00Z (it said last: provided, vault name v, generation 3)"})
+				b.put(mesh.BoundBucket("postgres"), grafanaDB, mesh.Entry{State: mesh.Provided, VaultName: "v", Generation: 3})
+				b.m.Take(bus.Change{Bucket: mesh.BoundBucket("postgres"), Key: grafanaDB, Deleted: true, Revision: 2})
+			},
+			key: grafanaDB,
+			want: []line{
+				{0, StepProvision, grafanaDB, "asked of postgres on control; its entry in postgres_bound is gone since 2026-12-01T00:00:00Z (it said last: provided, vault name v, generation 3)", "asked"},
+				{1, StepEntry, "postgres_bound " + grafanaDB, "no entry: postgres on control removed it (it said last: provided, vault name v, generation 3)", ""},
+			},
+		},
+		{
+			name: "an entry lost before the mesh was read",
+			setup: func(b *builder) {
+				b.provision(grafanaDB, mesh.Provision{Provider: postgres, State: mesh.Asked,
+					Why: "asked of postgres on control; its entry in postgres_bound is gone since 2026-12-01T00:00:00Z (it said last: failed: disk full)"})
+			},
+			key: grafanaDB,
+			want: []line{
+				{0, StepProvision, grafanaDB, "asked of postgres on control; its entry in postgres_bound is gone since 2026-12-01T00:00:00Z (it said last: failed: disk full)", "asked"},
+				{1, StepEntry, "postgres_bound " + grafanaDB, "no entry: postgres on control removed it (the key's why says when, and what it said last)", ""},
+			},
+		},
 		{name: "unknown", setup: func(*builder) {}, key: "ace.gitea.database", err: ErrUnknownKey},
+		{name: "unknown with an ask not answered yes", setup: func(b *builder) {
+			b.put(mesh.RecordsBucket, "retire-ace-gitea-database-1", mesh.Record{State: mesh.RecordExpired,
+				Ask: mesh.Ask{ID: "retire-ace-gitea-database-1", About: "provision.ace.gitea.database", Expires: at}})
+		}, key: "ace.gitea.database", err: ErrUnknownKey},
 		{name: "unknown plan", setup: func(*builder) {}, key: "ace.gitea", err: ErrUnknownKey},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -17,7 +17,36 @@ const (
 	saysAskNotRecorded = "its ask is not recorded by the ask router (is mesh-asks running?)"
 	roleProvider       = "provider"
 	roleConsumer       = "consumer"
+	stateRetired       = "retired"
+	saysRetired        = "no longer kept: the seat deleted it once its provider removed its credential on the operator's warrant"
 )
+
+// saysHeldKey says why the seat keeps no provision at k: its consumer is
+// held (r), and named says whether the refusal names k.
+func saysHeldKey(k mesh.ProvisionKey, r mesh.Refusal, named bool) string {
+	s := "not kept: " + k.Consumer + " on " + k.Node + " is held, so the seat writes none of its new keys"
+	if named {
+		s += "; its refusal is about this key"
+	}
+	return s
+}
+
+// saysRemovedBy says which ask, answered by whom and when, removed a key.
+func saysRemovedBy(r mesh.Record) string {
+	w := r.Warrant
+	return "removed on the answer " + w.Option + " of " + or(w.By.Who, w.By.Identity) + " at " +
+		w.At.UTC().Format("2006-01-02 15:04Z") + " to " + r.Ask.ID + ": " + r.Ask.Headline
+}
+
+// saysEntryLost says that the provider removed its entry; last is what it
+// said last, when known.
+func saysEntryLost(pr mesh.Ref, last string) string {
+	s := "no entry: " + pr.Module + " on " + pr.Node + " removed it"
+	if last != "" {
+		return s + " (it said last: " + last + ")"
+	}
+	return s + " (the key's why says when, and what it said last)"
+}
 
 func saysProvision(p mesh.Provision) string {
 	if p.State == mesh.Provided {
