@@ -154,6 +154,52 @@ func (a *Authority) Rotate(p access.Party) (Issued, error) {
 	return s.is, writeFile(path, s.creds, 0o600)
 }
 
+// Merge takes the revocations of token, an account JWT a server holds
+// (bus.LookupClaims), into its account, and reports whether that changed
+// the account: [Authority.Accounts] then signs it anew with them. A
+// server's copy may be all that is left of a revocation whose record in dir
+// was lost. It returns an error when token is not a JWT the operator
+// signed for one of the authority's accounts; "" changes nothing.
+func (a *Authority) Merge(token string) (bool, error) {
+	if token == "" {
+		return false, nil
+	}
+	ac, err := jwt.DecodeAccountClaims(token)
+	if err != nil {
+		return false, fmt.Errorf("auth: merge: %w", err)
+	}
+	acc := a.accountByPub(ac.Subject)
+	if acc == nil || ac.Issuer != publicKey(a.op) {
+		return false, fmt.Errorf("auth: merge: the account %s signed by %s is not one of this operator's", ac.Subject, ac.Issuer)
+	}
+	changed := false
+	for pub, t := range ac.Revocations {
+		if a.revoke(acc, pub, t) {
+			changed = true
+		}
+	}
+	return changed, nil
+}
+
+// AccountKeys returns the public keys of the authority's accounts, the
+// system account's first.
+func (a *Authority) AccountKeys() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := []string{a.accounts[SystemAccountName].pub}
+	names := make([]string, 0, len(a.accounts))
+	for name := range a.accounts {
+		if name != SystemAccountName {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		out = append(out, a.accounts[name].pub)
+	}
+	return out
+}
+
 // PublicKey returns the public key of the user in the credentials file at
 // path, or an error when it holds none.
 func PublicKey(path string) (string, error) {

@@ -82,3 +82,21 @@ func pushOne(ctx context.Context, nc *nats.Conn, token, name string, servers int
 	}
 	return nil
 }
+
+// LookupClaims returns the servers' copy of the account pub's JWT, asked on
+// $SYS.REQ.ACCOUNT.<pub>.CLAIMS.LOOKUP with nc (a system-account user's
+// connection): the first answer, "" when that server holds none. It
+// returns an error when no server answers before ctx is done (ctx without
+// a deadline: 5 s).
+func LookupClaims(ctx context.Context, nc *nats.Conn, pub string) (string, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+	}
+	msg, err := nc.RequestWithContext(ctx, "$SYS.REQ.ACCOUNT."+pub+".CLAIMS.LOOKUP", nil)
+	if err != nil {
+		return "", fmt.Errorf("bus: look up account %s: %w", pub, err)
+	}
+	return string(msg.Data), nil
+}

@@ -187,6 +187,26 @@ func (p *pushFlags) push(cmd *cobra.Command, a *auth.Authority, jwts []string) e
 		return err
 	}
 	defer nc.Close()
+	// The servers' copies first: a revocation whose record in DIR was
+	// lost is kept from them, never undone by this push.
+	merged := false
+	for _, pub := range a.AccountKeys() {
+		token, err := bus.LookupClaims(cmd.Context(), nc, pub)
+		if err != nil {
+			return err
+		}
+		changed, err := a.Merge(token)
+		if err != nil {
+			return err
+		}
+		merged = merged || changed
+	}
+	if merged {
+		if jwts, err = a.Accounts(); err != nil {
+			return err
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "kept the servers' revocations that DIR had lost\n")
+	}
 	if err := bus.PushClaims(cmd.Context(), nc, jwts, p.servers); err != nil {
 		return err
 	}

@@ -1,12 +1,15 @@
 package cli
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/auth"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
@@ -62,5 +65,101 @@ func TestAuthGenCommand(t *testing.T) {
 	if _, _, err := run(t, "get", "provisions", "--nats", s.URL(), "--creds", otherCreds); err == nil ||
 		!strings.Contains(err.Error(), "refused the credentials in "+otherCreds) {
 		t.Errorf("get with another mesh's credentials: %v; want a hint naming the file", err)
+	}
+}
+
+// pushMesh is the mesh of TestAuthPushKeepsTheServersRevocations: the vault
+// on control, and with ace the module app there.
+const pushMesh = `nodes: [control%s]
+modules:
+  mesh-vault:
+    builds:
+      - fp: 9c0d51
+        manifest: {module: mesh-vault, provides: [{name: credential, answered-by: helper}], state: [bound, store],
+                   reads: [mesh-provisioner.plans, mesh-provisioner.provisions], dirs: [{name: state, unknown: program}]}
+  app:
+    builds:
+      - fp: 0a0a0a
+        manifest: {module: app, dirs: [{name: state}]}
+placement:
+  control: [mesh-vault]
+%s`
+
+// TestAuthPushKeepsTheServersRevocations: ace is removed and pushed; then
+// DIR loses its records of it (DIR/revoked and DIR/accounts deleted) and
+// auth gen signs the account without its revocation. "auth push" reads the
+// server's copy first and keeps its revocation: ace's old credentials stay
+// refused, and the account's record in DIR revokes it again.
+func TestAuthPushKeepsTheServersRevocations(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "auth")
+	work := t.TempDir()
+	two := filepath.Join(work, "two.yaml")
+	one := filepath.Join(work, "one.yaml")
+	os.WriteFile(two, []byte(fmt.Sprintf(pushMesh, ", ace", "  ace: [app]\n")), 0o600)
+	os.WriteFile(one, []byte(fmt.Sprintf(pushMesh, "", "")), 0o600)
+	if _, _, err := run(t, "auth", "gen", "-f", two, "-o", dir); err != nil {
+		t.Fatal(err)
+	}
+	// The server keeps its accounts apart from DIR, as one on another
+	// machine does.
+	conf := "include \"auth.conf\"\nresolver: {type: full, dir: \"" + filepath.Join(work, "server-resolver") + "\"}\n"
+	if err := os.WriteFile(filepath.Join(dir, auth.ConfigFile), []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := bus.StartServer(bus.ServerConfig{Dir: t.TempDir(), Listen: "127.0.0.1:0", ConfigFile: filepath.Join(dir, auth.ConfigFile)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown()
+	ace := filepath.Join(work, "client-ace.creds")
+	b, err := os.ReadFile(auth.CredsPath(dir, "client-ace"))
+	if err != nil || os.WriteFile(ace, b, 0o600) != nil {
+		t.Fatal(err)
+	}
+	connects := func() bool {
+		nc, err := nats.Connect(s.URL(), nats.UserCredentials(ace), nats.NoReconnect())
+		if err == nil {
+			nc.Close()
+		}
+		return err == nil
+	}
+	if !connects() {
+		t.Fatal("ace is refused before its removal")
+	}
+	if _, _, err := run(t, "auth", "gen", "-f", one, "-o", dir, "--push", s.URL()); err != nil {
+		t.Fatal(err)
+	}
+	if connects() {
+		t.Fatal("ace connects after its removal was pushed")
+	}
+	for _, lost := range []string{auth.RevokedDir, auth.AccountsDir} {
+		if err := os.RemoveAll(filepath.Join(dir, lost)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := run(t, "auth", "gen", "-f", one, "-o", dir); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := run(t, "auth", "push", "-o", dir, "--nats", s.URL())
+	if err != nil || !strings.Contains(out, "kept the servers' revocations") {
+		t.Fatalf("auth push = %q, %v; want the servers' revocations kept", out, err)
+	}
+	if connects() {
+		t.Error("ace connects after auth push of a directory that lost its revocation")
+	}
+	pub, err := auth.PublicKey(ace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	record, err := os.ReadFile(filepath.Join(dir, auth.AccountsDir, auth.AccountName+".jwt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ac, err := jwt.DecodeAccountClaims(strings.TrimSpace(string(record)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := ac.Revocations[pub]; !ok {
+		t.Errorf("the account's record in DIR does not revoke ace (%s) again", pub)
 	}
 }
