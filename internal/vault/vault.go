@@ -116,7 +116,7 @@ func Start(ctx context.Context, cfg Config, nc *nats.Conn, js jetstream.JetStrea
 		v.log.Warn(sayTorn, "line", t.Line, "bytes", t.Bytes, "name", t.Name, "generation", t.Generation)
 	}
 	v.plans = bus.Follow(ctx, js, mesh.PlansBucket, bus.Options{Log: v.log, OnChange: v.tookPlan, RevisionsOnly: true})
-	v.applied = bus.Follow(ctx, js, mesh.AppliedBucket, bus.Options{Log: v.log, OnChange: v.tookApplied, RevisionsOnly: true})
+	v.applied = bus.Follow(ctx, js, mesh.AppliedBucket, bus.Options{Log: v.log, OnChange: v.tookApplied})
 	v.kit, err = kit.Start(ctx, kit.Config{
 		Module: mesh.VaultModule, Node: cfg.Node, JetStream: js, Handler: handler{v}, Log: log,
 		RetryMin: cfg.RetryMin, RetryMax: cfg.RetryMax, Workers: workers,
@@ -202,6 +202,16 @@ func (v *Vault) rotate(name string, now bool) (Value, error) {
 		r.timer.Reset(v.cfg.Grace)
 	}
 	v.mu.Unlock()
+	if r != nil {
+		// The consumer's node may have rendered it already (asked for
+		// another change since the store held it).
+		if pk, err := mesh.ParseProvisionKey(name); err == nil {
+			key := mesh.NodeModule{Node: pk.Node, Module: pk.Consumer}.String()
+			if it, ok := v.applied.Get(key); ok {
+				v.tookApplied(bus.Change{Key: key, Value: it.Value})
+			}
+		}
+	}
 	v.kit.Again(name)
 	if r != nil && !now {
 		v.log.Info("vault: rotated; the new generation is in force once the consumer's node applies it, or after the grace", "name", name, "generation", val.Generation, "in_force", r.from.Generation, "grace", v.cfg.Grace)
