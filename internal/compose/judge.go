@@ -455,7 +455,12 @@ func (j *judge) byEntry(n *Need, pman *mesh.Manifest, old *mesh.Provision) (mesh
 			return mesh.Asked, old.Why, nil // still gone, since the time it says
 		}
 		if last, lost := j.st.Lost(n.Provider.Module, n.Key); lost {
-			return mesh.Asked, whyEntryLost(n.Provider, last, j.now), nil
+			return mesh.Asked, whyEntryLost(n.Provider, Said(last), j.now), nil
+		}
+		// The key still says what an entry of its provider said: that
+		// entry went while nobody followed it (the seat was not running).
+		if said, ok := saidBefore(old, n.Provider); ok {
+			return mesh.Asked, whyEntryLost(n.Provider, said, j.now), nil
 		}
 		j.why = appendWhyNoEntry(j.why[:0], n.Provider, pman.ReadsPlans())
 		return mesh.Asked, j.text(old.Why), nil

@@ -140,9 +140,33 @@ func appendWhyNoEntry(b []byte, provider mesh.Ref, readsPlans bool) []byte {
 }
 
 // whyEntryLost is the why of a key whose provider's entry was deleted or
-// purged at about now; last is what the entry said.
-func whyEntryLost(provider mesh.Ref, last mesh.Entry, now time.Time) string {
-	return lostPrefix(provider) + now.UTC().Format(time.RFC3339) + " (it said last: " + Said(last) + ")"
+// purged at about now; said is what the entry said last ([Said]).
+func whyEntryLost(provider mesh.Ref, said string, now time.Time) string {
+	return lostPrefix(provider) + now.UTC().Format(time.RFC3339) + " (it said last: " + said + ")"
+}
+
+// saidBefore returns what an entry of provider said as the key p still
+// says it, when only an entry can have made p say it: provided with a
+// reference, or failed or waits quoting the entry ("postgres on control
+// says failed: disk full").
+func saidBefore(p *mesh.Provision, provider mesh.Ref) (string, bool) {
+	if p.Provider != provider {
+		return "", false
+	}
+	switch p.State {
+	case mesh.Provided:
+		if p.Reference == nil {
+			return "", false
+		}
+		return Said(mesh.Entry{State: mesh.Provided, VaultName: p.Reference.ID, Generation: p.Reference.Generation}), true
+	case mesh.Failed, mesh.Waits:
+		prefix := string(appendWhyEntryOutcome(nil, provider, p.State, ""))
+		prefix = strings.TrimSuffix(prefix, "it gave no why")
+		if why, ok := strings.CutPrefix(p.Why, prefix); ok {
+			return Said(mesh.Entry{State: p.State, Why: why}), true
+		}
+	}
+	return "", false
 }
 
 // IsLostEntryWhy reports whether why is the why of a key whose provider's

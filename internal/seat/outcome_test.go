@@ -104,6 +104,18 @@ func TestLostEntryIsSaid(t *testing.T) {
 			t.Errorf("%s after a restart = %s %q; want asked %q", key, p.State, p.Why, why)
 		}
 	}
+
+	// An entry lost while no seat runs: the key still says what it said.
+	const key = "ace.gitea.database.main"
+	h.put(pg, key, mesh.Entry{State: mesh.Provided, VaultName: "vault/ace-gitea-main", Generation: 4})
+	h.waitState(key, mesh.Provided, "")
+	h.stopSeat()
+	h.del(pg, key)
+	h.startSeat()
+	p := h.waitState(key, mesh.Asked, gone)
+	if !strings.HasSuffix(p.Why, " (it said last: provided, vault name vault/ace-gitea-main, generation 4)") {
+		t.Errorf("%s, its entry lost while no seat ran = %q; want it gone, saying what it said last", key, p.Why)
+	}
 }
 
 // A provider whose manifest does not read the plans never answers: said.
