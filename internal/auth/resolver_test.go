@@ -400,3 +400,38 @@ func mustRead(t *testing.T, path string) []byte {
 	}
 	return b
 }
+
+// TestRotateRefusesTheOldKey gives client-n1 a new key: once pushed, the
+// server refuses every JWT of its old key and takes the new file.
+func TestRotateRefusesTheOldKey(t *testing.T) {
+	dir := t.TempDir()
+	res, parties := gen(t, dir)
+	srv := serve(t, dir, t.TempDir())
+	old := copyFile(t, res.Creds["client-n1"])
+	var n1 access.Party
+	for _, p := range parties {
+		if p.User == "client-n1" {
+			n1 = p
+		}
+	}
+	is, err := res.Authority.Rotate(n1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldPub, _ := auth.PublicKey(old)
+	newPub, _ := auth.PublicKey(is.Path)
+	if !is.Made || oldPub == newPub {
+		t.Fatalf("Rotate kept the key %s (made %v); want a new one", newPub, is.Made)
+	}
+	jwts, err := res.Authority.Accounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	push(t, srv.URL(), res.Authority, jwts)
+	if !refused(t, srv.URL(), old) {
+		t.Error("client-n1's old key connects after its rotation was pushed")
+	}
+	if refused(t, srv.URL(), is.Path) {
+		t.Error("client-n1's new key is refused")
+	}
+}
