@@ -16,6 +16,7 @@ import (
 	"github.com/mesh-provisioner/mesh-provisioner/internal/asks"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/client"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/metrics"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/pgprovider"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/vault"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
@@ -291,4 +292,39 @@ func (a *Assembly) StartClient(ctx context.Context, cfg client.Config) (*Running
 		return nil, nil, err
 	}
 	return r, c, nil
+}
+
+// healthWait is how long [Running.Health] waits for JetStream's answer.
+const healthWait = 2 * time.Second
+
+// Health returns the component's health check (for /healthz): healthy
+// while it runs, its connection is up, and JetStream answers, within 2 s
+// each, the account's info (which the cluster's meta leader gives) and a
+// look at the first bucket the component follows ([Component.Awaits]). A
+// server cut off from the cluster (a partition) keeps the connection up
+// but answers neither: the check then says so instead of "running".
+func (r *Running) Health() metrics.Check {
+	return func() (bool, string) {
+		select {
+		case <-r.done:
+			return false, fmt.Sprintf("%s stopped: %v", r.Component, r.err)
+		default:
+		}
+		if !r.nc.IsConnected() {
+			return false, "not connected to the bus (" + r.nc.Status().String() + ")"
+		}
+		awaits := r.Component.Awaits()
+		if len(awaits) == 0 {
+			return true, "connected to " + r.nc.ConnectedUrlRedacted()
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), healthWait)
+		defer cancel()
+		if _, err := r.js.AccountInfo(ctx); err != nil {
+			return false, fmt.Sprintf("connected to %s, but JetStream does not answer: %v", r.nc.ConnectedUrlRedacted(), err)
+		}
+		if _, err := r.js.KeyValue(ctx, awaits[0]); err != nil {
+			return false, fmt.Sprintf("connected to %s, but JetStream does not answer for %s: %v", r.nc.ConnectedUrlRedacted(), awaits[0], err)
+		}
+		return true, "connected to " + r.nc.ConnectedUrlRedacted() + ", " + awaits[0] + " answers"
+	}
 }

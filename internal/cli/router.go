@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
 
+	"github.com/mesh-provisioner/mesh-provisioner/internal/metrics"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
 
@@ -13,7 +15,7 @@ func init() { commands = append(commands, newRouterCmd) }
 // newRouterCmd returns "router": the ask router on its own.
 func newRouterCmd() *cobra.Command {
 	var bf busFlags
-	var logLevel string
+	var logLevel, metricsAddr string
 	cmd := &cobra.Command{
 		Use:   "router",
 		Short: "Run the ask router (mesh-asks) against a NATS server: records asks, answers, expiry",
@@ -33,6 +35,13 @@ queue group.`,
 				return bf.explain(err)
 			}
 			log.Info("router: running", "nats", bf.url)
+			if metricsAddr != "" {
+				at, err := metrics.Serve(cmd.Context(), metricsAddr, metrics.New().Handler(r.Health()), log)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "router: health on http://%s/healthz\n", at)
+			}
 			<-r.Done()
 			return r.Err()
 		},
@@ -40,5 +49,6 @@ queue group.`,
 	bf.add(cmd)
 	bf.addReplicas(cmd)
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level on stderr: debug, info, warn or error")
+	cmd.Flags().StringVar(&metricsAddr, "metrics", "", "serve a health check (/healthz: 200 while connected and JetStream answers for "+mesh.RecordsBucket+", else 503 saying why) on this address, e.g. 127.0.0.1:9465")
 	return cmd
 }

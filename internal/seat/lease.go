@@ -35,7 +35,8 @@ const (
 	// LeaseHeld: the seat holds the lease and composes.
 	LeaseHeld LeaseState = "held"
 	// LeaseFailing: the bus refused or did not answer the last try to take
-	// the lease; the seat tries again with backoff.
+	// the lease, or does not take the renewals of the lease the seat holds
+	// (see [Seat.Lease]); the seat tries again with backoff.
 	LeaseFailing LeaseState = "failing"
 	// LeaseStopped: [Seat.Run] has returned (ctx done, the lease lost, or
 	// the seat's buckets could not be made).
@@ -77,6 +78,27 @@ type lease struct {
 	// read on the monotonic clock, which runs on while the process is
 	// stopped. Zero once a renewal failed.
 	renewed time.Time
+	// failing says the last try to renew was not answered (or refused):
+	// the seat may still hold the lease, but cannot reach the bus.
+	failing bool
+}
+
+// unrenewed says why a held lease is not renewed as it should be (its
+// last try failed, or no renewal was written for half a renewal period
+// more than the period), or "" while it is renewed on time.
+func (l *lease) unrenewed() string {
+	l.mu.Lock()
+	renewed, failing := l.renewed, l.failing
+	l.mu.Unlock()
+	if renewed.IsZero() {
+		return "its last renewal failed"
+	}
+	age := time.Since(renewed)
+	if failing || age > l.ttl/3+l.ttl/6 {
+		return fmt.Sprintf("the bus has not taken a renewal for %v (renewed every %v; the seat stops writing %v after the last one)",
+			age.Round(100*time.Millisecond), l.ttl/3, l.fence())
+	}
+	return ""
 }
 
 // fence is how long after its last renewal's request a seat still writes:
@@ -191,7 +213,7 @@ func (l *lease) hold(ctx context.Context) error {
 		rev, err := l.renew(ctx, b, unsure)
 		if err == nil {
 			l.mu.Lock()
-			l.renewed, l.rev = sent, rev
+			l.renewed, l.rev, l.failing = sent, rev, false
 			l.mu.Unlock()
 			unsure, wait = false, l.ttl/3
 			bo.Reset()
@@ -207,6 +229,9 @@ func (l *lease) hold(ctx context.Context) error {
 			l.mu.Unlock()
 			return fmt.Errorf("%w: %v", ErrLeaseLost, err)
 		}
+		l.mu.Lock()
+		l.failing = true
+		l.mu.Unlock()
 		unsure, wait = true, bo.NextBackOff()
 	}
 }

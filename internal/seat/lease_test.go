@@ -116,3 +116,45 @@ func TestLeaseSaysWhereTheSeatStands(t *testing.T) {
 		return st == seat.LeaseHeld
 	})
 }
+
+// TestLeaseSaysWhenTheBusTakesNoRenewal checks that a seat holding its
+// lease whose renewals the bus does not take (its server gone, as a
+// partition leaves it) says failing, with since when, within one renewal
+// period: it said held until the lease was lost, a whole TTL (30 s on a
+// cluster) after its last renewal.
+func TestLeaseSaysWhenTheBusTakesNoRenewal(t *testing.T) {
+	s, err := bus.StartServer(bus.ServerConfig{Dir: t.TempDir(), Listen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown()
+	nc, js, err := bus.Connect(bus.Dial{URL: s.URL(), Name: "holder"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	const ttl = 9 * time.Second
+	st := seat.New(js, seat.Config{ID: "holder", LeaseTTL: ttl})
+	ctx := bustest.Context(t)
+	done := make(chan error, 1)
+	go func() { done <- st.Run(ctx) }()
+	bustest.WaitFor(t, 0, "the seat to hold its lease", func() bool {
+		l, _ := st.Lease()
+		return l == seat.LeaseHeld
+	})
+	// A renewal or two on time: still held.
+	time.Sleep(ttl / 2)
+	if l, why := st.Lease(); l != seat.LeaseHeld {
+		t.Fatalf("Lease() with the bus up = %s (%s); want held", l, why)
+	}
+	s.Shutdown()
+	stopped := time.Now()
+	// Under ttl/2 (a renewal period and a half at most), well before
+	// the lease is lost (ttl after the last renewal).
+	bustest.WaitFor(t, ttl/2, "the seat to say its renewals fail", func() bool {
+		l, why := st.Lease()
+		return l == seat.LeaseFailing && strings.Contains(why, "holding the lease as holder, but")
+	})
+	l, why := st.Lease()
+	t.Logf("%v after the server stopped: %s (%s)", time.Since(stopped).Round(100*time.Millisecond), l, why)
+}

@@ -185,11 +185,20 @@ func New(js jetstream.JetStream, cfg Config) *Seat {
 
 // Lease returns where the seat stands with its lease and a short text
 // saying why (for example "the lease is held by host-1-…"), for a health
-// check: a seat that holds the lease or waits for it is healthy.
+// check: a seat that holds the lease or waits for it is healthy. A seat
+// that holds the lease but whose renewals the bus does not take (a
+// partition: its server cannot reach the lease bucket's leader) is
+// [LeaseFailing], saying since when, not held.
 func (s *Seat) Lease() (LeaseState, string) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.lease, s.leaseIs
+	st, why, l := s.lease, s.leaseIs, s.holding
+	s.mu.Unlock()
+	if st == LeaseHeld && l != nil {
+		if bad := l.unrenewed(); bad != "" {
+			return LeaseFailing, fmt.Sprintf("holding the lease as %s, but %s", s.cfg.ID, bad)
+		}
+	}
+	return st, why
 }
 
 func (s *Seat) noteLease(st LeaseState, why string) {

@@ -1,0 +1,67 @@
+package assemble_test
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/assemble"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus/bustest"
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
+)
+
+// TestRouterHealthSaysWhenJetStreamIsCutOff runs the ask router on a
+// three-server cluster (R3 records), connected to one server only, and
+// stops the other two: its connection stays up, but that server alone has
+// no quorum and answers no look at the records. The router's health says
+// so (it said nothing before: the router had no health check, and a check
+// of the connection alone says healthy); with the servers back, healthy
+// again.
+func TestRouterHealthSaysWhenJetStreamIsCutOff(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a three-server cluster: not in -short")
+	}
+	c := bustest.Cluster(t)
+	quiet := slog.New(slog.DiscardHandler)
+	onc, ojs, err := bus.Connect(bus.Dial{URL: c.URL(), Name: "operator", Replicas: 3, Log: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer onc.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if _, err := bus.Bucket(ctx, ojs, mesh.RecordsBucket, 0); err != nil {
+		t.Fatal(err)
+	}
+	onc.Close()
+	a := &assemble.Assembly{Dial: assemble.Shared(c.Server(0).URL(), "", quiet), Log: quiet, Replicas: 3}
+	defer func() {
+		cancel()
+		a.Wait()
+	}()
+	r, err := a.StartRouter(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	health := r.Health()
+	if ok, why := health(); !ok {
+		t.Fatalf("router's health on a whole cluster = unhealthy: %s", why)
+	}
+	c.Stop(1)
+	c.Stop(2)
+	bustest.WaitFor(t, 15*time.Second, "the router's health to say JetStream does not answer", func() bool {
+		ok, why := health()
+		return !ok && strings.Contains(why, "JetStream does not answer")
+	})
+	_, why := health()
+	t.Logf("cut off: %s", why)
+	c.Restart(1)
+	c.Restart(2)
+	bustest.WaitFor(t, 30*time.Second, "the router's health to say healthy again", func() bool {
+		ok, _ := health()
+		return ok
+	})
+}
