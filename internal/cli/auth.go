@@ -85,7 +85,7 @@ connections are closed and its old credentials refused on every server.`,
 				fmt.Fprintf(out, "wrote %s (yours to edit from now on; gen never writes it again)\n", res.Config)
 			}
 			fmt.Fprintf(out, "keys made: %s\n", list(res.Made))
-			fmt.Fprintf(out, "signed anew: %s\n", someOf(res.Signed, 8))
+			fmt.Fprintf(out, "signed anew: %s\n", list(someOfList(res.Signed, 8)))
 			if len(res.Revoked) > 0 {
 				fmt.Fprintf(out, "revoked (no longer in %s): %s\n", file, list(res.Revoked))
 			}
@@ -342,4 +342,13 @@ func exactArgs(n int) cobra.PositionalArgs {
 		}
 		return nil
 	}
+}
+
+// someOfList returns s as one element naming its first n ([someOf]),
+// none when s is empty.
+func someOfList(s []string, n int) []string {
+	if len(s) == 0 {
+		return nil
+	}
+	return []string{someOf(s, n)}
 }

@@ -37,8 +37,8 @@ func TestAuthGenCommand(t *testing.T) {
 		}
 	}
 	out, _, err = run(t, "auth", "gen", "-f", homelabFile, "-o", dir, "--operator", "operator", "--operator", "alice")
-	if err != nil || !strings.Contains(out, "keys made: none") {
-		t.Errorf("auth gen again = %q, %v; want no key made", out, err)
+	if err != nil || !strings.Contains(out, "keys made: none") || !strings.Contains(out, "signed anew: none") {
+		t.Errorf("auth gen again = %q, %v; want no key made and nothing signed anew", out, err)
 	}
 	if _, _, err := run(t, "auth", "gen", "-f", homelabFile); err == nil {
 		t.Errorf("auth gen without -o succeeded")

@@ -83,7 +83,7 @@ NODE, with the command its client runs there. Add the node to the mesh file and 
 			}
 			creds := res.Creds[access.ClientUser(node)]
 			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "signed anew: %s\n", someOf(res.Signed, 8))
+			fmt.Fprintf(out, "signed anew: %s\n", list(someOfList(res.Signed, 8)))
 			fmt.Fprintf(out, "hand %s to %s; there, run:\n", creds, node)
 			fmt.Fprintf(out, "  mesh-provisioner client --node %s --nats %s --creds %s --root DIR\n", node, f.push.url, auth.CredsPath(".", access.ClientUser(node)))
 			for _, mod := range mf.Placement[node] {
