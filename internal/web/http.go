@@ -1,10 +1,10 @@
 package web
 
 import (
-	"bytes"
 	"context"
 	"crypto/subtle"
 	"embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"html/template"
@@ -22,8 +22,12 @@ import (
 var assets embed.FS
 
 var tmpl = template.Must(template.New("page.html").Funcs(template.FuncMap{
-	"rfc3339": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
-	"clock":   func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
+	"nodeLink":   nodeLink,
+	"moduleLink": moduleLink,
+	"keyLink":    keyLink,
+	"stateLink":  stateLink,
+	"rfc3339":    func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"clock":      func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
 	"title": func(s string) string {
 		if s == "" {
 			return s
@@ -41,11 +45,15 @@ const coalesce = 100 * time.Millisecond
 
 // ServeHTTP serves the page:
 //
-//   - GET / renders the whole page;
-//   - GET /events is a server-sent event stream: an event "content" whose
-//     data is the version, a newline and the page's content as HTML, sent
-//     after each change (and at once when the page's version, ?v=, is
-//     behind);
+//   - GET / renders one view of the mesh (at most [PageSize] rows a
+//     section): the summary with the open asks, held modules and one page
+//     of nodes; ?q= a search (words, or state:, node:, module:, key:);
+//     ?node=, ?module=, ?key= a drill-down (a key with its why walk);
+//     ?<section>-page=N a section's page;
+//   - GET /events?v=VERSION&<the view's query> is a server-sent event
+//     stream of that view: an event "delta" ([delta] in JSON) after each
+//     change that alters what the view shows, carrying only the parts and
+//     rows that changed (all of the view when ?v= is behind);
 //   - POST /answer answers an open ask (form fields ask, option, token)
 //     as the page's user, answering text/plain: 200 when answered, 403 for
 //     a cross-site request or a wrong token, 409 with the router's why when
@@ -65,7 +73,7 @@ func (p *Page) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case r.URL.Path == "/" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
-		p.servePage(w)
+		p.servePage(w, r)
 	case r.URL.Path == "/events" && r.Method == http.MethodGet:
 		p.serveEvents(w, r)
 	case r.URL.Path == "/answer" && r.Method == http.MethodPost:
@@ -100,26 +108,21 @@ func (p *Page) hostAllowed(host string) bool {
 	return false
 }
 
-// render renders the template name over one reading of the page.
-func (p *Page) render(name string) ([]byte, view, error) {
-	v := p.read()
-	t, err := tmpl.Clone()
-	if err != nil {
-		return nil, v, err
+// view builds and renders the screen of q.
+func (p *Page) view(q query) (*screen, error) {
+	sc := p.build(q)
+	if err := p.renderScreen(&sc, p.cfg.Now().UTC()); err != nil {
+		return nil, err
 	}
-	t.Funcs(template.FuncMap{
-		"age":   func(at time.Time) string { return age(v.Now, at) },
-		"until": func(at time.Time) string { return until(v.Now, at) },
-	})
-	var b bytes.Buffer
-	if err := t.ExecuteTemplate(&b, name, v); err != nil {
-		return nil, v, fmt.Errorf("web: render %s: %w", name, err)
-	}
-	return b.Bytes(), v, nil
+	return &sc, nil
 }
 
-func (p *Page) servePage(w http.ResponseWriter) {
-	b, _, err := p.render("page")
+func (p *Page) servePage(w http.ResponseWriter, r *http.Request) {
+	sc, err := p.view(parseQuery(r.URL.Query()))
+	var b []byte
+	if err == nil {
+		b, err = execute("page", pageData{screen: sc, User: p.cfg.User}, p.cfg.Now().UTC())
+	}
 	if err != nil {
 		p.log.Error("web: rendering the page", "err", err)
 		http.Error(w, err.Error(), http.StatusInternalServerError)
@@ -130,6 +133,17 @@ func (p *Page) servePage(w http.ResponseWriter) {
 	_, _ = w.Write(b)
 }
 
+type pageData struct {
+	*screen
+	User string
+}
+
+// serveEvents streams the changes of one view (the query of the request,
+// as the page's own URL has it): at each change, after a short wait that
+// gathers a burst, it renders the view again and sends an event "delta"
+// whose data is a [delta] in JSON: only the parts and items that differ
+// from what it sent before. A stream whose ?v= is not the page's version
+// starts with the view's parts all sent.
 func (p *Page) serveEvents(w http.ResponseWriter, r *http.Request) {
 	rc := http.NewResponseController(w)
 	h := w.Header()
@@ -139,45 +153,54 @@ func (p *Page) serveEvents(w http.ResponseWriter, r *http.Request) {
 	if err := rc.Flush(); err != nil {
 		return
 	}
-	sent, _ := strconv.ParseUint(r.URL.Query().Get("v"), 10, 64)
+	q := parseQuery(r.URL.Query())
+	since, _ := strconv.ParseUint(r.URL.Query().Get("v"), 10, 64)
 	ctx := r.Context()
+	var last *screen
 	for {
 		version, changed := p.watch()
-		if version == sent {
-			select {
-			case <-ctx.Done():
+		if last == nil || version != last.Version {
+			sc, err := p.view(q)
+			if err != nil {
+				p.log.Error("web: rendering the page's view", "err", err)
 				return
-			case <-p.done:
-				return
-			case <-changed:
 			}
-			select { // let a burst of changes settle
-			case <-ctx.Done():
-				return
-			case <-time.After(coalesce):
+			var d delta
+			switch {
+			case last != nil:
+				d = diff(last, sc)
+			case sc.Version != since:
+				d = diff(nil, sc) // the page is behind: all of its view
+			default:
+				d = delta{Version: sc.Version} // the page shows this version
 			}
+			if last == nil || d.Content != "" || len(d.Parts) > 0 {
+				b, err := json.Marshal(d)
+				if err != nil {
+					return
+				}
+				if _, err := fmt.Fprintf(w, "event: delta\ndata: %s\n\n", b); err != nil {
+					return
+				}
+				if err := rc.Flush(); err != nil {
+					return
+				}
+			}
+			last = sc
 			continue
 		}
-		b, v, err := p.render("content")
-		if err != nil {
-			p.log.Error("web: rendering the page's content", "err", err)
+		select {
+		case <-ctx.Done():
 			return
-		}
-		var ev bytes.Buffer
-		ev.WriteString("event: content\ndata: ")
-		ev.WriteString(strconv.FormatUint(v.Version, 10))
-		for _, line := range strings.Split(string(b), "\n") {
-			ev.WriteString("\ndata: ")
-			ev.WriteString(strings.TrimRight(line, "\r"))
-		}
-		ev.WriteString("\n\n")
-		if _, err := w.Write(ev.Bytes()); err != nil {
+		case <-p.done:
 			return
+		case <-changed:
 		}
-		if err := rc.Flush(); err != nil {
+		select { // let a burst of changes settle
+		case <-ctx.Done():
 			return
+		case <-time.After(coalesce):
 		}
-		sent = v.Version
 	}
 }
 

@@ -2,42 +2,128 @@ package web
 
 import (
 	"fmt"
+	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/mesh-provisioner/mesh-provisioner/internal/why"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
 
-// view is what the page's templates render: one consistent reading of the
-// page's state.
-type view struct {
-	Now      time.Time
-	User     string
-	Token    string
-	Version  uint64
-	Total    int
-	Counts   []stateCount
-	Asks     []askView
-	Refusals []mesh.Refusal
-	Nodes    []nodeView
-	Odd      []oddView
+// PageSize is the most rows a section of the page shows at once; the rest
+// is reached by its pager.
+const PageSize = 50
+
+// query is what a view shows, read from the request's URL: the mesh's
+// summary when it names nothing, else a search (q), a node, a module or a
+// key, and per section its page (the parameter <section>-page, from 1).
+type query struct {
+	Q, Node, Module, Key string
+	Pages                map[string]int
 }
+
+func parseQuery(v url.Values) query {
+	q := query{Q: strings.TrimSpace(v.Get("q")), Node: v.Get("node"), Module: v.Get("module"),
+		Key: v.Get("key"), Pages: map[string]int{}}
+	for name, vals := range v {
+		if sec, ok := strings.CutSuffix(name, "-page"); ok && len(vals) > 0 {
+			if n, err := strconv.Atoi(vals[0]); err == nil && n > 1 {
+				q.Pages[sec] = n
+			}
+		}
+	}
+	return q
+}
+
+// values returns the query as URL values.
+func (q query) values() url.Values {
+	v := url.Values{}
+	for name, s := range map[string]string{"q": q.Q, "node": q.Node, "module": q.Module, "key": q.Key} {
+		if s != "" {
+			v.Set(name, s)
+		}
+	}
+	for sec, n := range q.Pages {
+		v.Set(sec+"-page", strconv.Itoa(n))
+	}
+	return v
+}
+
+// pageLink returns the link to this view with section at page n.
+func (q query) pageLink(section string, n int) string {
+	v := q.values()
+	if n <= 1 {
+		v.Del(section + "-page")
+	} else {
+		v.Set(section+"-page", strconv.Itoa(n))
+	}
+	return "/?" + v.Encode()
+}
+
+func nodeLink(node string) string   { return "/?" + url.Values{"node": {node}}.Encode() }
+func moduleLink(mod string) string  { return "/?" + url.Values{"module": {mod}}.Encode() }
+func keyLink(key string) string     { return "/?" + url.Values{"key": {key}}.Encode() }
+func searchLink(q string) string    { return "/?" + url.Values{"q": {q}}.Encode() }
+func stateLink(s mesh.State) string { return searchLink("state:" + string(s)) }
 
 type stateCount struct {
 	State mesh.State
 	N     int
+	Link  string // a search of the keys in that state (of the node, when a node's)
 }
 
-type nodeView struct {
-	Node   string
+// states orders the states on the page.
+var states = []mesh.State{mesh.Failed, mesh.Retiring, mesh.Asked, mesh.Waits, mesh.Provided}
+
+// countStates returns n's counts in the page's order, states the page does
+// not know last; scope ("node:X " or "") narrows the count's search link.
+func countStates(n map[mesh.State]int, scope string) []stateCount {
+	var out []stateCount
+	for _, s := range states {
+		if n[s] > 0 {
+			out = append(out, stateCount{s, n[s], searchLink(scope + "state:" + string(s))})
+		}
+	}
+	var other []stateCount
+	for s, c := range n { // a state the page does not know is shown too
+		if c > 0 && !known(s) {
+			other = append(other, stateCount{s, c, searchLink(scope + "state:" + string(s))})
+		}
+	}
+	sort.Slice(other, func(i, j int) bool { return other[i].State < other[j].State })
+	return append(out, other...)
+}
+
+func known(s mesh.State) bool {
+	for _, k := range states {
+		if k == s {
+			return true
+		}
+	}
+	return false
+}
+
+// summary is the line over every view: the mesh's totals.
+type summary struct {
+	Nodes, Provisions, Plans, Held, Asks int
+	Counts                               []stateCount
+	Seat                                 string // what is said of the seat; empty when it is not known
+	NoSeat                               bool   // no seat holds the lease
+	Now                                  time.Time
+}
+
+type nodeRow struct {
+	Node string
+	nodeSum
 	Counts []stateCount
-	Rows   []provRow
 }
 
-// provRow is one provision key of a node.
+// provRow is one provision key.
 type provRow struct {
 	Key       string
+	Node      string
 	Consumer  string
 	Provision string // the provision name, with its local name when it has one
 	Provider  mesh.Ref
@@ -46,97 +132,138 @@ type provRow struct {
 	At        time.Time
 	Ask       string
 	Kept      string // who kept the key with "no", when a warrant says so
+	DependsOn []string
 }
 
-type askView struct {
+type askRow struct {
 	mesh.Ask
 	Provision string // the key the ask is about, when it is a provision
 }
 
-type oddView struct {
+type heldRow struct {
+	Key string
+	mesh.Refusal
+}
+
+type planRow struct {
+	Key, Node, Module string
+	Held              string // the refusal's why when the module is held
+}
+
+type oddRow struct {
 	Bucket, Key, Why string
 }
 
-// states orders the states on the page.
-var states = []mesh.State{mesh.Failed, mesh.Retiring, mesh.Asked, mesh.Waits, mesh.Provided}
+// stepRow is one step of a key's why walk.
+type stepRow struct {
+	why.Step
+	Link string // the step's key's own view, when the page shows it
+}
 
-func countStates(rows []provRow) []stateCount {
-	n := map[mesh.State]int{}
-	for _, r := range rows {
-		n[r.State]++
+// keyView is what the page shows of one key: a provision's fields, or a
+// plan's and its refusal, and the why walk.
+type keyView struct {
+	Key       string
+	Prov      *provRow
+	Ask       *askRow // the provision's open ask
+	Plan      *planRow
+	Refusal   *heldRow
+	Unknown   bool   // neither a provision, a plan nor a refusal
+	WalkError string // why the walk could not be made
+}
+
+func newProvRow(key string, pv mesh.Provision) provRow {
+	node, consumer := provisionNames(key, pv)
+	name := pv.Provision
+	if pv.Local != "" && pv.Local != pv.Provision {
+		name += " (" + pv.Local + ")"
 	}
-	var out []stateCount
-	for _, s := range states {
-		if n[s] > 0 {
-			out = append(out, stateCount{s, n[s]})
+	r := provRow{Key: key, Node: node, Consumer: consumer, Provision: name, Provider: pv.Provider,
+		State: pv.State, Why: pv.Why, At: pv.At, Ask: pv.Ask, DependsOn: pv.DependsOn}
+	if w := pv.Warrant; w != nil && w.Option == "no" {
+		r.Kept = fmt.Sprintf("kept by %s at %s", w.By.Who, w.At.UTC().Format(time.RFC3339))
+	}
+	return r
+}
+
+func newAskRow(r mesh.Record) askRow {
+	a := askRow{Ask: r.Ask}
+	if k, ok := strings.CutPrefix(r.Ask.About, "provision."); ok {
+		a.Provision = k
+	}
+	return a
+}
+
+// window returns the page n (from 1) of total rows: the bounds of its
+// slice and the page it is (n past the last page is the last).
+func window(total, n int) (from, to, page, pages int) {
+	pages = max(1, (total+PageSize-1)/PageSize)
+	page = min(max(n, 1), pages)
+	from = (page - 1) * PageSize
+	to = min(from+PageSize, total)
+	return from, to, page, pages
+}
+
+// term is one word of a search: a field:value pair (state, node, module,
+// key) or a plain word, which matches a key, its provider, or its state.
+type term struct{ field, value string }
+
+func parseTerms(q string) []term {
+	var out []term
+	for _, w := range strings.Fields(q) {
+		if f, v, ok := strings.Cut(w, ":"); ok && (f == "state" || f == "node" || f == "module" || f == "key") {
+			out = append(out, term{f, v})
+		} else {
+			out = append(out, term{"", strings.ToLower(w)})
 		}
-		delete(n, s)
-	}
-	for s, c := range n { // a state the page does not know is shown too
-		out = append(out, stateCount{s, c})
 	}
 	return out
 }
 
-// read takes one reading of the page's state.
-func (p *Page) read() view {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	v := view{Now: p.cfg.Now().UTC(), User: p.cfg.User, Token: p.token, Version: p.version, Total: len(p.provs)}
-	byNode := map[string][]provRow{}
-	var all []provRow
-	for key, pv := range p.provs {
-		node := pv.Consumer.Node
-		if k, err := mesh.ParseProvisionKey(key); err == nil {
-			node = k.Node
+// plain returns the plain words of a search.
+func plain(terms []term) []string {
+	var out []string
+	for _, t := range terms {
+		if t.field == "" {
+			out = append(out, t.value)
 		}
-		name := pv.Provision
-		if pv.Local != "" && pv.Local != pv.Provision {
-			name += " (" + pv.Local + ")"
-		}
-		r := provRow{Key: key, Consumer: pv.Consumer.Module, Provision: name, Provider: pv.Provider,
-			State: pv.State, Why: pv.Why, At: pv.At, Ask: pv.Ask}
-		if w := pv.Warrant; w != nil && w.Option == "no" {
-			r.Kept = fmt.Sprintf("kept by %s at %s", w.By.Who, w.At.UTC().Format(time.RFC3339))
-		}
-		byNode[node] = append(byNode[node], r)
-		all = append(all, r)
 	}
-	v.Counts = countStates(all)
-	for node, rows := range byNode {
-		sort.Slice(rows, func(i, j int) bool { return rows[i].Key < rows[j].Key })
-		v.Nodes = append(v.Nodes, nodeView{Node: node, Counts: countStates(rows), Rows: rows})
-	}
-	sort.Slice(v.Nodes, func(i, j int) bool { return v.Nodes[i].Node < v.Nodes[j].Node })
-	for _, r := range p.records {
-		if r.State != mesh.RecordOpen {
-			continue
+	return out
+}
+
+// matches reports whether a provision meets every term.
+func matches(terms []term, key string, p mesh.Provision) bool {
+	node, consumer := provisionNames(key, p)
+	for _, t := range terms {
+		var ok bool
+		switch t.field {
+		case "state":
+			ok = string(p.State) == t.value
+		case "node":
+			ok = node == t.value || p.Provider.Node == t.value
+		case "module":
+			ok = consumer == t.value || p.Provider.Module == t.value
+		case "key":
+			ok = strings.Contains(key, t.value)
+		default:
+			ok = strings.Contains(strings.ToLower(key), t.value) || string(p.State) == t.value ||
+				strings.Contains(p.Provider.Module, t.value) || strings.Contains(p.Provider.Node, t.value)
 		}
-		a := askView{Ask: r.Ask}
-		if k, ok := strings.CutPrefix(r.Ask.About, "provision."); ok {
-			a.Provision = k
+		if !ok {
+			return false
 		}
-		v.Asks = append(v.Asks, a)
 	}
-	sort.Slice(v.Asks, func(i, j int) bool {
-		if !v.Asks[i].Expires.Equal(v.Asks[j].Expires) {
-			return v.Asks[i].Expires.Before(v.Asks[j].Expires)
+	return true
+}
+
+// containsAll reports whether s holds every word.
+func containsAll(s string, words []string) bool {
+	for _, w := range words {
+		if !strings.Contains(s, w) {
+			return false
 		}
-		return v.Asks[i].ID < v.Asks[j].ID
-	})
-	for _, r := range p.refusals {
-		v.Refusals = append(v.Refusals, r)
 	}
-	sort.Slice(v.Refusals, func(i, j int) bool {
-		a, b := v.Refusals[i], v.Refusals[j]
-		return a.Node < b.Node || a.Node == b.Node && a.Module < b.Module
-	})
-	for k, why := range p.odd {
-		bucket, key, _ := strings.Cut(k, " ")
-		v.Odd = append(v.Odd, oddView{bucket, key, why})
-	}
-	sort.Slice(v.Odd, func(i, j int) bool { return v.Odd[i].Bucket+v.Odd[i].Key < v.Odd[j].Bucket+v.Odd[j].Key })
-	return v
+	return true
 }
 
 // age says how long ago t was, in the largest whole unit: "40s", "12m",

@@ -1,15 +1,23 @@
-// Package web serves the operator's page: every node's provisions (state,
-// why, since when), the modules held with their refusals, and the open asks
-// with a button per option that answers as the operator's bus user.
+// Package web serves the operator's page at any mesh size: a summary of
+// the mesh (every node with its plans, its provisions' counts per state,
+// what it provides, its held modules and open asks; one page of nodes at a
+// time), drill-down to a node, a module or a key (a key's whole fields and
+// its why walk, internal/why), search by key, node, module and state, and
+// the open asks with a button per option that answers as the operator's
+// bus user.
 //
-// The page is HTML rendered on the server (html/template, embedded), kept
-// live by server-sent events on /events that carry the page's content
-// again after each change, and a small script that swaps it in; no build
-// step. What it shows comes from watched copies (internal/bus) of
-// mesh-provisioner_provisions, mesh-provisioner_refused and
-// mesh-asks_records, never from the bus per request. Answers go to the ask
-// router on mesh-asks.answer.<user> through [asks.Answer]. The answer
-// endpoint takes only same-origin POSTs that carry the page's token.
+// The page is HTML rendered on the server (html/template, embedded) from
+// the page's own decoded state, which follows mesh-provisioner_provisions,
+// mesh-provisioner_plans (keys only), mesh-provisioner_refused and
+// mesh-asks_records (internal/bus copies, values not kept twice) and keeps
+// per node and per module the counts and keys a view needs, so a view
+// costs what it shows, not what the mesh holds. A view is one page of
+// rows (see [PageSize]). The page stays live by server-sent events on
+// /events: after a change the stream renders its view again and sends
+// only the parts that differ (a row, a node's counts, the summary line),
+// never the whole view or mesh again. Answers go to the ask router on
+// mesh-asks.answer.<user> through [asks.Answer]; the answer endpoint takes
+// only same-origin POSTs that carry the page's token.
 package web
 
 import (
@@ -66,9 +74,11 @@ type Page struct {
 	provs    map[string]mesh.Provision
 	refusals map[string]mesh.Refusal
 	records  map[string]mesh.Record
-	odd      map[string]string // "<bucket> <key>" -> why
-	version  uint64            // counts changes taken
-	changed  chan struct{}     // closed and replaced on each change
+	plans    map[string]mesh.NodeModule // plan keys; their values are not kept
+	odd      map[string]string          // "<bucket> <key>" -> why
+	idx      index
+	version  uint64        // counts changes taken
+	changed  chan struct{} // closed and replaced on each change
 
 	copies []*bus.Copy
 	done   <-chan struct{} // closed when the page stops following
@@ -78,6 +88,16 @@ type Page struct {
 // done and returns the page at once (empty until the copies are ready;
 // [Page.Ready] says when).
 func New(ctx context.Context, cfg Config) *Page {
+	p := newPage(ctx, cfg)
+	for _, bucket := range []string{mesh.ProvisionsBucket, mesh.PlansBucket, mesh.RefusedBucket, mesh.RecordsBucket} {
+		p.copies = append(p.copies, bus.Follow(ctx, cfg.JS, bucket,
+			bus.Options{Log: p.log, OnChange: p.take, RevisionsOnly: true}))
+	}
+	return p
+}
+
+// newPage returns a page that follows nothing yet.
+func newPage(ctx context.Context, cfg Config) *Page {
 	if cfg.User == "" {
 		cfg.User = "operator"
 	}
@@ -92,21 +112,19 @@ func New(ctx context.Context, cfg Config) *Page {
 	}
 	b := make([]byte, 24)
 	_, _ = rand.Read(b) // never fails (crypto/rand)
-	p := &Page{
+	return &Page{
 		cfg:      cfg,
 		log:      cfg.Log,
 		token:    hex.EncodeToString(b),
 		provs:    map[string]mesh.Provision{},
 		refusals: map[string]mesh.Refusal{},
 		records:  map[string]mesh.Record{},
+		plans:    map[string]mesh.NodeModule{},
 		odd:      map[string]string{},
+		idx:      newIndex(),
 		changed:  make(chan struct{}),
 		done:     ctx.Done(),
 	}
-	for _, bucket := range []string{mesh.ProvisionsBucket, mesh.RefusedBucket, mesh.RecordsBucket} {
-		p.copies = append(p.copies, bus.Follow(ctx, cfg.JS, bucket, bus.Options{Log: cfg.Log, OnChange: p.take}))
-	}
-	return p
 }
 
 // Ready is closed once every copy the page shows holds its bucket's keys.
@@ -131,7 +149,8 @@ func oddValue(err error) string {
 	return "does not decode: " + err.Error()
 }
 
-// take takes one change of a copy into the page's decoded state.
+// take takes one change of a copy into the page's decoded state and its
+// index.
 func (p *Page) take(ch bus.Change) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -139,33 +158,58 @@ func (p *Page) take(ch bus.Change) {
 	delete(p.odd, oddKey)
 	switch ch.Bucket {
 	case mesh.ProvisionsBucket:
-		delete(p.provs, ch.Key)
+		if old, ok := p.provs[ch.Key]; ok {
+			p.idx.dropProvision(ch.Key, old)
+			delete(p.provs, ch.Key)
+		}
 		if !ch.Deleted {
 			var v mesh.Provision
 			if err := jsonhead.Decode(ch.Value, &v); err != nil {
 				p.odd[oddKey] = oddValue(err)
 			} else {
 				p.provs[ch.Key] = v
+				p.idx.addProvision(ch.Key, v)
+			}
+		}
+	case mesh.PlansBucket:
+		if old, ok := p.plans[ch.Key]; ok {
+			p.idx.dropPlan(ch.Key, old)
+			delete(p.plans, ch.Key)
+		}
+		if !ch.Deleted {
+			if k, err := mesh.ParseNodeModule(ch.Key); err != nil {
+				p.odd[oddKey] = "key out of shape: " + err.Error()
+			} else {
+				p.plans[ch.Key] = k
+				p.idx.addPlan(ch.Key, k)
 			}
 		}
 	case mesh.RefusedBucket:
-		delete(p.refusals, ch.Key)
+		if old, ok := p.refusals[ch.Key]; ok {
+			p.idx.dropRefusal(ch.Key, old)
+			delete(p.refusals, ch.Key)
+		}
 		if !ch.Deleted {
 			var v mesh.Refusal
 			if err := jsonhead.Decode(ch.Value, &v); err != nil {
 				p.odd[oddKey] = oddValue(err)
 			} else {
 				p.refusals[ch.Key] = v
+				p.idx.addRefusal(ch.Key, v)
 			}
 		}
 	case mesh.RecordsBucket:
-		delete(p.records, ch.Key)
+		if old, ok := p.records[ch.Key]; ok {
+			p.idx.dropRecord(ch.Key, old)
+			delete(p.records, ch.Key)
+		}
 		if !ch.Deleted {
 			var v mesh.Record
 			if err := jsonhead.Decode(ch.Value, &v); err != nil {
 				p.odd[oddKey] = oddValue(err)
 			} else {
 				p.records[ch.Key] = v
+				p.idx.addRecord(ch.Key, v)
 			}
 		}
 	}

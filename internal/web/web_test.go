@@ -184,10 +184,12 @@ func within(t *testing.T, ctx context.Context, what string, steps ...chromedp.Ac
 	}
 }
 
-// TestPageInChromium loads the page in a real headless Chromium: a key
-// turns provided on the page, without a reload, once its provider's entry
-// is written; an ask is answered by clicking Yes, and the record says so,
-// answered by the operator.
+// TestPageInChromium loads the page of a live mesh in a real headless
+// Chromium: on ace's drill-down a key turns provided, without a reload,
+// once its provider's entry is written, and the view's event stream sends
+// only that row and ace's counts; a click on the key shows it whole with
+// its why walk; an ask is answered by clicking Yes on the summary, and the
+// record says so, answered by the operator.
 func TestPageInChromium(t *testing.T) {
 	tab := browser(t)
 	r := start(t)
@@ -197,9 +199,9 @@ func TestPageInChromium(t *testing.T) {
 	if !r.get(mesh.ProvisionsBucket, key, &p) || p.State != mesh.Asked {
 		t.Fatalf("%s = %+v; want asked before the vault's entry", key, p)
 	}
-	row := `tr[data-key="` + key + `"]`
-	within(t, tab, "loading the page",
-		chromedp.Navigate(r.url),
+	row := `#consumes tr[data-key="` + key + `"]`
+	within(t, tab, "loading ace's page",
+		chromedp.Navigate(r.url+"/?node=ace"),
 		chromedp.WaitVisible(chromedp.CSS(row+`[data-state="asked"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#live.on`)), // the event stream is open
 	)
@@ -209,9 +211,17 @@ func TestPageInChromium(t *testing.T) {
 		return err
 	}))
 
+	// What the stream of ace's view sends for the change: the key's row
+	// and ace's counts, not the view again.
+	events := stream(t, r.ctx, r.url+"/events?node=ace&v="+version(t, r.url+"/?node=ace"))
+	next(t, events, "the stream's first event")
 	r.put(mesh.BoundBucket(mesh.VaultModule), key, mesh.Entry{State: mesh.Provided, VaultName: "gitea/postgres_database_main", Generation: 1})
 	within(t, tab, key+" to turn provided on the page",
 		chromedp.WaitVisible(chromedp.CSS(row+`[data-state="provided"]`)))
+	d := next(t, events, "the delta of "+key)
+	if len(d) > 8<<10 || strings.Contains(d, `"content"`) || !strings.Contains(d, `"consumes/`+key+`"`) || !strings.Contains(d, `provided`) {
+		t.Errorf("the delta = %d bytes %.300s; want under 8 KB, the row of %s provided", len(d), d, key)
+	}
 	ctx, cancel := context.WithTimeout(tab, 10*time.Second)
 	defer cancel()
 	if kept, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`window.notReloaded === true`)); err != nil || !kept {
@@ -219,6 +229,17 @@ func TestPageInChromium(t *testing.T) {
 	}
 	if txt, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(row+` .state`))); err != nil || txt != "provided" {
 		t.Errorf("%s's state cell = %q, %v; want provided", key, txt, err)
+	}
+
+	// The key's why walk is one click away.
+	within(t, tab, "clicking "+key,
+		chromedp.Click(chromedp.CSS(row+` td.key a`)),
+		chromedp.WaitVisible(chromedp.CSS(`#why tr.step`)))
+	if txt, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#key h2`))); err != nil || txt != key {
+		t.Errorf("the key's view is titled %q, %v; want the whole key %s", txt, err, key)
+	}
+	if txt, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#why tr.step:first-child`))); err != nil || !strings.Contains(txt, key) || !strings.Contains(txt, "provided") {
+		t.Errorf("the why walk's first step = %q, %v; want %s provided", txt, err, key)
 	}
 
 	// vaultwarden leaves ace: its database key is asked; click Yes.
@@ -229,8 +250,10 @@ func TestPageInChromium(t *testing.T) {
 		return r.get(mesh.ProvisionsBucket, retiring, &p) && p.State == mesh.Retiring && p.Ask != ""
 	})
 	id := p.Ask
-	askRow := `tr[data-ask="` + id + `"]`
+	askRow := `#asks tr[data-ask="` + id + `"]`
 	within(t, tab, "clicking Yes on the ask "+id,
+		chromedp.Navigate(r.url+"/"),
+		chromedp.WaitVisible(chromedp.CSS(`#live.on`)),
 		chromedp.WaitVisible(chromedp.CSS(askRow)),
 		chromedp.Click(chromedp.CSS(askRow+` button[value="yes"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#said:not(.error)`)),
@@ -263,6 +286,22 @@ func TestPageInChromium(t *testing.T) {
 	if len(shot) < 10_000 {
 		t.Errorf("the screenshot has %d bytes; want a rendered page", len(shot))
 	}
+}
+
+// version reads the version a view of the page shows.
+func version(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	m := regexp.MustCompile(`data-version="([0-9]+)"`).FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("no version on %s:\n%s", url, b)
+	}
+	return string(m[1])
 }
 
 // token reads the page's answer token from its HTML.

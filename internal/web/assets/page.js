@@ -1,23 +1,12 @@
-// The operator's page: swaps in the content the server sends on /events,
-// filters rows, answers asks without leaving the page, and keeps "since"
-// ages current. No framework, no build step.
+// The operator's page: applies the deltas the server sends on /events for
+// this view (a part or a row replaced by its data-id, or the whole view),
+// answers asks without leaving the page, and keeps "since" ages current.
+// No framework, no build step.
 "use strict";
 (function () {
   const content = document.getElementById("content");
-  const filter = document.getElementById("filter");
   const live = document.getElementById("live");
   const said = document.getElementById("said");
-
-  function applyFilter() {
-    const words = filter.value.toLowerCase().split(/\s+/).filter(Boolean);
-    for (const row of content.querySelectorAll("tr.row")) {
-      const text = row.textContent.toLowerCase();
-      row.classList.toggle("hidden", !words.every((w) => text.includes(w)));
-    }
-    for (const node of content.querySelectorAll("div.node")) {
-      node.classList.toggle("hidden", node.querySelector("tr.row:not(.hidden)") === null);
-    }
-  }
 
   function age(ms) {
     const s = Math.max(0, Math.floor(ms / 1000));
@@ -58,19 +47,32 @@
     }
   });
 
-  filter.addEventListener("input", applyFilter);
+  // apply takes one delta: the whole view, or parts and rows by data-id.
+  function apply(d) {
+    content.dataset.version = String(d.v);
+    if (d.content) {
+      content.innerHTML = d.content;
+    }
+    for (const p of d.parts || []) {
+      const el = content.querySelector('[data-id="' + CSS.escape(p.id) + '"]');
+      if (el) el.outerHTML = p.html;
+    }
+    window.deltas = (window.deltas || 0) + 1;
+    refreshAges();
+  }
 
   function connect() {
-    const es = new EventSource("/events?v=" + encodeURIComponent(content.dataset.version || "0"));
+    const params = new URLSearchParams(location.search);
+    params.set("v", content.dataset.version || "0");
+    const es = new EventSource("/events?" + params.toString());
     es.addEventListener("open", () => { live.textContent = "live"; live.className = "live on"; });
-    es.addEventListener("error", () => { live.textContent = "reconnecting…"; live.className = "live off"; });
-    es.addEventListener("content", (ev) => {
-      const nl = ev.data.indexOf("\n");
-      content.dataset.version = ev.data.slice(0, nl);
-      content.innerHTML = ev.data.slice(nl + 1);
-      applyFilter();
-      refreshAges();
+    es.addEventListener("error", () => {
+      live.textContent = "reconnecting…"; live.className = "live off";
+      // The stream is opened again with the version the page holds now.
+      es.close();
+      setTimeout(connect, 2000);
     });
+    es.addEventListener("delta", (ev) => apply(JSON.parse(ev.data)));
   }
   connect();
   setInterval(refreshAges, 15000);

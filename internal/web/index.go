@@ -1,0 +1,235 @@
+package web
+
+import (
+	"sort"
+	"strings"
+
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
+)
+
+// nodeSum is what the summary shows of one node, kept as changes come.
+type nodeSum struct {
+	States   map[mesh.State]int // its provisions (the node consumes) per state
+	Provides int                // provisions whose provider is on the node
+	Plans    int                // its plan keys
+	Held     int                // its refusals
+	Asks     int                // open asks about its provisions
+}
+
+func (s *nodeSum) empty() bool {
+	return len(s.States) == 0 && s.Provides == 0 && s.Plans == 0 && s.Held == 0 && s.Asks == 0
+}
+
+// keySet is a set of keys.
+type keySet map[string]struct{}
+
+func (s keySet) sorted() []string {
+	out := make([]string, 0, len(s))
+	for k := range s {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// index keeps, beside the page's decoded values, what a view needs without
+// reading every value: per node its sums and keys, per module its keys, and
+// the mesh's counts. Every method is called with the page's lock held.
+type index struct {
+	nodes    map[string]*nodeSum
+	sorted   []string // the node names, sorted; nil when a node came or went
+	states   map[mesh.State]int
+	openAsks int
+
+	consumes map[string]keySet // node -> provision keys of that node
+	provides map[string]keySet // node -> provision keys whose provider is on it
+	byModule map[string]keySet // module -> provision keys it consumes or provides
+	planned  map[string]keySet // module -> nodes with a plan of it
+	plansOf  map[string]keySet // node -> modules it has a plan of
+	heldOf   map[string]keySet // node -> refusal keys
+	asksOf   map[string]keySet // node -> open ask ids about its provisions
+}
+
+func newIndex() index {
+	return index{
+		nodes: map[string]*nodeSum{}, states: map[mesh.State]int{},
+		consumes: map[string]keySet{}, provides: map[string]keySet{}, byModule: map[string]keySet{},
+		planned: map[string]keySet{}, plansOf: map[string]keySet{}, heldOf: map[string]keySet{},
+		asksOf: map[string]keySet{},
+	}
+}
+
+// node returns the sum of node, making it (and so the node known).
+func (x *index) node(node string) *nodeSum {
+	s, ok := x.nodes[node]
+	if !ok {
+		s = &nodeSum{States: map[mesh.State]int{}}
+		x.nodes[node] = s
+		x.sorted = nil
+	}
+	return s
+}
+
+// settle forgets node when nothing is left of it.
+func (x *index) settle(node string) {
+	if s, ok := x.nodes[node]; ok && s.empty() {
+		delete(x.nodes, node)
+		x.sorted = nil
+	}
+}
+
+// nodeNames returns the known nodes, sorted. The slice is the index's own.
+func (x *index) nodeNames() []string {
+	if x.sorted == nil {
+		x.sorted = make([]string, 0, len(x.nodes))
+		for n := range x.nodes {
+			x.sorted = append(x.sorted, n)
+		}
+		sort.Strings(x.sorted)
+	}
+	return x.sorted
+}
+
+func add(m map[string]keySet, at, key string) {
+	s, ok := m[at]
+	if !ok {
+		s = keySet{}
+		m[at] = s
+	}
+	s[key] = struct{}{}
+}
+
+func drop(m map[string]keySet, at, key string) {
+	if s, ok := m[at]; ok {
+		delete(s, key)
+		if len(s) == 0 {
+			delete(m, at)
+		}
+	}
+}
+
+// provisionNames returns the node and consumer module of a provision key,
+// from the key when it is in shape, else from the value.
+func provisionNames(key string, p mesh.Provision) (node, consumer string) {
+	if k, err := mesh.ParseProvisionKey(key); err == nil {
+		return k.Node, k.Consumer
+	}
+	return p.Consumer.Node, p.Consumer.Module
+}
+
+func (x *index) addProvision(key string, p mesh.Provision) {
+	node, consumer := provisionNames(key, p)
+	if node != "" {
+		x.node(node).States[p.State]++
+		add(x.consumes, node, key)
+	}
+	x.states[p.State]++
+	if p.Provider.Node != "" {
+		x.node(p.Provider.Node).Provides++
+		add(x.provides, p.Provider.Node, key)
+	}
+	if consumer != "" {
+		add(x.byModule, consumer, key)
+	}
+	if p.Provider.Module != "" {
+		add(x.byModule, p.Provider.Module, key)
+	}
+}
+
+func (x *index) dropProvision(key string, p mesh.Provision) {
+	node, consumer := provisionNames(key, p)
+	if s, ok := x.nodes[node]; ok {
+		if s.States[p.State]--; s.States[p.State] <= 0 {
+			delete(s.States, p.State)
+		}
+		drop(x.consumes, node, key)
+		x.settle(node)
+	}
+	if x.states[p.State]--; x.states[p.State] <= 0 {
+		delete(x.states, p.State)
+	}
+	if s, ok := x.nodes[p.Provider.Node]; ok {
+		s.Provides--
+		drop(x.provides, p.Provider.Node, key)
+		x.settle(p.Provider.Node)
+	}
+	drop(x.byModule, consumer, key)
+	drop(x.byModule, p.Provider.Module, key)
+}
+
+func (x *index) addPlan(_ string, k mesh.NodeModule) {
+	x.node(k.Node).Plans++
+	add(x.planned, k.Module, k.Node)
+	add(x.plansOf, k.Node, k.Module)
+}
+
+func (x *index) dropPlan(_ string, k mesh.NodeModule) {
+	if s, ok := x.nodes[k.Node]; ok {
+		s.Plans--
+		x.settle(k.Node)
+	}
+	drop(x.planned, k.Module, k.Node)
+	drop(x.plansOf, k.Node, k.Module)
+}
+
+// refusalNode returns the node of a refusal key, or the value's.
+func refusalNode(key string, r mesh.Refusal) string {
+	if k, err := mesh.ParseRefusalKey(key); err == nil {
+		return k.Node
+	}
+	return r.Node
+}
+
+func (x *index) addRefusal(key string, r mesh.Refusal) {
+	node := refusalNode(key, r)
+	x.node(node).Held++
+	add(x.heldOf, node, key)
+}
+
+func (x *index) dropRefusal(key string, r mesh.Refusal) {
+	node := refusalNode(key, r)
+	if s, ok := x.nodes[node]; ok {
+		s.Held--
+		drop(x.heldOf, node, key)
+		x.settle(node)
+	}
+}
+
+// askNode returns the node an open ask is about ("" when it is not about a
+// provision key, or not open).
+func askNode(r mesh.Record) (node string, open bool) {
+	if r.State != mesh.RecordOpen {
+		return "", false
+	}
+	if k, ok := strings.CutPrefix(r.Ask.About, "provision."); ok {
+		if pk, err := mesh.ParseProvisionKey(k); err == nil {
+			return pk.Node, true
+		}
+	}
+	return "", true
+}
+
+func (x *index) addRecord(id string, r mesh.Record) {
+	node, open := askNode(r)
+	if !open {
+		return
+	}
+	x.openAsks++
+	if node != "" {
+		x.node(node).Asks++
+		add(x.asksOf, node, id)
+	}
+}
+
+func (x *index) dropRecord(id string, r mesh.Record) {
+	node, open := askNode(r)
+	if !open {
+		return
+	}
+	x.openAsks--
+	if s, ok := x.nodes[node]; ok && node != "" {
+		s.Asks--
+		drop(x.asksOf, node, id)
+		x.settle(node)
+	}
+}

@@ -1,0 +1,437 @@
+package web
+
+import (
+	"bytes"
+	"fmt"
+	"html/template"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/why"
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
+)
+
+// A screen is one view of the page as parts: the summary line, sections of
+// rows (items) with a pager, and a key's fields. The event stream sends a
+// part again when its frame (title, count, pager, which items it holds)
+// changed, and otherwise only the items that changed.
+type screen struct {
+	Version uint64
+	Q       query
+	Crumbs  []crumb // where the view is: the mesh, a node, a key
+	Parts   []part
+}
+
+type crumb struct{ Text, Link string }
+
+// part is one part of a screen; its element carries data-id="<ID>", each
+// item's data-id="<ID>/<item id>".
+type part struct {
+	ID    string
+	Kind  string // summary, key, nodes, provs, asks, held, plans, modules, steps, odd
+	Title string
+	Count int // rows in every page
+	Items []item
+	Pager pager
+	Empty string // said when there is no row
+	Data  any    // a summary's or key's values
+	HTML  template.HTML
+	frame string
+}
+
+type item struct {
+	ID   string
+	Row  any
+	HTML template.HTML
+}
+
+type pager struct {
+	Page, Pages, From, To int
+	Prev, Next            string
+}
+
+// moduleRow is a module a search found.
+type moduleRow struct {
+	Module      string
+	Keys, Nodes int
+}
+
+// section makes a part of kind holding the page of rows asked for in q.
+func section[T any](q query, id, kind, title, empty string, rows []T, itemID func(T) string) part {
+	from, to, page, pages := window(len(rows), q.Pages[id])
+	pt := part{ID: id, Kind: kind, Title: title, Count: len(rows), Empty: empty,
+		Pager: pager{Page: page, Pages: pages, From: from + 1, To: to}}
+	if page > 1 {
+		pt.Pager.Prev = q.pageLink(id, page-1)
+	}
+	if page < pages {
+		pt.Pager.Next = q.pageLink(id, page+1)
+	}
+	for _, r := range rows[from:to] {
+		pt.Items = append(pt.Items, item{ID: id + "/" + itemID(r), Row: r})
+	}
+	return pt
+}
+
+// provsOf returns the rows of keys, sorted by key.
+func (p *Page) provsOf(keys keySet, keep func(string, mesh.Provision) bool) []provRow {
+	out := make([]provRow, 0, len(keys))
+	for key := range keys {
+		if pv, ok := p.provs[key]; ok && (keep == nil || keep(key, pv)) {
+			out = append(out, newProvRow(key, pv))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out
+}
+
+func (p *Page) nodeRow(node string) nodeRow {
+	s := p.idx.nodes[node]
+	if s == nil {
+		return nodeRow{Node: node}
+	}
+	return nodeRow{Node: node, nodeSum: *s, Counts: countStates(s.States, "node:"+node+" ")}
+}
+
+func (p *Page) nodeRows(nodes []string) []nodeRow {
+	out := make([]nodeRow, 0, len(nodes))
+	for _, n := range nodes {
+		out = append(out, p.nodeRow(n))
+	}
+	return out
+}
+
+func (p *Page) askRows(ids keySet) []askRow {
+	var out []askRow
+	for id, r := range p.records {
+		if r.State != mesh.RecordOpen || ids != nil && !has(ids, id) {
+			continue
+		}
+		out = append(out, newAskRow(r))
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].Expires.Equal(out[j].Expires) {
+			return out[i].Expires.Before(out[j].Expires)
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out
+}
+
+func has(s keySet, k string) bool { _, ok := s[k]; return ok }
+
+func (p *Page) heldRows(keys []string) []heldRow {
+	out := make([]heldRow, 0, len(keys))
+	for _, k := range keys {
+		if r, ok := p.refusals[k]; ok {
+			out = append(out, heldRow{k, r})
+		}
+	}
+	return out
+}
+
+func (p *Page) planRow(key string, k mesh.NodeModule) planRow {
+	r := planRow{Key: key, Node: k.Node, Module: k.Module}
+	if ref, ok := p.refusals[key]; ok {
+		r.Held = ref.Why
+	}
+	return r
+}
+
+// summaryOf returns the mesh's totals.
+func (p *Page) summaryOf() summary {
+	return summary{Nodes: len(p.idx.nodes), Provisions: len(p.provs), Plans: len(p.plans),
+		Held: len(p.refusals), Asks: p.idx.openAsks, Counts: countStates(p.idx.states, "")}
+}
+
+// build makes the screen of q from one reading of the page's state, its
+// rows not yet rendered. A key's walk is made after the reading, outside
+// the page's lock.
+func (p *Page) build(q query) screen {
+	p.mu.Lock()
+	sc := screen{Version: p.version, Q: q, Crumbs: []crumb{{"mesh", "/"}}}
+	sc.Parts = append(sc.Parts, part{ID: "summary", Kind: "summary", Data: p.summaryOf()})
+	var walkKey string
+	switch {
+	case q.Key != "":
+		walkKey = q.Key
+		sc.Parts = append(sc.Parts, p.keyPart(&sc, q.Key))
+	case q.Node != "":
+		sc.Crumbs = append(sc.Crumbs, crumb{"node " + q.Node, nodeLink(q.Node)})
+		p.nodeParts(&sc, q)
+	case q.Module != "":
+		sc.Crumbs = append(sc.Crumbs, crumb{"module " + q.Module, moduleLink(q.Module)})
+		p.moduleParts(&sc, q)
+	case q.Q != "":
+		sc.Crumbs = append(sc.Crumbs, crumb{"search " + q.Q, searchLink(q.Q)})
+		p.searchParts(&sc, q)
+	default:
+		p.meshParts(&sc, q)
+	}
+	p.mu.Unlock()
+	if walkKey != "" {
+		sc.Parts = append(sc.Parts, p.walkPart(q, walkKey))
+	}
+	return sc
+}
+
+func (p *Page) meshParts(sc *screen, q query) {
+	sc.Parts = append(sc.Parts,
+		section(q, "asks", "asks", "Open asks", "No ask is open.", p.askRows(nil), func(a askRow) string { return a.ID }))
+	if len(p.refusals) > 0 {
+		keys := make([]string, 0, len(p.refusals))
+		for k := range p.refusals {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		sc.Parts = append(sc.Parts, section(q, "held", "held", "Held modules", "", p.heldRows(keys), func(h heldRow) string { return h.Key }))
+	}
+	names := p.idx.nodeNames()
+	from, to, _, _ := window(len(names), q.Pages["nodes"])
+	// Only the page's rows are made; the part counts every node.
+	rows := make([]nodeRow, len(names))
+	for i := from; i < to; i++ {
+		rows[i] = p.nodeRow(names[i])
+	}
+	sc.Parts = append(sc.Parts, section(q, "nodes", "nodes", "Nodes", "No node has a plan or provision yet.", rows, func(r nodeRow) string { return r.Node }))
+	if len(p.odd) > 0 {
+		var odd []oddRow
+		for k, why := range p.odd {
+			bucket, key, _ := strings.Cut(k, " ")
+			odd = append(odd, oddRow{bucket, key, why})
+		}
+		sort.Slice(odd, func(i, j int) bool { return odd[i].Bucket+" "+odd[i].Key < odd[j].Bucket+" "+odd[j].Key })
+		sc.Parts = append(sc.Parts, section(q, "odd", "odd", "Odd keys", "", odd, func(o oddRow) string { return o.Bucket + " " + o.Key }))
+	}
+}
+
+func (p *Page) nodeParts(sc *screen, q query) {
+	n := q.Node
+	sc.Parts = append(sc.Parts, section(q, "node", "nodes", "Node "+n, "No plan or provision names this node.",
+		func() []nodeRow {
+			if _, ok := p.idx.nodes[n]; ok {
+				return []nodeRow{p.nodeRow(n)}
+			}
+			return nil
+		}(), func(r nodeRow) string { return r.Node }))
+	var plans []planRow
+	for _, mod := range p.idx.plansOf[n].sorted() {
+		key := mesh.NodeModule{Node: n, Module: mod}.String()
+		plans = append(plans, p.planRow(key, mesh.NodeModule{Node: n, Module: mod}))
+	}
+	sc.Parts = append(sc.Parts, section(q, "plans", "plans", "Plans", "No plan on this node.", plans, func(r planRow) string { return r.Key }))
+	if held := p.idx.heldOf[n]; len(held) > 0 {
+		sc.Parts = append(sc.Parts, section(q, "held", "held", "Held modules", "", p.heldRows(held.sorted()), func(h heldRow) string { return h.Key }))
+	}
+	if ids := p.idx.asksOf[n]; len(ids) > 0 {
+		sc.Parts = append(sc.Parts, section(q, "asks", "asks", "Open asks", "", p.askRows(ids), func(a askRow) string { return a.ID }))
+	}
+	sc.Parts = append(sc.Parts,
+		section(q, "consumes", "provs", "Provisions of its modules", "Its modules consume nothing.", p.provsOf(p.idx.consumes[n], nil), provID),
+		section(q, "provides", "provs", "Provided by its modules", "Its modules provide nothing.", p.provsOf(p.idx.provides[n], nil), provID))
+}
+
+func provID(r provRow) string { return r.Key }
+
+func (p *Page) moduleParts(sc *screen, q query) {
+	m := q.Module
+	sc.Parts = append(sc.Parts, section(q, "planned", "nodes", "Nodes with a plan of "+m, "No node has a plan of this module.",
+		p.nodeRows(p.idx.planned[m].sorted()), func(r nodeRow) string { return r.Node }))
+	keys := p.idx.byModule[m]
+	sc.Parts = append(sc.Parts,
+		section(q, "consumes", "provs", "What it consumes", "It consumes nothing.",
+			p.provsOf(keys, func(k string, pv mesh.Provision) bool { _, c := provisionNames(k, pv); return c == m }), provID),
+		section(q, "provides", "provs", "What it provides", "It provides nothing.",
+			p.provsOf(keys, func(_ string, pv mesh.Provision) bool { return pv.Provider.Module == m }), provID))
+}
+
+func (p *Page) searchParts(sc *screen, q query) {
+	terms := parseTerms(q.Q)
+	if words := plain(terms); len(words) > 0 {
+		var nodes []string
+		for _, n := range p.idx.nodeNames() {
+			if containsAll(n, words) {
+				nodes = append(nodes, n)
+			}
+		}
+		if len(nodes) > 0 {
+			sc.Parts = append(sc.Parts, section(q, "found-nodes", "nodes", "Nodes", "", p.nodeRows(nodes), func(r nodeRow) string { return r.Node }))
+		}
+		var mods []moduleRow
+		for m, keys := range p.idx.byModule {
+			if containsAll(m, words) {
+				mods = append(mods, moduleRow{Module: m, Keys: len(keys), Nodes: len(p.idx.planned[m])})
+			}
+		}
+		for m, nodes := range p.idx.planned {
+			if _, ok := p.idx.byModule[m]; !ok && containsAll(m, words) {
+				mods = append(mods, moduleRow{Module: m, Nodes: len(nodes)})
+			}
+		}
+		sort.Slice(mods, func(i, j int) bool { return mods[i].Module < mods[j].Module })
+		if len(mods) > 0 {
+			sc.Parts = append(sc.Parts, section(q, "found-modules", "modules", "Modules", "", mods, func(r moduleRow) string { return r.Module }))
+		}
+	}
+	var found []provRow
+	for key, pv := range p.provs {
+		if matches(terms, key, pv) {
+			found = append(found, newProvRow(key, pv))
+		}
+	}
+	sort.Slice(found, func(i, j int) bool { return found[i].Key < found[j].Key })
+	sc.Parts = append(sc.Parts, section(q, "found", "provs", "Provisions", "No provision matches.", found, provID))
+}
+
+// keyPart is what the page shows of one key.
+func (p *Page) keyPart(sc *screen, key string) part {
+	kv := keyView{Key: key}
+	if pv, ok := p.provs[key]; ok {
+		r := newProvRow(key, pv)
+		kv.Prov = &r
+		sc.Crumbs = append(sc.Crumbs, crumb{"node " + r.Node, nodeLink(r.Node)})
+		if rec, ok := p.records[pv.Ask]; ok && rec.State == mesh.RecordOpen {
+			a := newAskRow(rec)
+			kv.Ask = &a
+		}
+	} else if k, err := mesh.ParseNodeModule(key); err == nil {
+		sc.Crumbs = append(sc.Crumbs, crumb{"node " + k.Node, nodeLink(k.Node)})
+		if _, ok := p.plans[key]; ok {
+			r := p.planRow(key, k)
+			kv.Plan = &r
+		}
+		if r, ok := p.refusals[key]; ok {
+			kv.Refusal = &heldRow{key, r}
+		}
+	}
+	kv.Unknown = kv.Prov == nil && kv.Plan == nil && kv.Refusal == nil
+	sc.Crumbs = append(sc.Crumbs, crumb{key, keyLink(key)})
+	return part{ID: "key", Kind: "key", Data: kv}
+}
+
+// walkPart is the why walk of key, one row per step.
+func (p *Page) walkPart(q query, key string) part {
+	steps, err := p.walk(key)
+	var rows []stepRow
+	for _, s := range steps {
+		r := stepRow{Step: s}
+		if s.What == why.StepProvision || s.What == why.StepPlan || s.What == why.StepRefusal {
+			r.Link = keyLink(s.Key)
+		}
+		rows = append(rows, r)
+	}
+	empty := "No step."
+	if err != nil {
+		empty = "No walk: " + err.Error()
+	}
+	return section(q, "why", "steps", "Why", empty, rows, func(r stepRow) string {
+		return fmt.Sprintf("%d %s %s", r.Depth, r.What, r.Key)
+	})
+}
+
+// rowData is what an item's template gets.
+type rowData struct {
+	ID    string
+	R     any
+	Token string
+	Now   time.Time
+}
+
+// render renders every part and item of sc.
+func (p *Page) renderScreen(sc *screen, now time.Time) error {
+	for i := range sc.Parts {
+		pt := &sc.Parts[i]
+		for j := range pt.Items {
+			it := &pt.Items[j]
+			b, err := execute("row-"+pt.Kind, rowData{ID: it.ID, R: it.Row, Token: p.token, Now: now}, now)
+			if err != nil {
+				return err
+			}
+			it.HTML = template.HTML(b)
+		}
+		b, err := execute("part", partData{part: pt, Token: p.token, Now: now}, now)
+		if err != nil {
+			return err
+		}
+		pt.HTML = template.HTML(b)
+		var f strings.Builder
+		fmt.Fprintf(&f, "%s|%s|%d|%+v|%s|", pt.Kind, pt.Title, pt.Count, pt.Pager, pt.Empty)
+		for _, it := range pt.Items {
+			f.WriteString(it.ID)
+			f.WriteByte(0)
+		}
+		if len(pt.Items) == 0 {
+			f.WriteString(string(pt.HTML)) // a summary or key is its own frame
+		}
+		pt.frame = f.String()
+	}
+	return nil
+}
+
+type partData struct {
+	*part
+	Token string
+	Now   time.Time
+}
+
+// execute runs the template name over data with the clock now.
+func execute(name string, data any, now time.Time) ([]byte, error) {
+	t, err := tmpl.Clone()
+	if err != nil {
+		return nil, err
+	}
+	t.Funcs(template.FuncMap{
+		"age":   func(at time.Time) string { return age(now, at) },
+		"until": func(at time.Time) string { return until(now, at) },
+	})
+	var b bytes.Buffer
+	if err := t.ExecuteTemplate(&b, name, data); err != nil {
+		return nil, fmt.Errorf("web: render %s: %w", name, err)
+	}
+	return b.Bytes(), nil
+}
+
+// delta is what the event stream sends after a change: the parts and
+// items whose HTML changed, each by its data-id. A screen whose parts
+// changed (another set of sections) is sent whole, as "content".
+type delta struct {
+	Version uint64      `json:"v"`
+	Content string      `json:"content,omitempty"`
+	Parts   []deltaPart `json:"parts,omitempty"`
+}
+
+type deltaPart struct {
+	ID   string `json:"id"`
+	HTML string `json:"html"`
+}
+
+// diff returns what turns old into sc.
+func diff(old, sc *screen) delta {
+	d := delta{Version: sc.Version}
+	same := old != nil && len(old.Parts) == len(sc.Parts)
+	for i := 0; same && i < len(sc.Parts); i++ {
+		same = old.Parts[i].ID == sc.Parts[i].ID
+	}
+	if !same {
+		var b strings.Builder
+		for _, pt := range sc.Parts {
+			b.WriteString(string(pt.HTML))
+		}
+		d.Content = b.String()
+		return d
+	}
+	for i, pt := range sc.Parts {
+		was := old.Parts[i]
+		if was.frame != pt.frame {
+			d.Parts = append(d.Parts, deltaPart{pt.ID, string(pt.HTML)})
+			continue
+		}
+		for j, it := range pt.Items {
+			if was.Items[j].HTML != it.HTML {
+				d.Parts = append(d.Parts, deltaPart{it.ID, string(it.HTML)})
+			}
+		}
+	}
+	return d
+}
