@@ -132,39 +132,46 @@ func TestPartiesRefusesCollisions(t *testing.T) {
 	}
 }
 
-// TestRespondersMayPublishTheAcksOfWhatTheyRead checks the ack subjects:
-// a party that may reply may publish the acks of exactly the buckets it
-// reads (so that the server keeps no reply permission per delivered
-// message), and a party that may not reply gets none.
-func TestRespondersMayPublishTheAcksOfWhatTheyRead(t *testing.T) {
+// TestAccountsOfParties checks where each party has a user: storage for
+// all, services for the responders alone (replying there only, to their
+// verbs), requests for the askers; no user of storage or requests may
+// reply, and none of services may publish.
+func TestAccountsOfParties(t *testing.T) {
 	ps := homelab(t)
-	for user, want := range map[string][]string{
-		"mesh-provisioner": {"$JS.ACK.*.>"},
-		"mesh-asks":        {"$JS.ACK.KV_mesh-asks_records.>"},
-		"redis":            nil,
-		"client-ace":       nil,
+	for user, want := range map[string][]access.Account{
+		"mesh-provisioner": {access.Storage, access.Services, access.Requests},
+		"mesh-asks":        {access.Storage, access.Services},
+		"mesh-vault":       {access.Storage, access.Services, access.Requests},
+		"redis":            {access.Storage, access.Requests},
+		"client-ace":       {access.Storage, access.Requests},
+		"operator":         {access.Storage, access.Requests},
 	} {
 		p := ps[user]
-		var acks []string
-		for _, s := range p.Permissions().Publish {
-			if strings.HasPrefix(s, "$JS.ACK.") {
-				acks = append(acks, s)
+		if got := p.Accounts(); !slices.Equal(got, want) {
+			t.Errorf("accounts of %s = %v; want %v", user, got, want)
+		}
+		for _, a := range access.Accounts {
+			perm := p.PermissionsIn(a)
+			if perm.Responses != (a == access.Services && slices.Contains(want, a)) {
+				t.Errorf("%s in %s may reply: %v", user, a, perm.Responses)
+			}
+			if a == access.Services && len(perm.Publish) > 0 {
+				t.Errorf("%s in %s may publish %v; want nothing", user, a, perm.Publish)
+			}
+			for _, s := range perm.Publish {
+				if a == access.Requests && (strings.HasPrefix(s, "$") || strings.HasPrefix(s, "_")) {
+					t.Errorf("%s in %s may publish %s; want verbs only", user, a, s)
+				}
 			}
 		}
-		if !slices.Equal(acks, want) {
-			t.Errorf("%s may publish acks %v; want %v", user, acks, want)
-		}
 	}
-	vault := ps["mesh-vault"].Permissions()
-	if !vault.Responses {
-		t.Fatal("mesh-vault may not reply; want it to (it answers its verbs)")
+	if got := ps["mesh-vault"].PermissionsIn(access.Services).Subscribe; !slices.Equal(got, []string{access.SecretWildcard, access.ConsumersWild, access.Rotate}) {
+		t.Errorf("mesh-vault in services subscribes to %v; want its three verbs only", got)
 	}
-	for _, r := range ps["mesh-vault"].Rules() {
-		if r.Act != access.Read {
-			continue
-		}
-		if ack := "$JS.ACK.KV_" + r.Target + ".>"; !slices.Contains(vault.Publish, ack) {
-			t.Errorf("mesh-vault reads %s but may not publish %s", r.Target, ack)
+	verbs := access.Verbs()
+	for _, v := range []string{access.SecretWildcard, access.Rotate, access.AsksWildcard, access.Unkeep, access.Provisioning, access.ListAsks} {
+		if !slices.Contains(verbs, v) {
+			t.Errorf("Verbs = %v; want %s among them", verbs, v)
 		}
 	}
 }

@@ -234,3 +234,14 @@ func Matches(pattern, s string) bool {
 	}
 	return len(pt) == len(st)
 }
+
+// MayBeOperator reports whether user may be an operator's user: it is none
+// of the product's own parties' (the seat, the router, the vault) and no
+// node's client's. A module's user cannot be told from its name alone.
+func MayBeOperator(user string) bool {
+	switch user {
+	case SeatUser, RouterUser, VaultUser:
+		return false
+	}
+	return !strings.HasPrefix(user, "client-")
+}

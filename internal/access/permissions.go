@@ -19,12 +19,20 @@ type Permissions struct {
 // another's replies (package bus sets it on every connection).
 func InboxPrefix(user string) string { return "_INBOX_" + user }
 
-// Permissions returns the NATS permissions that let the party do exactly
-// its rules: for each rule the subjects of the key-value API (see
+// Permissions returns the party's NATS permissions in the [Storage]
+// account: [Party.PermissionsIn] of Storage.
+func (p Party) Permissions() Permissions { return p.PermissionsIn(Storage) }
+
+// PermissionsIn returns the NATS permissions of the party's user in
+// account acc that let it do exactly its rules of that account ([Write],
+// [Read] and [Make] in [Storage], [Answer] in [Services], [Ask] in
+// [Requests]): for each rule the subjects of the key-value API (see
 // NATS-NOTES "Permissions") or the verb's subject. A party that may read
 // only some keys of a bucket is never given the bare direct get or message
 // get of the stream (they read any key), nor a consumer without a filter.
-func (p Party) Permissions() Permissions {
+// Only a user of Services may reply (Responses), and it subscribes to its
+// verbs only: it has no inbox, since it asks nothing.
+func (p Party) PermissionsIn(acc Account) Permissions {
 	var perm Permissions
 	pub := func(s ...string) {
 		for _, x := range s {
@@ -38,8 +46,13 @@ func (p Party) Permissions() Permissions {
 			perm.Subscribe = append(perm.Subscribe, s)
 		}
 	}
-	sub(InboxPrefix(p.User) + ".>")
+	if acc != Services {
+		sub(InboxPrefix(p.User) + ".>")
+	}
 	for _, r := range p.Rules() {
+		if accountOf(r.Act) != acc {
+			continue
+		}
 		switch r.Act {
 		case Write:
 			pub(streamInfo(r.Target), kvSubject(r.Target, r.Keys))
@@ -57,26 +70,8 @@ func (p Party) Permissions() Permissions {
 			perm.Responses = true
 		}
 	}
-	if perm.Responses {
-		// A party that may reply keeps, in the server, a reply permission
-		// for the reply subject of every message delivered to it, for two
-		// minutes: for a watch, every key of the bucket (the ack subject of
-		// its consumer), tens of megabytes in a cold start. Where it may
-		// publish the reply anyway, the server keeps none: so it may
-		// publish the acks of the buckets it reads (the watches' consumers
-		// take no acks; they carry no key and no value).
-		for _, r := range p.Rules() {
-			if r.Act == Read {
-				pub(ackSubject(r.Target))
-			}
-		}
-	}
 	return perm
 }
-
-// ackSubject returns the subject of the acks of bucket's consumers:
-// "$JS.ACK.KV_<bucket>.>", or "$JS.ACK.*.>" for [AnyBucket].
-func ackSubject(bucket string) string { return "$JS.ACK." + stream(bucket) + ".>" }
 
 const apiPrefix = "$JS.API."
 

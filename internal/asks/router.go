@@ -31,7 +31,7 @@ const attempts = 3
 // context given to Start is done. It is safe for concurrent use.
 type Router struct {
 	ctx     context.Context
-	nc      *nats.Conn
+	ans     *bus.Answerer
 	log     *slog.Logger
 	records *bus.Copy
 	expiry  *expiry
@@ -49,10 +49,22 @@ type Router struct {
 // ctx ends first or a subscription is refused. The router stops when ctx is
 // done: it unsubscribes and disarms its timer.
 func Start(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, log *slog.Logger) (*Router, error) {
+	return StartAnswering(ctx, &bus.Answerer{Conn: nc}, js, log)
+}
+
+// StartAnswering starts the router as [Start] does, answering on ans (the
+// router's user in the services account): each request is taken from the
+// user the server names ([bus.Answerer.Asker]), never from the subject
+// alone. An ask on "asks.<module>" and a withdrawal on
+// "mesh-asks.withdraw.<module>" are refused unless that module sent them,
+// an answer on "mesh-asks.answer.<user>" unless that user did, and a list
+// unless some user did (the server lets operators alone publish it).
+func StartAnswering(ctx context.Context, ans *bus.Answerer, js jetstream.JetStream, log *slog.Logger) (*Router, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	r := &Router{ctx: ctx, nc: nc, log: log.With("component", Module)}
+	nc := ans.Conn
+	r := &Router{ctx: ctx, ans: ans, log: log.With("component", Module)}
 	r.expiry = newExpiry(r.expire)
 	r.records = bus.Follow(ctx, js, mesh.RecordsBucket, bus.Options{Create: true, Log: r.log, OnChange: r.changed})
 	select {
@@ -126,10 +138,28 @@ func (r *Router) changed(ch bus.Change) {
 	}
 }
 
+// sentBy returns a refusal unless the server names user as the sender of
+// m (any user for user ""); on a server without accounts, where no server
+// names a sender, it returns nil.
+func (r *Router) sentBy(m *nats.Msg, user string) error {
+	who, err := r.ans.Asker(m)
+	switch {
+	case err != nil:
+		return refusal("not-yours", err.Error())
+	case r.ans.Open() || user == "" || who == user:
+		return nil
+	}
+	return refusal("not-yours", fmt.Sprintf("%s was sent by the user %q, not %q", m.Subject, who, user))
+}
+
 // onAsk records an ask published on "asks.<module>".
 func (r *Router) onAsk(m *nats.Msg) {
 	module := strings.TrimPrefix(m.Subject, "asks.")
-	rec, err := r.raise(module, m.Data)
+	var rec *mesh.Record
+	err := r.sentBy(m, module)
+	if err == nil {
+		rec, err = r.raise(module, m.Data)
+	}
 	if err != nil {
 		r.log.Warn("asks: ask not recorded", "subject", m.Subject, "err", err)
 	}
@@ -205,6 +235,9 @@ func (r *Router) raise(module string, data []byte) (*mesh.Record, error) {
 func (r *Router) onAnswer(m *nats.Msg) {
 	user, req, err := answerOf(m)
 	var rec *mesh.Record
+	if err == nil {
+		err = r.sentBy(m, user)
+	}
 	if err == nil {
 		rec, err = r.answer(user, req)
 	}
@@ -305,6 +338,9 @@ func (r *Router) change(id, what string, decide func(rec mesh.Record, rev uint64
 func (r *Router) onWithdraw(m *nats.Msg) {
 	asker, req, err := withdrawOf(m)
 	var rec *mesh.Record
+	if err == nil {
+		err = r.sentBy(m, asker)
+	}
 	if err == nil {
 		rec, err = r.withdraw(asker, req)
 	}
@@ -416,6 +452,13 @@ func expired(rec mesh.Record, now time.Time) mesh.Record {
 
 // onList answers a [ListRequest] on "mesh-asks.list".
 func (r *Router) onList(m *nats.Msg) {
+	if err := r.sentBy(m, ""); err != nil {
+		r.log.Warn("asks: list refused", "err", err)
+		var re *RouterError
+		errors.As(err, &re)
+		r.respondJSON(m, Listing{Error: re.Why, Code: re.Code})
+		return
+	}
 	var req ListRequest
 	if len(m.Data) > 0 {
 		if err := json.Unmarshal(m.Data, &req); err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/mesh-provisioner/mesh-provisioner/internal/access"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/asks"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/client"
@@ -64,10 +65,32 @@ var ErrNoJetStream = errors.New("assemble: the NATS server has no JetStream")
 // Running is a started component. Its methods are safe for concurrent use.
 type Running struct {
 	Component Component
-	nc        *nats.Conn
-	js        jetstream.JetStream
-	done      chan struct{}
-	err       error
+	conns
+	done chan struct{}
+	err  error
+}
+
+// conns are a component's connections: its user's in the storage account
+// (nc, js: its buckets); for a component that answers verbs
+// ([Component.Answers]) its user's in the services account (answer); for
+// one that asks verbs ([Component.Asks]) its user's in the requests
+// account (ask). A verb's answer goes back to the account it was asked
+// from: the buckets' account never receives one.
+type conns struct {
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	answer *bus.Answerer
+	ask    *nats.Conn
+}
+
+func (c conns) close() {
+	c.nc.Close()
+	if c.answer != nil {
+		c.answer.Close()
+	}
+	if c.ask != nil {
+		c.ask.Close()
+	}
 }
 
 // Conn returns the component's own connection and its JetStream context,
@@ -110,18 +133,9 @@ func (a *Assembly) log() *slog.Logger {
 // nats.ErrNoServers when no server answers), or one wrapping
 // [ErrNoJetStream].
 func (a *Assembly) Connect(c Component) (*nats.Conn, jetstream.JetStream, error) {
-	if a.Dial == nil {
-		return nil, nil, fmt.Errorf("assemble: %s: no Dialer", c)
-	}
-	d := a.Dial(c)
-	if d.Name == "" {
-		d.Name = c.Name()
-	}
-	if d.Log == nil {
-		d.Log = a.log()
-	}
-	if d.Replicas == 0 {
-		d.Replicas = a.Replicas
+	d, err := a.dial(c)
+	if err != nil {
+		return nil, nil, err
 	}
 	nc, js, err := bus.Connect(d)
 	if err != nil {
@@ -134,31 +148,91 @@ func (a *Assembly) Connect(c Component) (*nats.Conn, jetstream.JetStream, error)
 	return nc, js, nil
 }
 
+// dial returns how c dials, with c's name, the assembly's logger and
+// replicas where a.Dial leaves them empty. It returns an error wrapping
+// [ErrConfig] when the Dial's credentials are another party's than c's
+// ([Component.User]): a component never runs as another.
+func (a *Assembly) dial(c Component) (bus.Dial, error) {
+	if a.Dial == nil {
+		return bus.Dial{}, fmt.Errorf("assemble: %s: no Dialer", c)
+	}
+	d := a.Dial(c)
+	if d.Name == "" {
+		d.Name = c.Name()
+	}
+	if d.Log == nil {
+		d.Log = a.log()
+	}
+	if d.Replicas == 0 {
+		d.Replicas = a.Replicas
+	}
+	if d.Creds != "" {
+		if err := c.CheckUser(bus.CredsUser(d.Creds)); err != nil {
+			return bus.Dial{}, fmt.Errorf("%w: %s: the credentials %s: %w", ErrConfig, c, d.Creds, err)
+		}
+	}
+	return d, nil
+}
+
+// ConnectIn dials c's user in account acc ([bus.ConnectIn]): the
+// operator's in the requests account, for the verbs it asks. The caller
+// closes the connection.
+func (a *Assembly) ConnectIn(c Component, acc access.Account) (*nats.Conn, error) {
+	d, err := a.dial(c)
+	if err != nil {
+		return nil, err
+	}
+	return bus.ConnectIn(d, acc)
+}
+
+// connect dials c's connections ([conns]).
+func (a *Assembly) connect(c Component) (conns, error) {
+	nc, js, err := a.Connect(c)
+	if err != nil {
+		return conns{}, err
+	}
+	cs := conns{nc: nc, js: js}
+	d, _ := a.dial(c) // a.Connect checked it
+	if c.Answers() {
+		if cs.answer, err = bus.ConnectAnswerer(d); err != nil {
+			cs.close()
+			return conns{}, err
+		}
+	}
+	if c.Asks() {
+		if cs.ask, err = bus.ConnectIn(d, access.Requests); err != nil {
+			cs.close()
+			return conns{}, err
+		}
+	}
+	return cs, nil
+}
+
 // start dials c, waits for the buckets it awaits, and calls begin on the
 // connection. begin starts the component and returns a function that runs
 // until the component stops (nil: it runs until ctx is done). The
 // connection is closed once the component has stopped.
-func (a *Assembly) start(ctx context.Context, c Component, begin func(nc *nats.Conn, js jetstream.JetStream) (func() error, error)) (*Running, error) {
+func (a *Assembly) start(ctx context.Context, c Component, begin func(cs conns) (func() error, error)) (*Running, error) {
 	switch c.Role {
 	case Vault, Postgres, Client:
 		if !mesh.ValidName(c.Node) {
 			return nil, fmt.Errorf("%w: %s: node %q is not a valid name", ErrConfig, c.Role, c.Node)
 		}
 	}
-	nc, js, err := a.Connect(c)
+	cs, err := a.connect(c)
 	if err != nil {
 		return nil, err
 	}
-	if err := a.await(ctx, c, js); err != nil {
-		nc.Close()
+	if err := a.await(ctx, c, cs.js); err != nil {
+		cs.close()
 		return nil, err
 	}
-	run, err := begin(nc, js)
+	run, err := begin(cs)
 	if err != nil {
-		nc.Close()
+		cs.close()
 		return nil, err
 	}
-	r := &Running{Component: c, nc: nc, js: js, done: make(chan struct{})}
+	r := &Running{Component: c, conns: cs, done: make(chan struct{})}
 	a.running.Add(1)
 	go func() {
 		defer a.running.Done()
@@ -168,7 +242,7 @@ func (a *Assembly) start(ctx context.Context, c Component, begin func(nc *nats.C
 		} else {
 			<-ctx.Done()
 		}
-		nc.Close()
+		cs.close()
 		if ctx.Err() != nil && (r.err == nil || errors.Is(r.err, context.Canceled)) {
 			r.err = nil
 			return
@@ -232,8 +306,8 @@ func (a *Assembly) await(ctx context.Context, c Component, js jetstream.JetStrea
 // StartRouter starts the ask router ([asks.Start]) on its own connection,
 // once mesh-asks_records exists.
 func (a *Assembly) StartRouter(ctx context.Context) (*Running, error) {
-	return a.start(ctx, Component{Role: Router}, func(nc *nats.Conn, js jetstream.JetStream) (func() error, error) {
-		_, err := asks.Start(ctx, nc, js, a.log())
+	return a.start(ctx, Component{Role: Router}, func(cs conns) (func() error, error) {
+		_, err := asks.StartAnswering(ctx, cs.answer, cs.js, a.log())
 		return nil, err
 	})
 }
@@ -245,8 +319,9 @@ func (a *Assembly) StartVault(ctx context.Context, cfg vault.Config) (*Running, 
 	if cfg.Dir == "" {
 		return nil, fmt.Errorf("%w: vault on %s: no store directory", ErrConfig, cfg.Node)
 	}
-	return a.start(ctx, Component{Role: Vault, Node: cfg.Node}, func(nc *nats.Conn, js jetstream.JetStream) (func() error, error) {
-		_, err := vault.Start(ctx, cfg, nc, js, a.log())
+	return a.start(ctx, Component{Role: Vault, Node: cfg.Node}, func(cs conns) (func() error, error) {
+		cfg.Answer = cs.answer
+		_, err := vault.Start(ctx, cfg, cs.nc, cs.js, a.log())
 		return nil, err
 	})
 }
@@ -259,8 +334,9 @@ func (a *Assembly) StartPostgres(ctx context.Context, cfg pgprovider.Config) (*R
 	if _, err := pgx.ParseConfig(cfg.DSN); err != nil {
 		return nil, fmt.Errorf("%w: postgres on %s: DSN: %v", ErrConfig, cfg.Node, err)
 	}
-	return a.start(ctx, Component{Role: Postgres, Node: cfg.Node}, func(nc *nats.Conn, js jetstream.JetStream) (func() error, error) {
-		_, err := pgprovider.Start(ctx, cfg, nc, js, a.log())
+	return a.start(ctx, Component{Role: Postgres, Node: cfg.Node}, func(cs conns) (func() error, error) {
+		cfg.Ask = cs.ask
+		_, err := pgprovider.Start(ctx, cfg, cs.nc, cs.js, a.log())
 		return nil, err
 	})
 }
@@ -279,8 +355,8 @@ func (a *Assembly) StartClient(ctx context.Context, cfg client.Config) (*Running
 		cfg.Log = a.log()
 	}
 	var c *client.Client
-	r, err := a.start(ctx, Component{Role: Client, Node: cfg.Node}, func(nc *nats.Conn, js jetstream.JetStream) (func() error, error) {
-		cfg.NC, cfg.JS = nc, js
+	r, err := a.start(ctx, Component{Role: Client, Node: cfg.Node}, func(cs conns) (func() error, error) {
+		cfg.NC, cfg.JS = cs.nc, cs.js
 		var err error
 		c, err = client.New(cfg)
 		if err != nil {

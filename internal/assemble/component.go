@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/mesh-provisioner/mesh-provisioner/internal/access"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/asks"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/meshfile"
@@ -101,6 +102,37 @@ func (c Component) String() string {
 		return "client of " + c.Node
 	}
 	return fmt.Sprintf("%s on %s", c.Role, c.Node)
+}
+
+// Answers reports whether the component answers verbs (the seat, the ask
+// router, the vault): it has a user in the services account.
+func (c Component) Answers() bool {
+	return c.Role == Seat || c.Role == Router || c.Role == Vault
+}
+
+// Asks reports whether the component asks verbs as it runs (the seat asks
+// the ask router, the postgres provider the vault): it has a user in the
+// requests account.
+func (c Component) Asks() bool { return c.Role == Seat || c.Role == Postgres }
+
+// CheckUser returns an error when user (the name in the credentials the
+// component is given) is not the component's own ([Component.User]), or,
+// for the operator, whose user is any operator's, is one of the product's
+// own parties or a node's client: a component started with another party's credentials is refused
+// at once, with this message, rather than running with rights that are
+// not its own (and waiting forever for reads the server refuses).
+func (c Component) CheckUser(user string) error {
+	switch {
+	case user == "":
+		return nil // no user JWT: the server refuses the connection, and says why
+	case c.Role == Operator:
+		if !access.MayBeOperator(user) {
+			return fmt.Errorf("they are the user %q's, not an operator's", user)
+		}
+	case user != c.User():
+		return fmt.Errorf("they are the user %q's; %s runs as %q", user, c, c.User())
+	}
+	return nil
 }
 
 // Awaits returns the buckets the component follows, all of which the seat

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/compose"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/metrics"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/provisioning"
@@ -66,9 +67,10 @@ func (s *SeatRunning) Seat() *seat.Seat {
 // subscription fails, or the metrics address cannot be listened on.
 func (a *Assembly) StartSeat(ctx context.Context, cfg SeatConfig) (*SeatRunning, error) {
 	s := &SeatRunning{}
-	r, err := a.start(ctx, Component{Role: Seat}, func(nc *nats.Conn, js jetstream.JetStream) (func() error, error) {
-		p := &seatProcess{nc: nc, js: js, cfg: cfg, log: a.log(), holder: s}
-		if err := provisioning.Start(ctx, nc, js, provisioning.Options{Log: p.log}); err != nil {
+	r, err := a.start(ctx, Component{Role: Seat}, func(cs conns) (func() error, error) {
+		nc, js := cs.nc, cs.js
+		p := &seatProcess{nc: nc, js: js, answer: cs.answer, ask: cs.ask, cfg: cfg, log: a.log(), holder: s}
+		if err := provisioning.Start(ctx, cs.answer.Conn, js, provisioning.Options{Log: p.log}); err != nil {
 			return nil, err
 		}
 		if cfg.Metrics != "" {
@@ -94,6 +96,8 @@ func (a *Assembly) StartSeat(ctx context.Context, cfg SeatConfig) (*SeatRunning,
 type seatProcess struct {
 	nc     *nats.Conn
 	js     jetstream.JetStream
+	answer *bus.Answerer // the verbs it answers
+	ask    *nats.Conn    // the verbs it asks (the ask router's)
 	cfg    SeatConfig
 	log    *slog.Logger
 	holder *SeatRunning
@@ -104,6 +108,7 @@ type seatProcess struct {
 func (p *seatProcess) newSeat() *seat.Seat {
 	var s *seat.Seat
 	cfg := seat.Config{ID: p.cfg.ID, LeaseTTL: p.cfg.LeaseTTL, Log: p.log, OnResult: p.cfg.OnResult,
+		Answer: p.answer, Ask: p.ask,
 		OnLease: func(ctx context.Context) { p.onLease(ctx, s.Fence) }}
 	if m := p.metrics; m != nil {
 		cfg.OnResult = func(r *compose.Result) {

@@ -33,6 +33,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -261,11 +262,13 @@ func (a *Authority) gen(parties []access.Party) (*Result, error) {
 
 	// Users: keep each party's key, sign its permissions; over every core
 	// (a mesh of 1000 nodes has over 1000 users).
-	users := map[string]bool{}
+	users := map[string]bool{} // each user of each party, by [laterName]
 	for _, p := range parties {
-		users[p.User] = true
+		for _, in := range p.Accounts() {
+			users[laterName(in, p.User)] = true
+		}
 	}
-	out := make([]signedUser, len(parties))
+	out := make([][]signedUser, len(parties)) // each party's users, storage first
 	err := each(len(parties), func(i int) error {
 		s, err := a.sign(parties[i], now)
 		out[i] = s
@@ -275,11 +278,12 @@ func (a *Authority) gen(parties []access.Party) (*Result, error) {
 		return nil, err
 	}
 	for i, p := range parties {
-		res.note(p.User, out[i].is.Made)
-		if out[i].is.Changed {
+		is := issuedOf(out[i])
+		res.note(p.User, is.Made)
+		if is.Changed {
 			res.Signed = append(res.Signed, p.User)
 		}
-		if out[i].is.Revoked {
+		if is.Revoked {
 			res.Narrowed = append(res.Narrowed, p.User)
 		}
 	}
@@ -309,18 +313,27 @@ func (a *Authority) gen(parties []access.Party) (*Result, error) {
 		}
 	}
 
-	var soon, later []int // indices in out
+	// The files to write, each user of each party: soon, or left for
+	// later.
+	type file struct {
+		name string // the user, or "<account>/<user>" ([laterName])
+		s    signedUser
+	}
+	var soon, later []file
 	for i, p := range parties {
-		res.Creds[p.User] = out[i].is.Path
-		if a.opts.Later != nil && a.opts.Later(p.User) {
-			later = append(later, i)
-		} else {
-			soon = append(soon, i)
+		res.Creds[p.User] = out[i][0].is.Path
+		for j, s := range out[i] {
+			f := file{laterName(p.Accounts()[j], p.User), s}
+			if a.opts.Later != nil && a.opts.Later(p.User) {
+				later = append(later, f)
+			} else {
+				soon = append(soon, f)
+			}
 		}
 	}
-	write := func(idx []int) error {
-		return each(len(idx), func(i int) error {
-			s := out[idx[i]]
+	write := func(files []file) error {
+		return each(len(files), func(i int) error {
+			s := files[i].s
 			if s.creds == nil {
 				// The file holds the same JWT already; only its mode is
 				// made what Gen writes.
@@ -333,9 +346,9 @@ func (a *Authority) gen(parties []access.Party) (*Result, error) {
 	// whenever the configuration is there, so is what Mend needs.
 	record := filepath.Join(dir, LaterFile)
 	pending := map[string]string{}
-	for _, i := range later {
-		if out[i].creds != nil {
-			pending[parties[i].User] = string(out[i].creds)
+	for _, f := range later {
+		if f.s.creds != nil {
+			pending[f.name] = string(f.s.creds)
 		}
 	}
 	if len(pending) > 0 {
@@ -397,46 +410,90 @@ func (a *Authority) writeConfig() (bool, error) {
 	return false, writeFile(path, serverConfig(a.opts), 0o600)
 }
 
-// revokeGone moves the credentials files of users not in users to
-// dir/revoked and revokes them in their account at now; a file already in
+// revokeGone moves the credentials files of users not in users (by
+// [laterName]: a party's user of an account it no longer acts in is gone
+// too) to dir/revoked (dir/revoked/<account>) and revokes them in their
+// account at now; a file already in
 // dir/revoked whose key its account does not revoke (its record was lost)
 // is revoked too.
 func (a *Authority) revokeGone(users map[string]bool, now time.Time, res *Result) error {
-	ents, err := os.ReadDir(a.dir)
-	if err != nil {
-		return fmt.Errorf("auth: %w", err)
+	for _, in := range access.Accounts {
+		here := filepath.Dir(AccountCredsPath(a.dir, in, "x"))
+		ents, err := os.ReadDir(here)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("auth: %w", err)
+		}
+		for _, e := range ents {
+			user, ok := userOfFile(e.Name())
+			if !ok || e.IsDir() || users[laterName(in, user)] {
+				continue
+			}
+			if in == access.Storage {
+				res.Revoked = append(res.Revoked, user)
+			}
+			if err := a.revokeFile(user, in, now); err != nil {
+				return err
+			}
+		}
 	}
-	for _, e := range ents {
-		user, ok := userOfFile(e.Name())
-		if !ok || e.IsDir() || users[user] {
+	for _, gone := range []string{filepath.Join(a.dir, RevokedDir), filepath.Join(a.dir, RevokedDir, string(access.Services)),
+		filepath.Join(a.dir, RevokedDir, string(access.Requests))} {
+		ents, err := os.ReadDir(gone)
+		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
-		if _, err := a.revokeUser(user, now); err != nil {
-			return err
-		}
-		res.Revoked = append(res.Revoked, user)
-	}
-	gone := filepath.Join(a.dir, RevokedDir)
-	ents, err = os.ReadDir(gone)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("auth: %w", err)
-	}
-	for _, e := range ents {
-		if _, ok := userOfFile(e.Name()); !ok || e.IsDir() {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(gone, e.Name()))
 		if err != nil {
 			return fmt.Errorf("auth: %w", err)
 		}
-		if _, err := a.revokeCreds(b, now); err != nil {
-			return fmt.Errorf("auth: revoked %s: %w", e.Name(), err)
+		for _, e := range ents {
+			if _, ok := userOfFile(e.Name()); !ok || e.IsDir() {
+				continue
+			}
+			b, err := os.ReadFile(filepath.Join(gone, e.Name()))
+			if err != nil {
+				return fmt.Errorf("auth: %w", err)
+			}
+			if _, err := a.revokeCreds(b, now); err != nil {
+				return fmt.Errorf("auth: revoked %s: %w", e.Name(), err)
+			}
 		}
 	}
 	return nil
+}
+
+// revokeFile revokes user in account in: all its users, when it is the
+// storage account ([Authority.revokeUser]); else the user's file of that
+// account alone, moved to dir/revoked/<account>.
+func (a *Authority) revokeFile(user string, in access.Account, now time.Time) error {
+	if in == access.Storage {
+		_, err := a.revokeUser(user, now)
+		return err
+	}
+	path := AccountCredsPath(a.dir, in, user)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("auth: revoke %s: %w", user, err)
+	}
+	if _, err := a.revokeCreds(b, now); err != nil {
+		return fmt.Errorf("auth: revoke %s: %w", user, err)
+	}
+	gone := filepath.Join(a.dir, RevokedDir, string(in), user+CredsExt)
+	if err := os.MkdirAll(filepath.Dir(gone), 0o700); err != nil {
+		return fmt.Errorf("auth: %w", err)
+	}
+	if err := os.Rename(path, gone); err != nil {
+		return fmt.Errorf("auth: revoke %s: %w", user, err)
+	}
+	return nil
+}
+
+// laterName returns the name of a file left for later in [LaterFile]:
+// the user for the storage account, "<account>/<user>" for the others.
+func laterName(in access.Account, user string) string {
+	if in == access.Storage {
+		return user
+	}
+	return string(in) + "/" + user
 }
 
 // Mend writes the credentials files that a [Gen] left for later and that
@@ -464,11 +521,15 @@ func Mend(dir string) ([]string, error) {
 		return nil, fmt.Errorf("auth: mend: %s: %w", record, err)
 	}
 	var written []string
-	for user, creds := range pending {
-		path := CredsPath(dir, user)
-		if !mesh.ValidName(user) {
-			return nil, fmt.Errorf("auth: mend: %s names the user %q, not a valid name", record, user)
+	for name, creds := range pending {
+		in, user, ok := strings.Cut(name, "/")
+		if !ok {
+			in, user = string(access.Storage), name
 		}
+		if !mesh.ValidName(user) || !slices.Contains(access.Accounts, access.Account(in)) {
+			return nil, fmt.Errorf("auth: mend: %s names the user %q, not a valid name", record, name)
+		}
+		path := AccountCredsPath(dir, access.Account(in), user)
 		// A file that holds the record's bytes is kept; one that is
 		// missing or holds other bytes (an older JWT: the record's was
 		// signed anew, for other permissions) is written.
@@ -480,7 +541,7 @@ func Mend(dir string) ([]string, error) {
 		if err := writeFile(path, []byte(creds), 0o600); err != nil {
 			return nil, err
 		}
-		written = append(written, user)
+		written = append(written, name)
 	}
 	if err := os.Remove(record); err != nil {
 		return nil, fmt.Errorf("auth: mend: %w", err)

@@ -62,7 +62,10 @@ type fixture struct {
 	dir     string
 	srv     *bus.Server
 	parties map[string]access.Party
-	conns   map[string]*party
+	// conns holds each party's storage connection by user; asking and
+	// answering each party's connection in the requests and services
+	// accounts, where it has a user there.
+	conns, asking, answering map[string]*party
 }
 
 // party is a connection of one party with the asynchronous errors the
@@ -142,10 +145,19 @@ func start(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Shutdown)
-	f := &fixture{dir: dir, srv: srv, parties: map[string]access.Party{}, conns: map[string]*party{}}
+	f := &fixture{dir: dir, srv: srv, parties: map[string]access.Party{}, conns: map[string]*party{},
+		asking: map[string]*party{}, answering: map[string]*party{}}
 	for _, p := range parties {
 		f.parties[p.User] = p
 		f.conns[p.User] = f.connect(t, p.User, res.Creds[p.User])
+		for _, a := range p.Accounts() {
+			switch a {
+			case access.Requests:
+				f.asking[p.User] = f.connect(t, p.User, auth.AccountCredsPath(dir, a, p.User))
+			case access.Services:
+				f.answering[p.User] = f.connect(t, p.User, auth.AccountCredsPath(dir, a, p.User))
+			}
+		}
 	}
 	return f
 }
@@ -234,13 +246,25 @@ func refusedOn(a act) (string, func(string) bool) {
 func (f *fixture) try(t *testing.T, a act) outcome {
 	t.Helper()
 	p := f.conns[a.as]
+	switch a.do {
+	case access.Ask:
+		// A party that asks nothing has no user in the requests
+		// account: its storage user tries.
+		if q := f.asking[a.as]; q != nil {
+			p = q
+		}
+	case access.Answer:
+		// A connection of its own, as a second instance of a responder
+		// runs: the party's running responder answers the probe. A party
+		// that answers nothing tries as its storage user.
+		creds := auth.AccountCredsPath(f.dir, access.Services, a.as)
+		if _, err := os.Stat(creds); err != nil {
+			creds = auth.CredsPath(f.dir, a.as)
+		}
+		p = f.connect(t, a.as, creds)
+	}
 	if p == nil {
 		t.Fatalf("no party %s", a.as)
-	}
-	if a.do == access.Answer {
-		// A connection of its own, as a second instance of a responder
-		// runs: the party's running responder answers the probe.
-		p = f.connect(t, a.as, auth.CredsPath(f.dir, a.as))
 	}
 	seen, stop := p.watch()
 	defer stop()
@@ -321,7 +345,7 @@ func (f *fixture) run(ctx context.Context, p *party, a act) error {
 		}
 		// A request the subscription must receive; the running responder
 		// answers it.
-		if _, err := f.conns[a.probe[0]].nc.RequestWithContext(ctx, a.probe[1], []byte(`{}`)); err != nil {
+		if _, err := f.asking[a.probe[0]].nc.RequestWithContext(ctx, a.probe[1], []byte(`{}`)); err != nil {
 			return fmt.Errorf("probe %s: %w", a.probe[1], err)
 		}
 		select {
@@ -343,7 +367,7 @@ func (f *fixture) serve(t *testing.T) {
 		access.RouterUser: {access.AsksWildcard, access.AnswerWildcard, access.WithdrawWildcard, access.ListAsks},
 		access.SeatUser:   {access.Provisioning, access.Unkeep},
 	} {
-		p := f.conns[user]
+		p := f.answering[user]
 		for _, s := range subjects {
 			if _, err := p.nc.QueueSubscribe(s, "q", func(m *nats.Msg) { _ = m.Respond([]byte(`{}`)) }); err != nil {
 				t.Fatal(err)

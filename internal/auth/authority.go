@@ -86,7 +86,7 @@ func Open(dir string, opts Options) (*Authority, error) {
 	if made {
 		a.made = append(a.made, "operator key")
 	}
-	for _, name := range []string{SystemAccountName, AccountName} {
+	for _, name := range append([]string{SystemAccountName}, meshAccounts()...) {
 		if _, err := a.account(name); err != nil {
 			return nil, err
 		}
@@ -169,8 +169,26 @@ func (a *Authority) accountFile(name string) string {
 	return filepath.Join(a.dir, AccountsDir, name+".jwt")
 }
 
-// accountOf returns the name of the account that holds the party's user.
-func accountOf(access.Party) string { return AccountName }
+// meshAccounts returns the names of the mesh's accounts ([access.Accounts]):
+// storage ([AccountName]) first.
+func meshAccounts() []string {
+	out := make([]string, len(access.Accounts))
+	for i, acc := range access.Accounts {
+		out[i] = string(acc)
+	}
+	return out
+}
+
+// AccountCredsPath returns the path of user's credentials file of account
+// acc in dir: [CredsPath] for [access.Storage], "<dir>/<account>/<user>.creds"
+// for the others (package bus finds them there beside the storage one:
+// bus.AccountCreds).
+func AccountCredsPath(dir string, acc access.Account, user string) string {
+	if acc == access.Storage {
+		return CredsPath(dir, user)
+	}
+	return filepath.Join(dir, string(acc), user+CredsExt)
+}
 
 // accountByPub returns the loaded account whose public key is pub, nil
 // when none is.
@@ -239,18 +257,33 @@ type Issued struct {
 func (a *Authority) Issue(p access.Party) (Issued, error) {
 	a.files.Lock()
 	defer a.files.Unlock()
-	s, err := a.sign(p, a.opts.now())
+	all, err := a.sign(p, a.opts.now())
 	if err != nil {
 		return Issued{}, err
 	}
-	if s.creds != nil {
-		if err := writeFile(s.is.Path, s.creds, 0o600); err != nil {
-			return Issued{}, err
+	for _, s := range all {
+		if s.creds != nil {
+			if err := writeFile(s.is.Path, s.creds, 0o600); err != nil {
+				return Issued{}, err
+			}
+		} else if err := os.Chmod(s.is.Path, 0o600); err != nil {
+			return Issued{}, fmt.Errorf("auth: %w", err)
 		}
-	} else if err := os.Chmod(s.is.Path, 0o600); err != nil {
-		return Issued{}, fmt.Errorf("auth: %w", err)
 	}
-	return s.is, nil
+	return issuedOf(all), nil
+}
+
+// issuedOf returns what was issued of one party's users (its storage
+// user's first): the storage user's path and expiry, and Made, Changed
+// and Revoked when they are so of any of its users.
+func issuedOf(all []signedUser) Issued {
+	is := all[0].is
+	for _, s := range all[1:] {
+		is.Made = is.Made || s.is.Made
+		is.Changed = is.Changed || s.is.Changed
+		is.Revoked = is.Revoked || s.is.Revoked
+	}
+	return is
 }
 
 // signedUser is a user's credentials as signed: creds is nil when its file
@@ -260,20 +293,33 @@ type signedUser struct {
 	creds []byte
 }
 
-// sign signs the party's user (see [Authority.Issue]) without writing its
-// file.
-func (a *Authority) sign(p access.Party, now time.Time) (signedUser, error) {
-	acc, err := a.account(accountOf(p))
-	if err != nil {
-		return signedUser{}, err
+// sign signs the party's users (see [Authority.Issue]), one in each of
+// its accounts ([access.Party.Accounts]: storage first), without writing
+// their files.
+func (a *Authority) sign(p access.Party, now time.Time) ([]signedUser, error) {
+	var out []signedUser
+	for _, in := range p.Accounts() {
+		acc, err := a.account(string(in))
+		if err != nil {
+			return nil, err
+		}
+		path := AccountCredsPath(a.dir, in, p.User)
+		if in != access.Storage {
+			if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+				return nil, fmt.Errorf("auth: %w", err)
+			}
+		}
+		uk, made, err := userKey(path)
+		if err != nil {
+			return nil, err
+		}
+		s, err := a.signClaims(acc, userClaims(uk.pub, p, p.PermissionsIn(in)), uk, path, made, now)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
 	}
-	path := CredsPath(a.dir, p.User)
-	uk, made, err := userKey(path)
-	if err != nil {
-		return signedUser{}, err
-	}
-	uc := userClaims(uk.pub, p)
-	return a.signClaims(acc, uc, uk, path, made, now)
+	return out, nil
 }
 
 // signClaims signs uc for the user key uk with acc's signing key (see
@@ -342,15 +388,24 @@ func waitPast(sec int64) {
 	}
 }
 
-// userClaims returns the claims of the party's user with the key pub: its
-// name, its permissions of [access.Party.Permissions], and one reply per
-// request it receives when it answers a verb.
-func userClaims(pub string, p access.Party) *jwt.UserClaims {
-	perm := p.Permissions()
+// userClaims returns the claims of the party's user with the key pub and
+// the permissions perm (its [access.Party.PermissionsIn] one account): its
+// name, its permissions, and one reply per request it receives when it
+// answers a verb.
+func userClaims(pub string, p access.Party, perm access.Permissions) *jwt.UserClaims {
 	uc := jwt.NewUserClaims(pub)
 	uc.Name = p.User
 	uc.Pub.Allow = jwt.StringList(perm.Publish)
 	uc.Sub.Allow = jwt.StringList(perm.Subscribe)
+	// An empty allow list is no limit at all: a user that may publish
+	// (or subscribe to) nothing is denied every subject. A responder
+	// still replies to the requests delivered to it (Resp).
+	if len(perm.Publish) == 0 {
+		uc.Pub.Deny = jwt.StringList{">"}
+	}
+	if len(perm.Subscribe) == 0 {
+		uc.Sub.Deny = jwt.StringList{">"}
+	}
 	if perm.Responses {
 		// One reply per request, within the server's default time.
 		uc.Resp = &jwt.ResponsePermission{MaxMsgs: 1, Expires: 2 * time.Minute}
@@ -392,28 +447,41 @@ func (a *Authority) Revoke(user string) (bool, error) {
 	return a.revokeUser(user, a.opts.now())
 }
 
-// revokeUser is [Authority.Revoke] with files held.
+// revokeUser is [Authority.Revoke] with files held: the user's file of
+// every account ([AccountCredsPath]) is revoked and moved aside
+// (dir/revoked, dir/revoked/<account>); a user whose storage file is in
+// neither place is an error wrapping [fs.ErrNotExist].
 func (a *Authority) revokeUser(user string, now time.Time) (bool, error) {
-	path := CredsPath(a.dir, user)
-	gone := filepath.Join(a.dir, RevokedDir, user+CredsExt)
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		path = gone
-		b, err = os.ReadFile(gone)
-	}
-	if err != nil {
-		return false, fmt.Errorf("auth: revoke %s: %w", user, err)
-	}
-	changed, err := a.revokeCreds(b, now)
-	if err != nil {
-		return false, fmt.Errorf("auth: revoke %s: %w", user, err)
-	}
-	if path != gone {
-		if err := os.MkdirAll(filepath.Dir(gone), 0o700); err != nil {
-			return false, fmt.Errorf("auth: %w", err)
+	changed := false
+	for _, in := range access.Accounts {
+		path := AccountCredsPath(a.dir, in, user)
+		gone := filepath.Join(a.dir, RevokedDir, user+CredsExt)
+		if in != access.Storage {
+			gone = filepath.Join(a.dir, RevokedDir, string(in), user+CredsExt)
 		}
-		if err := os.Rename(path, gone); err != nil {
+		b, err := os.ReadFile(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			path = gone
+			b, err = os.ReadFile(gone)
+		}
+		if errors.Is(err, fs.ErrNotExist) && in != access.Storage {
+			continue // the party has no user there
+		}
+		if err != nil {
 			return false, fmt.Errorf("auth: revoke %s: %w", user, err)
+		}
+		c, err := a.revokeCreds(b, now)
+		if err != nil {
+			return false, fmt.Errorf("auth: revoke %s: %w", user, err)
+		}
+		changed = changed || c
+		if path != gone {
+			if err := os.MkdirAll(filepath.Dir(gone), 0o700); err != nil {
+				return false, fmt.Errorf("auth: %w", err)
+			}
+			if err := os.Rename(path, gone); err != nil {
+				return false, fmt.Errorf("auth: revoke %s: %w", user, err)
+			}
 		}
 	}
 	return changed, nil
@@ -510,15 +578,34 @@ func (a *Authority) Accounts() ([]string, error) {
 }
 
 // accountClaims returns the claims account acc is to have: its name, its
-// signing key, its JetStream limits (the system account has none) and its
-// revocations. a.mu is held.
+// signing key, its JetStream limits (the storage account's alone), the
+// services account's exports of every verb and the requests account's
+// imports of them, and its revocations. a.mu is held.
 func (a *Authority) accountClaims(acc *account) *jwt.AccountClaims {
 	ac := jwt.NewAccountClaims(acc.pub)
 	ac.Name = acc.name
 	ac.SigningKeys.Add(acc.signPub)
-	if acc.name != SystemAccountName {
+	switch access.Account(acc.name) {
+	case access.Storage:
+		// The storage account alone holds JetStream.
 		ac.Limits.JetStreamLimits = jwt.JetStreamLimits{MemoryStorage: jwt.NoLimit, DiskStorage: jwt.NoLimit,
 			Streams: jwt.NoLimit, Consumer: jwt.NoLimit}
+	case access.Services:
+		// Every verb, answered once: the server rewrites each request's
+		// reply subject, so that a responder replies nowhere else.
+		for _, v := range access.Verbs() {
+			ac.Exports.Add(&jwt.Export{Name: v, Subject: jwt.Subject(v), Type: jwt.Service,
+				ResponseType: jwt.ResponseTypeSingleton})
+		}
+	case access.Requests:
+		// Every verb, the asker's identity shared with the responder
+		// (the header Nats-Request-Info, set by the server).
+		if svc := a.accounts[string(access.Services)]; svc != nil {
+			for _, v := range access.Verbs() {
+				ac.Imports.Add(&jwt.Import{Name: v, Subject: jwt.Subject(v), Account: svc.pub,
+					Type: jwt.Service, Share: true})
+			}
+		}
 	}
 	if len(acc.revoked) > 0 {
 		ac.Revocations = jwt.RevocationList{}

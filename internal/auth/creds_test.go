@@ -32,10 +32,10 @@ func TestCredsFilesAsFormatUserConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	signer := seedPub(t, filepath.Join(dir, auth.KeysDir, "account-signing.nk"))
-	// The operator, the mesh's account and the system account, and the
-	// two accounts' signing keys.
-	if len(res.Creds) != len(parties) || len(res.Made) != len(parties)+5 {
-		t.Fatalf("Gen wrote %d credentials files and made %d keys; want %d and %d", len(res.Creds), len(res.Made), len(parties), len(parties)+5)
+	// The operator, the system account and the mesh's three accounts
+	// (storage, services, requests), and the four accounts' signing keys.
+	if len(res.Creds) != len(parties) || len(res.Made) != len(parties)+9 {
+		t.Fatalf("Gen wrote %d credentials files and made %d keys; want %d and %d", len(res.Creds), len(res.Made), len(parties), len(parties)+9)
 	}
 	pubs := map[string]string{} // user -> public key
 	for _, p := range parties {
@@ -216,20 +216,22 @@ func TestMendWritesWhatGenLeftForLater(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var clients []string
+	var clients, files []string // files: of the clients' storage and requests users
 	for _, p := range parties {
 		if later(p.User) {
 			clients = append(clients, p.User)
+			files = append(files, p.User, string(access.Requests)+"/"+p.User)
 		}
 	}
+	slices.Sort(files)
 	record := filepath.Join(dir, auth.LaterFile)
 	recorded, err := os.ReadFile(record)
 	if err != nil {
 		t.Fatal(err)
 	}
 	written, err := auth.Mend(dir)
-	if err != nil || !slices.Equal(written, clients) {
-		t.Fatalf("Mend = %v, %v; want %v", written, err, clients)
+	if err != nil || !slices.Equal(written, files) {
+		t.Fatalf("Mend = %v, %v; want %v", written, err, files)
 	}
 	if _, err := os.Stat(record); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("the record after Mend: %v; want it gone", err)
@@ -327,14 +329,16 @@ func TestMendWritesWhatGenLeftForLater(t *testing.T) {
 	}
 	var stale []string
 	for user, creds := range pending {
-		if have, err := os.ReadFile(now.Creds[user]); err != nil {
+		if have, err := os.ReadFile(laterPath(dir, user)); err != nil {
 			t.Fatal(err)
 		} else if string(have) != creds {
 			stale = append(stale, user)
 		}
 	}
 	slices.Sort(stale)
-	if want := []string{"client-n1", "client-n2"}; !slices.Equal(stale, want) {
+	// n moved: both clients' requests users differ (they ask the secrets
+	// of the modules placed on their node); their storage users do not.
+	if want := []string{"mesh-requests/client-n1", "mesh-requests/client-n2"}; !slices.Equal(stale, want) {
 		t.Fatalf("users whose file differs from the record after the move = %v; want %v", stale, want)
 	}
 	written, err = auth.Mend(dir)
@@ -342,7 +346,7 @@ func TestMendWritesWhatGenLeftForLater(t *testing.T) {
 		t.Errorf("Mend after the move = %v, %v; want %v", written, err, stale)
 	}
 	for user, creds := range pending {
-		if have, err := os.ReadFile(now.Creds[user]); err != nil || string(have) != creds {
+		if have, err := os.ReadFile(laterPath(dir, user)); err != nil || string(have) != creds {
 			t.Errorf("%s's file after Mend: %v; want the record's newly signed credentials", user, err)
 		}
 	}
@@ -469,4 +473,13 @@ func seedPub(t *testing.T, path string) string {
 	}
 	pub, _ := kp.PublicKey()
 	return pub
+}
+
+// laterPath returns the path of a file named in [auth.LaterFile]: "<user>"
+// or "<account>/<user>".
+func laterPath(dir, name string) string {
+	if acc, user, ok := strings.Cut(name, "/"); ok {
+		return auth.AccountCredsPath(dir, access.Account(acc), user)
+	}
+	return auth.CredsPath(dir, name)
 }

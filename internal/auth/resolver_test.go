@@ -170,14 +170,16 @@ func TestRemovedPartyIsRefusedAtOnce(t *testing.T) {
 }
 
 // TestNarrowedPermissionsRefuseOldCreds moves the module m off n1: Gen
-// signs client-n1 anew without m's permissions and revokes its earlier
-// JWTs, so that once pushed the old credentials (which still let it ask
-// for m's secrets) are refused while the new ones connect.
+// signs client-n1's user in the requests account anew without m's
+// permissions and revokes its earlier JWTs, so that once pushed the old
+// credentials (which still let it ask for m's secrets) are refused while
+// the new ones connect.
 func TestNarrowedPermissionsRefuseOldCreds(t *testing.T) {
 	dir := t.TempDir()
 	gen(t, dir)
 	srv := serve(t, dir, t.TempDir())
-	old := copyFile(t, auth.CredsPath(dir, "client-n1"))
+	asking := auth.AccountCredsPath(dir, access.Requests, "client-n1")
+	old := copyFile(t, asking)
 	if refused(t, srv.URL(), old) {
 		t.Fatal("client-n1 refused before any change")
 	}
@@ -200,7 +202,7 @@ func TestNarrowedPermissionsRefuseOldCreds(t *testing.T) {
 	if !refused(t, srv.URL(), old) {
 		t.Error("client-n1's credentials from before its permissions were narrowed still connect")
 	}
-	if refused(t, srv.URL(), auth.CredsPath(dir, "client-n1")) {
+	if refused(t, srv.URL(), asking) {
 		t.Error("client-n1's new credentials are refused")
 	}
 }

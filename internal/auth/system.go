@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"time"
 
@@ -77,7 +78,11 @@ func (a *Authority) Renew() ([]string, error) {
 	defer a.files.Unlock()
 	now := a.opts.now()
 	var renewed []string
-	for _, d := range []string{a.dir, filepath.Join(a.dir, SystemDir)} {
+	dirs := []string{a.dir, filepath.Join(a.dir, SystemDir)}
+	for _, in := range access.Accounts[1:] {
+		dirs = append(dirs, filepath.Join(a.dir, string(in)))
+	}
+	for _, d := range dirs {
 		ents, err := os.ReadDir(d)
 		if err != nil && !os.IsNotExist(err) {
 			return nil, fmt.Errorf("auth: %w", err)
@@ -117,10 +122,11 @@ func (a *Authority) Renew() ([]string, error) {
 		}
 	}
 	sort.Strings(renewed)
-	return renewed, nil
+	return slices.Compact(renewed), nil // a party renewed in several accounts once
 }
 
-// Rotate gives the party a new key: its credentials file is written with
+// Rotate gives the party's storage user a new key (its users of the
+// services and requests accounts keep theirs): its credentials file is written with
 // a new key and JWT, and every JWT of its old key is revoked in its
 // account (push [Authority.Accounts] to make the servers refuse them). It
 // returns what it issued.
@@ -128,7 +134,7 @@ func (a *Authority) Rotate(p access.Party) (Issued, error) {
 	a.files.Lock()
 	defer a.files.Unlock()
 	now := a.opts.now()
-	acc, err := a.account(accountOf(p))
+	acc, err := a.account(AccountName)
 	if err != nil {
 		return Issued{}, err
 	}
@@ -146,7 +152,7 @@ func (a *Authority) Rotate(p access.Party) (Issued, error) {
 	if err != nil {
 		return Issued{}, err
 	}
-	s, err := a.signClaims(acc, userClaims(uk.pub, p), uk, path, true, now)
+	s, err := a.signClaims(acc, userClaims(uk.pub, p, p.Permissions()), uk, path, true, now)
 	if err != nil {
 		return Issued{}, err
 	}

@@ -64,6 +64,23 @@ func Connect(d Dial) (*nats.Conn, jetstream.JetStream, error) {
 			return nil, nil, err
 		}
 	}
+	if d.Log == nil {
+		d.Log = slog.Default()
+	}
+	nc, err := dial(d)
+	if err != nil {
+		return nil, nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("bus: jetstream for %s: %w", d.Name, err)
+	}
+	return nc, withReplicas(js, d.Replicas, d.Log), nil
+}
+
+// dial connects as d says (see [Connect]), with no JetStream context.
+func dial(d Dial) (*nats.Conn, error) {
 	log := d.Log
 	if log == nil {
 		log = slog.Default()
@@ -107,16 +124,11 @@ func Connect(d Dial) (*nats.Conn, jetstream.JetStream, error) {
 	nc, err := nats.Connect(d.URL, opts...)
 	if err != nil {
 		if d.Creds != "" {
-			return nil, nil, fmt.Errorf("bus: connect %s as %s with %s: %w", d.URL, d.Name, d.Creds, err)
+			return nil, fmt.Errorf("bus: connect %s as %s with %s: %w", d.URL, d.Name, d.Creds, err)
 		}
-		return nil, nil, fmt.Errorf("bus: connect %s as %s: %w", d.URL, d.Name, err)
+		return nil, fmt.Errorf("bus: connect %s as %s: %w", d.URL, d.Name, err)
 	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		nc.Close()
-		return nil, nil, fmt.Errorf("bus: jetstream for %s: %w", d.Name, err)
-	}
-	return nc, withReplicas(js, d.Replicas, log), nil
+	return nc, nil
 }
 
 // CredsUser returns the name claim of the user JWT in the credentials

@@ -30,7 +30,7 @@ func newAnswerCmd() *cobra.Command {
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			user = bf.user(user)
-			nc, _, err := bf.connect("cli-answer")
+			nc, err := bf.connectAsk("cli-answer")
 			if err != nil {
 				return err
 			}

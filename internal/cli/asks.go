@@ -50,7 +50,12 @@ func newAsksCmd() *cobra.Command {
 			if output != "table" && output != "wide" && output != "json" {
 				return usageError{fmt.Errorf("-o %q: want table, wide or json", output)}
 			}
-			nc, js, err := bf.connect("cli-asks")
+			snc, js, err := bf.connect("cli-asks")
+			if err != nil {
+				return err
+			}
+			defer snc.Close()
+			nc, err := bf.connectAsk("cli-asks")
 			if err != nil {
 				return err
 			}

@@ -108,9 +108,14 @@ It applies nothing: run it beside the node's client.`,
 				return fmt.Errorf("render: %w", err)
 			}
 			defer nc.Close()
+			ask, err := bf.connectAsk("render-" + node)
+			if err != nil {
+				return fmt.Errorf("render: %w", err)
+			}
+			defer ask.Close()
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()
-			c, err := client.New(client.Config{Node: node, Root: ".", JS: js, NC: nc, ReadOnly: true})
+			c, err := client.New(client.Config{Node: node, Root: ".", JS: js, NC: nc, Ask: ask, ReadOnly: true})
 			if err != nil {
 				return err
 			}

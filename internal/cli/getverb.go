@@ -47,7 +47,7 @@ func init() {
 func askVerb(what string) func(ctx context.Context, q *getQuery) (getAnswer, error) {
 	return func(ctx context.Context, q *getQuery) (getAnswer, error) {
 		var ans getAnswer
-		nc, _, err := q.bus.connect("get-" + what)
+		nc, err := q.bus.connectAsk("get-" + what)
 		if err != nil {
 			return ans, err
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/mesh-provisioner/mesh-provisioner/internal/access"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/assemble"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 )
@@ -134,6 +135,23 @@ func (f *busFlags) connect(name string) (*nats.Conn, jetstream.JetStream, error)
 		return nil, nil, f.explain(fmt.Errorf("%w at %s", assemble.ErrNoJetStream, f.url))
 	}
 	return nc, js, nil
+}
+
+// connectAsk dials the bus as component name's user in the requests
+// account (the credentials "auth gen" writes beside --creds, in
+// mesh-requests/), on which an operator's command asks verbs: their
+// answers come back there, never to the buckets' account. Errors are as
+// for connect.
+func (f *busFlags) connectAsk(name string) (*nats.Conn, error) {
+	log := f.log
+	if log == nil {
+		log = slog.Default()
+	}
+	nc, err := bus.ConnectIn(bus.Dial{URL: f.url, Creds: f.credsOrDefault(), Name: name, Log: log}, access.Requests)
+	if err != nil {
+		return nil, f.explain(err)
+	}
+	return nc, nil
 }
 
 // explain adds a hint to an error of connecting: a server that cannot be

@@ -36,7 +36,7 @@ operator's bus user may publish on the verb. A key that is not retiring with a n
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			user = bf.user(user)
-			nc, _, err := bf.connect("cli-unkeep")
+			nc, err := bf.connectAsk("cli-unkeep")
 			if err != nil {
 				return fmt.Errorf("unkeep: %w", err)
 			}

@@ -498,7 +498,12 @@ func listenWarning(listen string) string {
 // the operator. A page that cannot listen on the default address is said
 // and up goes on; one on an address given with --web fails up.
 func upWeb(ctx context.Context, asm *assemble.Assembly, f upFlags, out io.Writer, log *slog.Logger) error {
-	nc, js, err := asm.Connect(assemble.Component{Role: assemble.Operator})
+	snc, js, err := asm.Connect(assemble.Component{Role: assemble.Operator})
+	if err != nil {
+		return err
+	}
+	context.AfterFunc(ctx, snc.Close)
+	nc, err := asm.ConnectIn(assemble.Component{Role: assemble.Operator}, access.Requests)
 	if err != nil {
 		return err
 	}

@@ -84,7 +84,7 @@ func newVaultRotateCmd() *cobra.Command {
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			nc, _, err := bf.connect("vault-rotate")
+			nc, err := bf.connectAsk("vault-rotate")
 			if err != nil {
 				return err
 			}

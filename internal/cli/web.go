@@ -38,7 +38,12 @@ can open the page answers as that user, so keep it on loopback or behind your ow
 			}
 			bf.log = log
 			user = bf.user(user)
-			nc, js, err := bf.connect("operator-web")
+			snc, js, err := bf.connect("operator-web")
+			if err != nil {
+				return err
+			}
+			defer snc.Close()
+			nc, err := bf.connectAsk("operator-web")
 			if err != nil {
 				return err
 			}
@@ -58,7 +63,8 @@ can open the page answers as that user, so keep it on loopback or behind your ow
 }
 
 // serveWeb serves the operator's page on listen until ctx is done: its
-// copies follow through js, its answers go through nc as user. It prints
+// copies follow through js, its answers go through nc (the operator's
+// user in the requests account) as user. It prints
 // the page's URL, and a warning when listen is not a loopback address.
 func serveWeb(ctx context.Context, listen string, nc *nats.Conn, js jetstream.JetStream, user string, out io.Writer, log *slog.Logger) error {
 	host, _, err := net.SplitHostPort(listen)

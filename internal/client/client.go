@@ -79,9 +79,13 @@ type Config struct {
 	// JS is the client's own bus connection (bus.Connect named
 	// "client-<node>"), connected as the node's user.
 	JS jetstream.JetStream
-	// NC is the same connection, used to ask verbs while rendering. Nil
-	// leaves verbs unasked unless Verbs answers them.
+	// NC is the same connection.
 	NC *nats.Conn
+	// Ask is the connection verbs are asked on while rendering: the
+	// client's user in the requests account. Nil means NC (a server
+	// without accounts); both nil leave verbs unasked unless Verbs answers
+	// them.
+	Ask *nats.Conn
 	// Verbs answers verbs by subject while rendering (for example
 	// "mesh-vault.secret"); a subject not in it is asked through NC with
 	// [AskVault].

@@ -146,7 +146,11 @@ func (c *Client) ask(ctx context.Context, verb, module, name string, creds map[s
 	if c.cfg.NC == nil {
 		return "", errors.New(whyNoVerb(verb))
 	}
-	v, h, err := askVault(ctx, c.cfg.NC, 0, verb, c.cfg.Node, module, name)
+	nc := c.cfg.Ask
+	if nc == nil {
+		nc = c.cfg.NC
+	}
+	v, h, err := askVault(ctx, nc, 0, verb, c.cfg.Node, module, name)
 	if err == nil && h.key != "" && creds != nil {
 		creds[h.key] = h.generation
 	}

@@ -75,6 +75,10 @@ type Config struct {
 	// the DSN's role must be a superuser for it (else it is said once in
 	// the log, and nothing is checked).
 	Check time.Duration
+	// Ask is the connection the provider asks the vault on (its user in
+	// the requests account). Nil means the connection given to [Start] (a
+	// server without accounts).
+	Ask *nats.Conn
 }
 
 // Provider is a running PostgreSQL provider.
@@ -123,6 +127,9 @@ func Start(ctx context.Context, cfg Config, nc *nats.Conn, js jetstream.JetStrea
 	}
 	if cfg.Check == 0 {
 		cfg.Check = time.Minute
+	}
+	if cfg.Ask != nil {
+		nc = cfg.Ask
 	}
 	p := &Provider{cfg: cfg, conn: cc, nc: nc, log: log.With("component", Module), drift: map[string]drift{},
 		host: cc.Host, port: strconv.Itoa(int(cc.Port))}

@@ -37,6 +37,14 @@ type Config struct {
 	// ID names this instance in the lease. Empty means host name, process
 	// id and start time.
 	ID string
+	// Answer is the connection the seat answers its verb unkeep on (its
+	// user in the services account), which tells who asked. Nil means the
+	// seat's JetStream connection, with no one named (a server without
+	// accounts).
+	Answer *bus.Answerer
+	// Ask is the connection the seat asks the ask router on (its user in
+	// the requests account). Nil means the seat's JetStream connection.
+	Ask *nats.Conn
 	// LeaseTTL is how long the lease outlives its holder. Zero means 10 s,
 	// or [ReplicatedLease] when the seat's connection makes replicated
 	// buckets;
@@ -181,6 +189,22 @@ func New(js jetstream.JetStream, cfg Config) *Seat {
 		lease:   LeaseWaiting,
 		leaseIs: "the seat has not started",
 	}
+}
+
+// askConn returns the connection the seat asks the ask router on.
+func (s *Seat) askConn() *nats.Conn {
+	if s.cfg.Ask != nil {
+		return s.cfg.Ask
+	}
+	return s.js.Conn()
+}
+
+// answerer returns the connection the seat answers unkeep on.
+func (s *Seat) answerer() *bus.Answerer {
+	if s.cfg.Answer != nil {
+		return s.cfg.Answer
+	}
+	return &bus.Answerer{Conn: s.js.Conn()}
 }
 
 // Lease returns where the seat stands with its lease and a short text
@@ -710,7 +734,7 @@ func (s *Seat) raise(asks []mesh.Ask) {
 	if len(asks) == 0 || s.Fence() != nil {
 		return
 	}
-	nc := s.js.Conn()
+	nc := s.askConn()
 	s.mu.Lock()
 	s.asking += len(asks)
 	s.mu.Unlock()
@@ -778,7 +802,7 @@ func (s *Seat) withdraw(asked map[string]string) {
 	if len(asked) == 0 || s.Fence() != nil {
 		return
 	}
-	nc := s.js.Conn()
+	nc := s.askConn()
 	s.mu.Lock()
 	s.asking += len(asked)
 	s.mu.Unlock()

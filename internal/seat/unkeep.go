@@ -21,7 +21,7 @@ const (
 // subscribeUnkeep answers [mesh.UnkeepSubject] while the seat holds its
 // lease: each request is handed to the loop, which alone writes keys.
 func (s *Seat) subscribeUnkeep(ctx context.Context) (func(), error) {
-	sub, err := s.js.Conn().Subscribe(mesh.UnkeepSubject, func(m *nats.Msg) {
+	sub, err := s.answerer().Subscribe(mesh.UnkeepSubject, func(m *nats.Msg) {
 		s.mu.Lock()
 		s.unkeeps = append(s.unkeeps, m)
 		s.mu.Unlock()
@@ -49,10 +49,22 @@ func (s *Seat) unkeep(ctx context.Context, msgs []*nats.Msg, d *dirty) {
 	for _, m := range msgs {
 		var req mesh.UnkeepRequest
 		rep := mesh.UnkeepReply{}
+		// Who asked is the server's word (the server lets operators
+		// alone ask); a request it names no sender of (a JetStream
+		// delivery, a reply routed back) is refused.
+		who, err := s.answerer().Asker(m)
+		if err != nil {
+			rep.Error = err.Error()
+			s.reply(m, rep)
+			continue
+		}
 		if err := json.Unmarshal(m.Data, &req); err != nil {
 			rep.Error = whyUnkeepBadRequest + ": " + err.Error()
 			s.reply(m, rep)
 			continue
+		}
+		if who != "" {
+			req.By = who
 		}
 		rep.Key = req.Key
 		k, err := mesh.ParseProvisionKey(req.Key)

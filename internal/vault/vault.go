@@ -43,6 +43,11 @@ type Config struct {
 	// comes first. 0 means [DefaultGrace]; negative means none (in force
 	// at once, as a rotation with now is).
 	Grace time.Duration
+	// Answer is the connection the vault answers its verbs on (its user
+	// in the services account), which tells who asked each request. Nil
+	// means the connection given to [Start], with no one named (a server
+	// without accounts).
+	Answer *bus.Answerer
 }
 
 // DefaultGrace is the rotation grace when [Config].Grace is 0.
@@ -67,6 +72,7 @@ const workers = 512
 // Vault is a running mesh-vault. It is safe for concurrent use.
 type Vault struct {
 	cfg   Config
+	ans   *bus.Answerer
 	self  mesh.Ref
 	store *Store
 	kit   *kit.Kit
@@ -106,7 +112,11 @@ func Start(ctx context.Context, cfg Config, nc *nats.Conn, js jetstream.JetStrea
 	if err != nil {
 		return nil, err
 	}
-	v := &Vault{cfg: cfg, self: mesh.Ref{Module: mesh.VaultModule, Node: cfg.Node}, store: store, log: log.With("component", mesh.VaultModule),
+	ans := cfg.Answer
+	if ans == nil {
+		ans = &bus.Answerer{Conn: nc}
+	}
+	v := &Vault{cfg: cfg, ans: ans, self: mesh.Ref{Module: mesh.VaultModule, Node: cfg.Node}, store: store, log: log.With("component", mesh.VaultModule),
 		secretsOf: map[mesh.NodeModule][]string{}, started: make(chan struct{}), rotating: map[string]*rotation{}}
 	if v.cfg.Grace == 0 {
 		v.cfg.Grace = DefaultGrace
@@ -131,7 +141,7 @@ func Start(ctx context.Context, cfg Config, nc *nats.Conn, js jetstream.JetStrea
 		kit.ConsumersVerb + ".*": v.answerConsumers,
 		kit.RotateVerb:           v.answerRotate,
 	} {
-		sub, err := nc.Subscribe(subject, answer)
+		sub, err := ans.Subscribe(subject, answer)
 		if err != nil {
 			for _, s := range subs {
 				s.Unsubscribe()
@@ -140,7 +150,7 @@ func Start(ctx context.Context, cfg Config, nc *nats.Conn, js jetstream.JetStrea
 		}
 		subs = append(subs, sub)
 	}
-	if err := nc.Flush(); err != nil {
+	if err := ans.Flush(); err != nil {
 		return nil, fmt.Errorf("vault: subscribe: %w", err)
 	}
 	go func() {
@@ -454,8 +464,14 @@ func SecretName(node, module, name string) string {
 	return node + "." + module + ".secret." + name
 }
 
-// requester returns the user token of a verb's subject, and the request.
-func requester(m *nats.Msg) (string, kit.VaultRequest, string) {
+// requester returns the module a request of the secret or consumers verb
+// is for (its subject's last token), the request, and a why when it is
+// refused. Who asked is what the server says ([bus.Answerer.Asker]): the
+// module itself is answered its values on every node; a node's client
+// ("client-<node>", which the server lets ask only for the modules placed
+// on its node) only that node's values (the request's node is set to it);
+// anyone else nothing.
+func (v *Vault) requester(m *nats.Msg) (string, kit.VaultRequest, string) {
 	user := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
 	if !mesh.ValidName(user) {
 		return user, kit.VaultRequest{}, whyBadUser(user)
@@ -468,11 +484,26 @@ func requester(m *nats.Msg) (string, kit.VaultRequest, string) {
 			return user, kit.VaultRequest{}, whyBadRequest(err)
 		}
 	}
+	who, err := v.ans.Asker(m)
+	if err != nil {
+		return user, kit.VaultRequest{}, err.Error()
+	}
+	if who == "" || who == user {
+		return user, req, ""
+	}
+	node, ok := strings.CutPrefix(who, "client-")
+	switch {
+	case !ok || !mesh.ValidName(node):
+		return user, kit.VaultRequest{}, whyNotYours(who, user)
+	case req.Node != "" && req.Node != node:
+		return user, kit.VaultRequest{}, whyOtherNode(who, req.Node)
+	}
+	req.Node = node
 	return user, req, ""
 }
 
 func (v *Vault) answerSecret(m *nats.Msg) {
-	user, req, why := requester(m)
+	user, req, why := v.requester(m)
 	if why != "" {
 		v.reply(m, kit.VaultAnswer{Error: why}, "verb", kit.SecretVerb, "user", user)
 		return
@@ -498,7 +529,7 @@ func (v *Vault) answerSecret(m *nats.Msg) {
 }
 
 func (v *Vault) answerConsumers(m *nats.Msg) {
-	user, req, why := requester(m)
+	user, req, why := v.requester(m)
 	if why != "" {
 		v.reply(m, kit.VaultAnswer{Error: why}, "verb", kit.ConsumersVerb, "user", user)
 		return
@@ -514,6 +545,12 @@ func (v *Vault) answerConsumers(m *nats.Msg) {
 }
 
 func (v *Vault) answerRotate(m *nats.Msg) {
+	// The server lets operators alone ask it; a request it names no
+	// sender of (a JetStream delivery, a reply routed back) is refused.
+	if _, err := v.ans.Asker(m); err != nil {
+		v.reply(m, kit.RotateAnswer{Error: err.Error()}, "verb", kit.RotateVerb)
+		return
+	}
 	var req kit.RotateRequest
 	if err := jsonhead.Decode(m.Data, &req); err != nil || req.Key == "" {
 		v.reply(m, kit.RotateAnswer{Error: whyBadRotate(err)}, "verb", kit.RotateVerb)

@@ -41,3 +41,11 @@ const sayTorn = "vault: the store's last record was cut short by a write never a
 // entry, the provision's reference and every key that depends on it move.
 const sayLost = "vault: the store holds no value of the generation this credential's entry names " +
 	"(the store was lost, or restored from an older copy): a new value is issued at the next generation"
+
+func whyNotYours(who, module string) string {
+	return fmt.Sprintf("the user %q asked for the values of %q: only the module itself and the clients of its nodes are answered", who, module)
+}
+
+func whyOtherNode(who, node string) string {
+	return fmt.Sprintf("the user %q asked for the values of node %q: a node's client is answered its own node's values only", who, node)
+}

@@ -1,0 +1,145 @@
+package bus
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nats.go"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/access"
+)
+
+// AccountCreds returns the credentials file of the same user in account
+// acc, as "auth gen" writes it beside the storage one: "<dir>/<acc>/<file>"
+// for creds "<dir>/<file>".
+func AccountCreds(creds string, acc access.Account) string {
+	return filepath.Join(filepath.Dir(creds), string(acc), filepath.Base(creds))
+}
+
+// ConnectIn dials d's user in account acc ([access.Services] or
+// [access.Requests]): with d.Creds, the credentials [AccountCreds] names,
+// which must exist; without, as d says (a server without accounts, where
+// one connection space holds every subject). The connection has no
+// JetStream context: those accounts hold no bucket. It returns an error
+// naming the missing file, or the error of connecting.
+func ConnectIn(d Dial, acc access.Account) (*nats.Conn, error) {
+	if d.Creds != "" {
+		d.Creds = AccountCreds(d.Creds, acc)
+		if _, err := os.Stat(d.Creds); err != nil {
+			return nil, fmt.Errorf("bus: %s has no user in the account %s: %w (run \"auth gen\" again: it writes %s)", d.Name, acc, err, d.Creds)
+		}
+	}
+	return dial(d)
+}
+
+// ErrNoAsker is wrapped by the error of [Answerer.Asker] for a request the
+// server names no asker of: it did not cross the import of the requests
+// account (a message published in the services account, a reply routed
+// back in, a JetStream delivery), so nothing says who sent it.
+var ErrNoAsker = errors.New("the server names no asker of the request")
+
+// RequestInfoHeader is the header in which the server tells a responder
+// who sent a request that crossed a service import sharing the asker's
+// identity: a JSON object with, among others, "acc" (the asker's account's
+// public key), "name_tag" (its user's JWT name), "kind" ("Client").
+const RequestInfoHeader = "Nats-Request-Info"
+
+// requestInfo is the part of [RequestInfoHeader] an [Answerer] reads.
+type requestInfo struct {
+	Account string `json:"acc"`
+	User    string `json:"name_tag"`
+	Kind    string `json:"kind"`
+}
+
+// Answerer is a responder's connection for its verbs, and who it is: it
+// tells who sent each request from what the server says.
+type Answerer struct {
+	// Conn is the responder's connection: its user in [access.Services],
+	// or its only connection on a server without accounts.
+	*nats.Conn
+	// own is the public key of the account of the connection's user; ""
+	// without credentials.
+	own string
+}
+
+// NewAnswerer returns the answerer of nc, dialled with the credentials
+// file creds ("" for none: a server without accounts). It returns an
+// error when creds holds no user JWT.
+func NewAnswerer(nc *nats.Conn, creds string) (*Answerer, error) {
+	a := &Answerer{Conn: nc}
+	if creds == "" {
+		return a, nil
+	}
+	b, err := os.ReadFile(creds)
+	if err != nil {
+		return nil, fmt.Errorf("bus: answerer: %w", err)
+	}
+	token, err := jwt.ParseDecoratedJWT(b)
+	if err != nil {
+		return nil, fmt.Errorf("bus: answerer: %s: %w", creds, err)
+	}
+	uc, err := jwt.DecodeUserClaims(token)
+	if err != nil {
+		return nil, fmt.Errorf("bus: answerer: %s: %w", creds, err)
+	}
+	a.own = uc.IssuerAccount
+	if a.own == "" {
+		a.own = uc.Issuer
+	}
+	return a, nil
+}
+
+// Open reports whether the answerer runs with no credentials (a server
+// without accounts): no server names an asker then.
+func (a *Answerer) Open() bool { return a.own == "" }
+
+// Asker returns the user that sent the request m, as the server says in
+// its [RequestInfoHeader]: the JWT name of a client's user in another
+// account than the answerer's (the requests account, whose import of the
+// verbs shares the asker's identity; the server replaces any such header
+// the asker set). It returns "" and nil when the answerer is [Answerer.Open],
+// and an error wrapping [ErrNoAsker] when the server names no client user
+// of another account.
+func (a *Answerer) Asker(m *nats.Msg) (string, error) {
+	if a.Open() {
+		return "", nil
+	}
+	h := m.Header.Get(RequestInfoHeader)
+	if h == "" {
+		return "", fmt.Errorf("%w (no %s header)", ErrNoAsker, RequestInfoHeader)
+	}
+	var ri requestInfo
+	if err := json.Unmarshal([]byte(h), &ri); err != nil {
+		return "", fmt.Errorf("%w (%s does not decode: %v)", ErrNoAsker, RequestInfoHeader, err)
+	}
+	switch {
+	case ri.Kind != "Client" || ri.User == "":
+		return "", fmt.Errorf("%w (sent by a %q with no user)", ErrNoAsker, ri.Kind)
+	case ri.Account == a.own:
+		return "", fmt.Errorf("%w (sent from the responders' own account, by %s)", ErrNoAsker, ri.User)
+	}
+	return ri.User, nil
+}
+
+// ConnectAnswerer dials d's user in [access.Services] ([ConnectIn]) and
+// returns its answerer.
+func ConnectAnswerer(d Dial) (*Answerer, error) {
+	nc, err := ConnectIn(d, access.Services)
+	if err != nil {
+		return nil, err
+	}
+	creds := ""
+	if d.Creds != "" {
+		creds = AccountCreds(d.Creds, access.Services)
+	}
+	a, err := NewAnswerer(nc, creds)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return a, nil
+}
