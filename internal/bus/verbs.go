@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/access"
 )
@@ -51,8 +52,19 @@ const RequestInfoHeader = "Nats-Request-Info"
 // requestInfo is the part of [RequestInfoHeader] an [Answerer] reads.
 type requestInfo struct {
 	Account string `json:"acc"`
-	User    string `json:"name_tag"`
+	NameTag string `json:"name_tag"`
+	User    string `json:"user"`
 	Kind    string `json:"kind"`
+}
+
+// name returns the asker's user name: its JWT's name in operator mode
+// (where "user" is the user's public key), else the user of a
+// configuration's accounts.
+func (ri requestInfo) name() string {
+	if ri.NameTag != "" || nkeys.IsValidPublicUserKey(ri.User) {
+		return ri.NameTag
+	}
+	return ri.User
 }
 
 // Answerer is a responder's connection for its verbs, and who it is: it
@@ -93,6 +105,14 @@ func NewAnswerer(nc *nats.Conn, creds string) (*Answerer, error) {
 	return a, nil
 }
 
+// AnswererIn returns the answerer of nc, whose user is in account (its
+// public key in operator mode, its name among a configuration's
+// accounts): a request the server says came from that account is no
+// one's. An empty account is [Answerer.Open].
+func AnswererIn(nc *nats.Conn, account string) *Answerer {
+	return &Answerer{Conn: nc, own: account}
+}
+
 // Open reports whether the answerer runs with no credentials (a server
 // without accounts): no server names an asker then.
 func (a *Answerer) Open() bool { return a.own == "" }
@@ -101,7 +121,8 @@ func (a *Answerer) Open() bool { return a.own == "" }
 // its [RequestInfoHeader]: the JWT name of a client's user in another
 // account than the answerer's (the requests account, whose import of the
 // verbs shares the asker's identity; the server replaces any such header
-// the asker set). It returns "" and nil when the answerer is [Answerer.Open],
+// the asker set), or, on a server whose configuration holds the accounts
+// and users, the user's name. It returns "" and nil when the answerer is [Answerer.Open],
 // and an error wrapping [ErrNoAsker] when the server names no client user
 // of another account.
 func (a *Answerer) Asker(m *nats.Msg) (string, error) {
@@ -116,13 +137,14 @@ func (a *Answerer) Asker(m *nats.Msg) (string, error) {
 	if err := json.Unmarshal([]byte(h), &ri); err != nil {
 		return "", fmt.Errorf("%w (%s does not decode: %v)", ErrNoAsker, RequestInfoHeader, err)
 	}
+	user := ri.name()
 	switch {
-	case ri.Kind != "Client" || ri.User == "":
+	case ri.Kind != "Client" || user == "":
 		return "", fmt.Errorf("%w (sent by a %q with no user)", ErrNoAsker, ri.Kind)
 	case ri.Account == a.own:
-		return "", fmt.Errorf("%w (sent from the responders' own account, by %s)", ErrNoAsker, ri.User)
+		return "", fmt.Errorf("%w (sent from the responders' own account, by %s)", ErrNoAsker, user)
 	}
-	return ri.User, nil
+	return user, nil
 }
 
 // ConnectAnswerer dials d's user in [access.Services] ([ConnectIn]) and

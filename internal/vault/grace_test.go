@@ -89,7 +89,7 @@ func TestVaultRotationWaitsForTheConsumersNode(t *testing.T) {
 	// Now: in force at once, however long the grace.
 	f.grace = time.Hour
 	f.startVault(t)
-	onc, _ := kittest.Connect(t, f.url, "operator-verb")
+	onc, _ := kittest.Connect(t, f.opURL, "operator")
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if a, err := kit.AskRotateNow(rctx, onc, cred.String()); err != nil || a.Generation != 4 {

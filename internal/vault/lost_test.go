@@ -89,7 +89,7 @@ func TestVaultCompactsWhileRunning(t *testing.T) {
 	f := start(t)
 	_, cred := f.need(gitea, "main")
 	waitProvided(t, f.seat, cred, 1)
-	onc, _ := kittest.Connect(t, f.url, "operator-verb")
+	onc, _ := kittest.Connect(t, f.opURL, "operator")
 	most := 0
 	for range 300 {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -28,22 +28,37 @@ var (
 	vaultwarden = mesh.Ref{Module: "vaultwarden", Node: "ace"}
 )
 
-// users are the bus users of the test server: "admin" for the vault and
-// the seat, and modules that may ask only on the subjects of their own
-// name, as the next issue's permissions will pin them.
+// users are the bus users of the test server, in three accounts as "auth
+// gen" makes them: "admin" in MESH (JetStream) for the vault's buckets
+// and the seat; "vault" in SVC, which answers the vault's verbs and
+// exports them; in REQ, which imports them sharing the asker's identity,
+// modules that may ask only on the subjects of their own name, the
+// clients of ace and g14 on those of the modules placed there, and an
+// operator who may rotate.
 func serverConfig(modules ...string) string {
 	var b strings.Builder
-	b.WriteString("accounts { MESH { jetstream: enabled, users: [\n{user: admin, password: admin}\n")
-	for _, m := range modules {
-		fmt.Fprintf(&b, `{user: %[1]s, password: %[1]s, permissions: {publish: {allow: ["%[2]s", "%[3]s"]}, subscribe: {allow: ["_INBOX_%[1]s.>"]}}}`+"\n",
-			m, kit.SecretSubject(m), kit.ConsumersSubject(m))
+	b.WriteString("accounts {\n MESH { jetstream: enabled, users: [{user: admin, password: admin}] }\n")
+	b.WriteString(` SVC { users: [{user: vault, password: vault, permissions: {publish: {deny: [">"]}, subscribe: {allow: ["mesh-vault.>"]}, allow_responses: true}}],
+  exports: [{service: "mesh-vault.>", response: singleton}] }` + "\n")
+	b.WriteString(" REQ { imports: [{service: {account: SVC, subject: \"mesh-vault.>\"}, share: true}], users: [\n")
+	user := func(name string, subjects ...string) {
+		fmt.Fprintf(&b, `{user: %[1]s, password: %[1]s, permissions: {publish: {allow: ["%[2]s"]}, subscribe: {allow: ["_INBOX_%[1]s.>"]}}}`+"\n",
+			name, strings.Join(subjects, `", "`))
 	}
-	b.WriteString("] } }\n")
+	for _, m := range modules {
+		user(m, kit.SecretSubject(m), kit.ConsumersSubject(m))
+	}
+	user("client-ace", kit.SecretSubject("gitea"), kit.SecretSubject("vaultwarden"))
+	user("client-g14", kit.SecretSubject("gitea"))
+	user("operator", kit.RotateVerb)
+	b.WriteString("] }\n}\n")
 	return b.String()
 }
 
 type fixture struct {
 	url   string // as admin
+	svc   string // as the vault's user in SVC
+	opURL string // as the operator in REQ
 	seat  *kittest.Seat
 	vault *vault.Vault
 	dir   string
@@ -59,10 +74,11 @@ type fixture struct {
 func start(t *testing.T) *fixture {
 	t.Helper()
 	s := bustest.Server(t, serverConfig("gitea", "vaultwarden", "postgres"))
-	f := &fixture{url: strings.Replace(s.URL(), "nats://", "nats://admin:admin@", 1), dir: t.TempDir(), conns: map[string]*nats.Conn{}}
+	f := &fixture{url: strings.Replace(s.URL(), "nats://", "nats://admin:admin@", 1), dir: t.TempDir(), conns: map[string]*nats.Conn{},
+		svc: strings.Replace(s.URL(), "nats://", "nats://vault:vault@", 1), opURL: strings.Replace(s.URL(), "nats://", "nats://operator:operator@", 1)}
 	f.seat = kittest.NewSeat(t, f.url)
 	f.seat.Judge(mesh.VaultModule)
-	for _, m := range []string{"gitea", "vaultwarden", "postgres"} {
+	for _, m := range []string{"gitea", "vaultwarden", "postgres", "client-ace", "client-g14"} {
 		nc, _, err := bus.Connect(bus.Dial{URL: s.URL(), Name: m, User: m, Password: m})
 		if err != nil {
 			t.Fatal(err)
@@ -83,6 +99,7 @@ func (f *fixture) startVault(t *testing.T) {
 		f.stop()
 	}
 	nc, js := kittest.Connect(t, f.url, mesh.VaultModule)
+	anc, _ := kittest.Connect(t, f.svc, mesh.VaultModule)
 	log, said := kittest.Log()
 	f.said = said
 	t.Cleanup(func() {
@@ -92,13 +109,14 @@ func (f *fixture) startVault(t *testing.T) {
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	v, err := vault.Start(ctx, vault.Config{Dir: f.dir, Node: vaultRef.Node, RetryMin: 20 * time.Millisecond, RetryMax: 100 * time.Millisecond, Grace: f.grace}, nc, js, log)
+	v, err := vault.Start(ctx, vault.Config{Dir: f.dir, Node: vaultRef.Node, RetryMin: 20 * time.Millisecond, RetryMax: 100 * time.Millisecond, Grace: f.grace,
+		Answer: bus.AnswererIn(anc, "SVC")}, nc, js, log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	<-v.Ready()
 	f.vault = v
-	f.stop = func() { cancel(); nc.Close() }
+	f.stop = func() { cancel(); nc.Close(); anc.Close() }
 }
 
 // need writes consumer's database provision of postgres and its own
@@ -292,7 +310,7 @@ func TestVaultRotatesAndRetires(t *testing.T) {
 	first, _ := ask(t, f, "gitea", "gitea", false, kit.VaultRequest{})
 
 	// Rotation by the verb (what "vault rotate KEY" asks).
-	onc, _ := kittest.Connect(t, f.url, "operator-verb")
+	onc, _ := kittest.Connect(t, f.opURL, "operator")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	ra, err := kit.AskRotateNow(ctx, onc, cred.String())
@@ -449,7 +467,7 @@ func TestVaultRefusesRequestsWhoseNamesDifferInCase(t *testing.T) {
 	f := start(t)
 	db, cred := f.need(gitea, "main")
 	waitProvided(t, f.seat, cred, 1)
-	onc, _ := kittest.Connect(t, f.url, "operator-verb")
+	onc, _ := kittest.Connect(t, f.opURL, "operator")
 	for _, c := range []struct {
 		nc               *nats.Conn
 		subject, request string
@@ -477,5 +495,69 @@ func TestVaultRefusesRequestsWhoseNamesDifferInCase(t *testing.T) {
 	// Nothing was rotated.
 	if a, err := ask(t, f, "gitea", "gitea", false, kit.VaultRequest{Key: cred.String()}); err != nil || len(a.Credentials) != 1 || a.Credentials[0].Generation != 1 {
 		t.Errorf("gitea's credential = %+v, %v; want it at generation 1", a.Credentials, err)
+	}
+}
+
+// TestVaultAnswersANodesClientItsNodeOnly is hole 4 of issue 18: the
+// secret verb of a module is not node-scoped. gitea runs on ace and g14;
+// the client of ace, asking gitea's values (the server lets it ask for the
+// modules placed on ace), gets ace's credential and secret only, and a
+// request naming g14 is refused. gitea itself still gets both nodes'.
+func TestVaultAnswersANodesClientItsNodeOnly(t *testing.T) {
+	f := start(t)
+	_, js := kittest.Connect(t, f.url, "planner")
+	ctx := bustest.Context(t)
+	plans, err := bus.Bucket(ctx, js, mesh.PlansBucket, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g14 := mesh.Ref{Module: "gitea", Node: "g14"}
+	for _, node := range []string{"ace", "g14"} {
+		plan, _ := json.Marshal(mesh.Plan{Node: node, Module: "gitea", Secrets: []string{"secret-key"}})
+		if _, err := plans.Put(ctx, node+".gitea", plan); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, aceCred := f.need(gitea, "")
+	_, g14Cred := f.need(g14, "")
+	waitProvided(t, f.seat, aceCred, 1)
+	waitProvided(t, f.seat, g14Cred, 1)
+	var all kit.VaultAnswer
+	bustest.WaitFor(t, 0, "gitea's values on both nodes", func() bool {
+		all, err = ask(t, f, "gitea", "gitea", false, kit.VaultRequest{})
+		return err == nil && len(all.Secrets) == 2 && len(all.Credentials) == 2
+	})
+	nodesOf := func(a kit.VaultAnswer) (creds, secrets []string) {
+		for _, c := range a.Credentials {
+			creds = append(creds, c.Key)
+		}
+		for _, s := range a.Secrets {
+			secrets = append(secrets, s.Node)
+		}
+		return creds, secrets
+	}
+	for _, c := range []struct {
+		client string
+		req    kit.VaultRequest
+		creds  []string
+		nodes  []string
+		refuse string
+	}{
+		{"client-ace", kit.VaultRequest{}, []string{aceCred.String()}, []string{"ace"}, ""},
+		{"client-ace", kit.VaultRequest{Node: "ace"}, []string{aceCred.String()}, []string{"ace"}, ""},
+		{"client-ace", kit.VaultRequest{Key: g14Cred.String()}, nil, nil, ""},
+		{"client-ace", kit.VaultRequest{Node: "g14"}, nil, nil, `a node's client is answered its own node's values only`},
+		{"client-g14", kit.VaultRequest{}, []string{g14Cred.String()}, []string{"g14"}, ""},
+	} {
+		got, err := ask(t, f, c.client, "gitea", false, c.req)
+		creds, nodes := nodesOf(got)
+		switch {
+		case c.refuse != "":
+			if !errors.Is(err, kit.ErrVault) || !strings.Contains(err.Error(), c.refuse) || len(creds)+len(nodes) > 0 {
+				t.Errorf("%s asking gitea's values %+v = %v, %v, %v; want the vault's refusal %q", c.client, c.req, creds, nodes, err, c.refuse)
+			}
+		case err != nil || fmt.Sprint(creds) != fmt.Sprint(c.creds) || fmt.Sprint(nodes) != fmt.Sprint(c.nodes):
+			t.Errorf("%s asking gitea's values %+v = credentials %v, secrets of %v, %v; want %v and secrets of %v", c.client, c.req, creds, nodes, err, c.creds, c.nodes)
+		}
 	}
 }
