@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/meshfile"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
@@ -80,7 +82,16 @@ asks first, saying how many keys it removes and which modules it unplaces: type 
 					}
 				}
 			}
-			st, err := meshfile.Apply(cmd.Context(), js, f, time.Now())
+			// A cluster just formed, or electing a leader, does not
+			// answer for a while: the apply is tried again (it writes
+			// only what still differs), as components do.
+			var st meshfile.Stats
+			say := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+			err = bus.Retry(cmd.Context(), applyRetry, say, "apply "+file, func() error {
+				var err error
+				st, err = meshfile.Apply(cmd.Context(), js, f, time.Now())
+				return err
+			})
 			for _, o := range st.Odd {
 				fmt.Fprintf(cmd.ErrOrStderr(), "odd key %s in %s left alone: %s\n", o.Key, o.Bucket, o.Why)
 			}
@@ -109,6 +120,10 @@ asks first, saying how many keys it removes and which modules it unplaces: type 
 	bf.addReplicas(cmd)
 	return cmd
 }
+
+// applyRetry is how long apply tries again while the bus's errors are
+// transient ([bus.Transient]).
+const applyRetry = 30 * time.Second
 
 // errNotConfirmed is returned by confirm when the operator did not type
 // yes, or could not be asked.

@@ -6,11 +6,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus/bustest"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/meshfile"
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
 
 const homelabFile = "../../examples/homelab.yaml"
@@ -212,5 +214,42 @@ func TestApplyReplicas(t *testing.T) {
 		if info.Config.Replicas != 3 {
 			t.Errorf("%s has %d replicas; want 3", b, info.Config.Replicas)
 		}
+	}
+}
+
+// TestApplyWaitsForAClusterToAnswer checks that apply on a three-server
+// cluster that has lost its quorum (two servers stopped: JetStream does
+// not answer) tries again while the bus's errors are transient, and
+// applies the file once the servers are back, saying each retry on
+// stderr. It failed with "context deadline exceeded".
+func TestApplyWaitsForAClusterToAnswer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a three-server cluster: not in -short")
+	}
+	c := bustest.Cluster(t)
+	c.Stop(1)
+	c.Stop(2)
+	back := make(chan struct{})
+	go func() {
+		defer close(back)
+		time.Sleep(3 * time.Second) // the cluster is down for a while
+		c.Restart(1)
+		c.Restart(2)
+	}()
+	out, stderr, err := run(t, "apply", "-f", homelabFile, "--nats", c.Server(0).URL(), "--replicas", "3")
+	<-back
+	if err != nil {
+		t.Fatalf("apply on a cluster without quorum for 3 s: %v\nstderr:\n%s", err, stderr)
+	}
+	if !strings.Contains(out, "applied "+homelabFile) || !strings.Contains(stderr, "the bus did not answer; trying again") {
+		t.Errorf("apply printed:\n%s\nstderr:\n%s\nwant it applied after saying it tries again", out, stderr)
+	}
+	_, js := bustest.Connect(t, c.Server(0), "test")
+	kv, err := js.KeyValue(bustest.Context(t), mesh.PlacementBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Get(bustest.Context(t), "ace"); err != nil {
+		t.Errorf("ace's placement after apply: %v", err)
 	}
 }
