@@ -314,7 +314,8 @@ func TestLooseDirIsRefused(t *testing.T) {
 	}
 }
 
-// TestExpiredUserIsRefusedRenewedWorks issues users whose JWTs live 3 s:
+// TestExpiredUserIsRefusedRenewedWorks issues users whose JWTs live 6 s (a
+// renewal is due in their last 2 s):
 // a connection whose file is renewed before the expiry stays usable past
 // it (the server closes it at the old JWT's expiry, and it connects again
 // with the renewed file), while a copy of the old file is refused once
@@ -329,7 +330,7 @@ func TestExpiredUserIsRefusedRenewedWorks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := auth.Gen(dir, parties, auth.Options{StoreDir: filepath.Join(dir, "js"), Expiry: 3 * time.Second})
+	res, err := auth.Gen(dir, parties, auth.Options{StoreDir: filepath.Join(dir, "js"), Expiry: 6 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,15 +339,15 @@ func TestExpiredUserIsRefusedRenewedWorks(t *testing.T) {
 	old := copyFile(t, path)
 	token, _ := jwt.ParseDecoratedJWT(mustRead(t, old))
 	uc, err := jwt.DecodeUserClaims(token)
-	if err != nil || uc.Expires == 0 || uc.Expires-uc.IssuedAt != 3 {
-		t.Fatalf("client-n1's JWT expires at %d, issued at %d (%v); want 3 s after", uc.Expires, uc.IssuedAt, err)
+	if err != nil || uc.Expires == 0 || uc.Expires-uc.IssuedAt != 6 {
+		t.Fatalf("client-n1's JWT expires at %d, issued at %d (%v); want 6 s after", uc.Expires, uc.IssuedAt, err)
 	}
 	nc, _, err := bus.Connect(bus.Dial{URL: srv.URL(), Name: "client-n1", Creds: path})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	bustest.WaitFor(t, 5*time.Second, "client-n1 due for renewal", func() bool {
+	bustest.WaitFor(t, 10*time.Second, "client-n1 due for renewal", func() bool {
 		renewed, err := res.Authority.Renew()
 		if err != nil {
 			t.Fatal(err)
