@@ -25,10 +25,11 @@ func newWebCmd() *cobra.Command {
 	var listen, user, logLevel string
 	cmd := &cobra.Command{
 		Use:   "web",
-		Short: "Serve the operator's page: provisions, held modules and open asks, live",
-		Long: `web serves a page on --listen (loopback by default) showing every node's provisions (state, why, since
-when), the modules held with why, and the open asks with a button per option. The page updates itself as
-the mesh changes. A click answers through the ask router as --user, the NATS user of --creds: anyone who
+		Short: "Serve the operator's page: the mesh's summary, nodes, keys and their whys, open asks, live",
+		Long: `web serves a page on --listen (loopback by default): the mesh's summary (the seat's lease, every node with
+its plans, counts per state, what it provides, held modules and open asks, 50 rows a page), drill-down to a
+node, a module or a key (its why walk), search by key, node, module or state, and the open asks with a
+button per option. The page updates itself as the mesh changes, with only what changed. A click answers through the ask router as --user, the NATS user of --creds: anyone who
 can open the page answers as that user, so keep it on loopback or behind your own access control.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -141,8 +141,10 @@ func (p *Page) planRow(key string, k mesh.NodeModule) planRow {
 
 // summaryOf returns the mesh's totals.
 func (p *Page) summaryOf() summary {
+	now := p.cfg.Now()
 	return summary{Nodes: len(p.idx.nodes), Provisions: len(p.provs), Plans: len(p.plans),
-		Held: len(p.refusals), Asks: p.idx.openAsks, Counts: countStates(p.idx.states, "")}
+		Held: len(p.refusals), Asks: p.idx.openAsks, Counts: countStates(p.idx.states, ""),
+		Seat: p.seat.says(now), NoSeat: p.seat.known && !p.seat.held, Now: now}
 }
 
 // build makes the screen of q from one reading of the page's state, its

@@ -41,8 +41,10 @@ import (
 // Config configures a [Page].
 type Config struct {
 	// JS is the connection whose watched copies the page shows: it must be
-	// allowed to read mesh-provisioner_provisions,
-	// mesh-provisioner_refused and mesh-asks_records.
+	// allowed to read mesh-provisioner_provisions, mesh-provisioner_plans,
+	// mesh-provisioner_refused, mesh-asks_records and
+	// mesh-provisioner_seat (read every 2 s: whether a seat holds the
+	// lease), and for a key's why walk the keys it reads by key.
 	JS jetstream.JetStream
 	// NC is the connection answers go through: the operator's own.
 	NC *nats.Conn
@@ -77,6 +79,7 @@ type Page struct {
 	plans    map[string]mesh.NodeModule // plan keys; their values are not kept
 	odd      map[string]string          // "<bucket> <key>" -> why
 	idx      index
+	seat     seatView
 	version  uint64        // counts changes taken
 	changed  chan struct{} // closed and replaced on each change
 
@@ -93,6 +96,7 @@ func New(ctx context.Context, cfg Config) *Page {
 		p.copies = append(p.copies, bus.Follow(ctx, cfg.JS, bucket,
 			bus.Options{Log: p.log, OnChange: p.take, RevisionsOnly: true}))
 	}
+	go p.followSeat(ctx)
 	return p
 }
 
@@ -216,6 +220,12 @@ func (p *Page) take(ch bus.Change) {
 	if why, ok := p.odd[oddKey]; ok {
 		p.log.Warn("web: odd key", "bucket", ch.Bucket, "key", ch.Key, "why", why)
 	}
+	p.bump()
+}
+
+// bump counts a change and wakes the event streams; the page's lock is
+// held.
+func (p *Page) bump() {
 	p.version++
 	close(p.changed)
 	p.changed = make(chan struct{})

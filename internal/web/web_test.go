@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -54,6 +55,8 @@ type running struct {
 	js   jetstream.JetStream // the test's own (operator) connection
 	seat *seat.Seat
 	url  string // the page's
+	// stopSeat stops the seat and waits for it (it releases its lease).
+	stopSeat func()
 }
 
 func start(t *testing.T) *running {
@@ -71,12 +74,16 @@ func start(t *testing.T) *running {
 	ctx, cancel := context.WithCancel(r.ctx)
 	done := make(chan error, 1)
 	go func() { done <- r.seat.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("seat.Run = %v", err)
-		}
-	})
+	var once sync.Once
+	r.stopSeat = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("seat.Run = %v", err)
+			}
+		})
+	}
+	t.Cleanup(r.stopSeat)
 	r.settle()
 
 	wnc, wjs := bustest.Connect(t, srv, "operator-web")
@@ -140,7 +147,7 @@ func (r *running) get(bucket, key string, v any) bool {
 // browser starts headless Chromium (a fresh profile, no background
 // traffic) and returns a tab's context. A missing Chromium fails the test
 // with how to install it.
-func browser(t *testing.T) context.Context {
+func browser(t testing.TB) context.Context {
 	t.Helper()
 	if _, err := os.Stat(chromium); err != nil {
 		t.Fatalf("%s is missing: the page's test drives Debian's Chromium; install it with `apt-get update && apt-get install -y chromium` (.ci/run does)", chromium)
@@ -391,5 +398,30 @@ func TestAnswerRefusesCrossSiteRequests(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusConflict {
 		t.Errorf("answering twice = %d; want 409 with the router's why", resp.StatusCode)
+	}
+}
+
+// TestPageSaysWhenNoSeatHoldsTheLease: the summary names the seat that
+// holds the lease and when it last composed; once the seat stops, the open
+// page says, without a reload, that no seat holds the lease and since when
+// the seat last composed.
+func TestPageSaysWhenNoSeatHoldsTheLease(t *testing.T) {
+	tab := browser(t)
+	r := start(t)
+	within(t, tab, "loading the page",
+		chromedp.Navigate(r.url),
+		chromedp.WaitVisible(chromedp.CSS(`#live.on`)),
+		chromedp.WaitVisible(chromedp.CSS(`#summary #seat`)))
+	ctx, cancel := context.WithTimeout(tab, 30*time.Second)
+	defer cancel()
+	said, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#summary #seat`)))
+	if err != nil || !strings.Contains(said, "holds the lease since") || !strings.Contains(said, "last composed") {
+		t.Errorf("the page says of the seat %q, %v; want who holds the lease since when, and when it last composed", said, err)
+	}
+	r.stopSeat()
+	within(t, tab, "the page to say no seat holds the lease", chromedp.WaitVisible(chromedp.CSS(`#summary #noseat`)))
+	said, err = chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#summary #noseat`)))
+	if err != nil || !strings.Contains(said, "No seat holds the lease") || !strings.Contains(said, "last composed") {
+		t.Errorf("the page says %q, %v; want that no seat holds the lease, and since when the seat last composed", said, err)
 	}
 }
