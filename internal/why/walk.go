@@ -9,6 +9,7 @@ package why
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -176,6 +177,11 @@ func (w *walker) provision(key string, depth int) {
 // answers the offer by entries, else its have.
 func (w *walker) provider(key string, p mesh.Provision, depth int) {
 	pr := p.Provider
+	if nodes := w.st.NodesOf(pr.Module); !slices.Contains(nodes, pr.Node) {
+		// Whatever its entry or have still say, it answers nothing.
+		w.add(Step{Depth: depth, What: StepProvider, Key: pr.Module, Says: saysProviderLeft(pr, nodes)})
+		return
+	}
 	d, ok := w.st.Trunk(pr.Module)
 	if !ok {
 		w.add(Step{Depth: depth, What: StepProvider, Key: pr.Module, Says: saysNoTrunk(pr)})

@@ -26,6 +26,8 @@ func newBuilder(t *testing.T) *builder {
 	b.module(`{"module":"postgres","provides":[{"name":"database","credential":"own","answered-by":"helper"}],"state":["bound"],"reads":["mesh-provisioner.plans"]}`)
 	b.module(`{"module":"redis","provides":[{"name":"cache"}]}`)
 	b.module(`{"module":"keycloak","provides":[{"name":"oidc-client","answered-by":"helper"}],"state":["bound"]}`)
+	b.put(mesh.PlacementBucket, "control", mesh.Placement{Modules: []mesh.PlacedModule{
+		{Module: "mesh-vault"}, {Module: "postgres"}, {Module: "redis"}, {Module: "keycloak"}}})
 	return b
 }
 
@@ -258,6 +260,21 @@ func TestWalk(t *testing.T) {
 			want: []line{
 				{0, StepProvision, grafanaDB, "asked of postgres on control; its entry in postgres_bound is gone since 2026-12-01T00:00:00Z (it said last: failed: disk full)", "asked"},
 				{1, StepEntry, "postgres_bound " + grafanaDB, "no entry: postgres on control removed it (the key's why says when, and what it said last)", ""},
+			},
+		},
+		{
+			name: "a provider no longer placed on its node",
+			setup: func(b *builder) {
+				b.provision(grafanaDB, mesh.Provision{Provider: postgres, State: mesh.Asked,
+					Why: "asked of postgres on control, which is no longer placed on control (it is placed on n3): nothing answers this key"})
+				b.put(mesh.BoundBucket("postgres"), grafanaDB, mesh.Entry{State: mesh.Provided, VaultName: "v", Generation: 3})
+				b.put(mesh.PlacementBucket, "control", mesh.Placement{Modules: []mesh.PlacedModule{{Module: "mesh-vault"}}})
+				b.put(mesh.PlacementBucket, "n3", mesh.Placement{Modules: []mesh.PlacedModule{{Module: "postgres"}}})
+			},
+			key: grafanaDB,
+			want: []line{
+				{0, StepProvision, grafanaDB, "asked of postgres on control, which is no longer placed on control (it is placed on n3): nothing answers this key", "asked"},
+				{1, StepProvider, "postgres", "the provider postgres is no longer placed on control (it is placed on n3): nothing answers this key", ""},
 			},
 		},
 		{name: "unknown", setup: func(*builder) {}, key: "ace.gitea.database", err: ErrUnknownKey},

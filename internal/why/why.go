@@ -67,6 +67,16 @@ func saysBadManifest(pr mesh.Ref, digest string, err error) string {
 	return fmt.Sprintf("the provider %s's trunk manifest %s cannot be read: %v", pr.Module, digest, err)
 }
 
+// saysProviderLeft says that the provider is no longer placed on its node;
+// nodes are where it is placed now.
+func saysProviderLeft(pr mesh.Ref, nodes []string) string {
+	if len(nodes) == 0 {
+		return "the provider " + pr.Module + " is placed on no node any more: nothing answers this key"
+	}
+	return "the provider " + pr.Module + " is no longer placed on " + pr.Node + " (it is placed on " +
+		strings.Join(nodes, ", ") + "): nothing answers this key"
+}
+
 func saysNoOffer(pr mesh.Ref, provision string) string {
 	return "the provider " + pr.Module + "'s trunk manifest no longer offers " + provision
 }
