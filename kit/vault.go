@@ -88,7 +88,11 @@ type RotateAnswer struct {
 	Key        string `json:"key,omitempty"`
 	VaultName  string `json:"vault-name,omitempty"`
 	Generation int64  `json:"generation,omitempty"`
-	Error      string `json:"error,omitempty"`
+	// InForce is the generation in force when the vault answered:
+	// Generation, or the one before while the consumer's node renders the
+	// new one (the vault's rotation grace).
+	InForce int64  `json:"in-force,omitempty"`
+	Error   string `json:"error,omitempty"`
 }
 
 // ErrVault is wrapped by the errors of [AskSecrets], [AskConsumers] and

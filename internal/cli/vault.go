@@ -70,13 +70,14 @@ func newVaultRotateCmd() *cobra.Command {
 		Use:   "rotate KEY",
 		Short: "Give a credential a new value at the next generation",
 		Long: "rotate asks mesh-vault (verb mesh-vault.rotate) for a new value of the credential at KEY\n" +
-			"(<node>.<consumer>.credential.<provider>_<provision>[_<local>]) at generation+1. The\n" +
-			"consumer's node renders it first (its client renders the module's templates again and\n" +
-			"runs its reload once the provider holds it); the old value stays in force for the provider\n" +
-			"until that node has applied the new one, or until the vault's grace ends (1 minute), and\n" +
-			"then the vault's entry names the new generation: the seat carries it into the provision's\n" +
-			"reference and the provider sets it. With --now the new value is in force at once (a\n" +
-			"credential that leaked): the provider refuses the old one as soon as it sets the new.",
+			"(<node>.<consumer>.credential.<provider>_<provision>[_<local>]) at generation+1. When the\n" +
+			"consumer's module renders the credential into its templates, its node moves first (its\n" +
+			"client renders them again and runs its reload once the provider holds it): the old value\n" +
+			"stays in force for the provider until that node has applied the new one, or until the\n" +
+			"vault's grace ends (1 minute). Then, or at once for any other consumer, the vault's entry\n" +
+			"names the new generation: the seat carries it into the provision's reference and the\n" +
+			"provider sets it. With --now the new value is in force at once (a credential that\n" +
+			"leaked): the provider refuses the old one as soon as it sets the new.",
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return usageError{fmt.Errorf("vault rotate takes one KEY, got %d arguments", len(args))}
@@ -99,9 +100,9 @@ func newVaultRotateCmd() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("vault rotate %s: %w", args[0], err)
 			}
-			when := "in force once the consumer's node applies it, or after the vault's grace"
-			if now {
-				when = "in force now"
+			when := "in force now"
+			if a.InForce != 0 && a.InForce != a.Generation {
+				when = fmt.Sprintf("generation %d stays in force until the consumer's node applies it, or until the vault's grace ends", a.InForce)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "rotated %s: vault name %s, generation %d, %s\n", a.Key, a.VaultName, a.Generation, when)
 			return nil

@@ -2,9 +2,12 @@ package cli_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus/bustest"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/cli"
@@ -19,7 +22,7 @@ func TestVaultRotate(t *testing.T) {
 	seat := kittest.NewSeat(t, s.URL())
 	seat.Judge(mesh.VaultModule)
 	nc, js := bustest.Connect(t, s, mesh.VaultModule)
-	log, _ := kittest.Log()
+	log, said := kittest.Log()
 	if _, err := vault.Start(bustest.Context(t), vault.Config{Dir: t.TempDir(), Node: "control"}, nc, js, log); err != nil {
 		t.Fatal(err)
 	}
@@ -37,21 +40,36 @@ func TestVaultRotate(t *testing.T) {
 		err := root.Execute()
 		return out.String(), err
 	}
+	// No file of the consumer's holds it: in force at once.
 	out, err := rotate(ck.String())
-	if want := "rotated ace.gitea.credential.postgres_database_main: vault name ace.gitea.credential.postgres_database_main, generation 2, in force once the consumer's node applies it, or after the vault's grace\n"; err != nil || out != want {
+	if want := "rotated ace.gitea.credential.postgres_database_main: vault name ace.gitea.credential.postgres_database_main, generation 2, in force now\n"; err != nil || out != want {
 		t.Errorf("vault rotate = %q, %v; want %q", out, err, want)
 	}
-	bustest.WaitFor(t, 0, "the entry naming generation 2 next", func() bool {
-		e, ok := kittest.Entry(t, js, mesh.VaultModule, ck)
-		return ok && e.Generation == 1 && e.Next == 2
+	bustest.WaitFor(t, 0, "the reference at generation 2", func() bool {
+		q, _ := seat.Get(ck)
+		return q.Reference != nil && q.Reference.Generation == 2
 	})
+	// The consumer's node renders it: it waits for that node.
+	applied, err := js.CreateKeyValue(bustest.Context(t), jetstream.KeyValueConfig{Bucket: mesh.AppliedBucket})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(mesh.Applied{Credentials: map[string]int64{ck.String(): 2}})
+	if _, err := applied.Put(bustest.Context(t), "ace.gitea", b); err != nil {
+		t.Fatal(err)
+	}
+	bustest.WaitFor(t, 0, "the vault taking gitea's applied record", func() bool { return said.Has("took an applied record", "key=ace.gitea") })
+	out, err = rotate(ck.String())
+	if want := "rotated ace.gitea.credential.postgres_database_main: vault name ace.gitea.credential.postgres_database_main, generation 3, generation 2 stays in force until the consumer's node applies it, or until the vault's grace ends\n"; err != nil || out != want {
+		t.Errorf("vault rotate = %q, %v; want %q", out, err, want)
+	}
 	out, err = rotate("--now", ck.String())
-	if want := "rotated ace.gitea.credential.postgres_database_main: vault name ace.gitea.credential.postgres_database_main, generation 3, in force now\n"; err != nil || out != want {
+	if want := "rotated ace.gitea.credential.postgres_database_main: vault name ace.gitea.credential.postgres_database_main, generation 4, in force now\n"; err != nil || out != want {
 		t.Errorf("vault rotate --now = %q, %v; want %q", out, err, want)
 	}
-	bustest.WaitFor(t, 0, "the reference at generation 3", func() bool {
+	bustest.WaitFor(t, 0, "the reference at generation 4", func() bool {
 		q, _ := seat.Get(ck)
-		return q.Reference != nil && q.Reference.Generation == 3
+		return q.Reference != nil && q.Reference.Generation == 4
 	})
 	if _, err := rotate("ace.gitea.credential.nothing"); !errors.Is(err, kit.ErrVault) || !strings.Contains(err.Error(), "no value under this name") {
 		t.Errorf("vault rotate of an unknown key = %v; want the vault's refusal", err)

@@ -14,11 +14,12 @@ import (
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
 
-// A rotated credential reaches its consumer before its provider: the
-// consumer is answered the new value at once, while the entry (what the
-// provider sets) names the old one, with the new as next, until the
-// consumer's node says it applied the new one (its applied record's
-// credentials) or the grace ends; with now it is in force at once.
+// A rotated credential that its consumer's node renders into files (its
+// applied record's credentials name it) reaches the consumer before its
+// provider: the consumer is answered the new value at once, while the
+// entry (what the provider sets) names the old one, with the new as next,
+// until the consumer's node says it applied the new one or the grace ends.
+// One that no file holds, or rotated with now, is in force at once.
 func TestVaultRotationWaitsForTheConsumersNode(t *testing.T) {
 	f := start(t)
 	_, cred := f.need(gitea, "main")
@@ -30,59 +31,78 @@ func TestVaultRotationWaitsForTheConsumersNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	old, _ := ask(t, f, "postgres", "postgres", true, kit.VaultRequest{})
-
-	if _, err := f.vault.Rotate(cred.String()); err != nil {
-		t.Fatal(err)
-	}
-	bustest.WaitFor(t, 0, "the entry naming generation 1 in force and 2 next", func() bool {
-		e, ok := kittest.Entry(t, js, mesh.VaultModule, cred)
-		return ok && e.Generation == 1 && e.Next == 2
-	})
-	if p, _ := f.seat.Get(cred); p.Reference == nil || p.Reference.Generation != 1 {
-		t.Errorf("the credential's provision during the grace = %+v; want reference generation 1", p.Reference)
-	}
-	consumer, _ := ask(t, f, "gitea", "gitea", false, kit.VaultRequest{})
-	provider, _ := ask(t, f, "postgres", "postgres", true, kit.VaultRequest{})
-	if len(consumer.Credentials) != 1 || consumer.Credentials[0].Generation != 2 {
-		t.Errorf("gitea during the grace gets %+v; want generation 2 (its node renders it first)", consumer.Credentials)
-	}
-	if values(provider)[cred.String()] != values(old)[cred.String()] {
-		t.Errorf("postgres during the grace gets %v; want generation 1 as before, %v", values(provider), values(old))
-	}
-
-	// Another node's record does not put it in force; the consumer's does.
 	rec := func(gen int64) []byte {
 		b, _ := json.Marshal(mesh.Applied{Credentials: map[string]int64{cred.String(): gen}})
 		return b
 	}
-	if _, err := applied.Put(ctx, "control.gitea", rec(2)); err != nil {
-		t.Fatal(err)
+	// put writes an applied record and waits until the vault took it.
+	put := func(key string, gen int64) {
+		t.Helper()
+		r, err := applied.Put(ctx, key, rec(gen))
+		if err != nil {
+			t.Fatal(err)
+		}
+		bustest.WaitFor(t, 0, "the vault taking "+key, func() bool {
+			return f.said.Has("took an applied record", "key="+key, "revision="+itoa(int64(r)))
+		})
 	}
-	if _, err := applied.Put(ctx, "ace.gitea", rec(1)); err != nil {
-		t.Fatal(err)
-	}
-	if e, _ := kittest.Entry(t, js, mesh.VaultModule, cred); e.Generation != 1 {
-		t.Errorf("after control's record and ace's at generation 1, the entry = %+v; want generation 1 still", e)
-	}
-	if _, err := applied.Put(ctx, "ace.gitea", rec(2)); err != nil {
+
+	// A consumer whose files hold no credential: in force at once.
+	if _, err := f.vault.Rotate(cred.String()); err != nil {
 		t.Fatal(err)
 	}
 	waitProvided(t, f.seat, cred, 2)
+	if !f.said.Has("in force now: the consumer's node renders the credential into no file", "generation=2") {
+		t.Errorf("the vault said:\n%s\nwant the rotation in force at once", f.said.Lines())
+	}
+	old, _ = ask(t, f, "postgres", "postgres", true, kit.VaultRequest{})
+
+	// ace's gitea renders it (generation 2): it is waited for.
+	put("ace.gitea", 2)
+	if _, err := f.vault.Rotate(cred.String()); err != nil {
+		t.Fatal(err)
+	}
+	bustest.WaitFor(t, 0, "the entry naming generation 2 in force and 3 next", func() bool {
+		e, ok := kittest.Entry(t, js, mesh.VaultModule, cred)
+		return ok && e.Generation == 2 && e.Next == 3
+	})
+	if p, _ := f.seat.Get(cred); p.Reference == nil || p.Reference.Generation != 2 {
+		t.Errorf("the credential's provision during the grace = %+v; want reference generation 2", p.Reference)
+	}
+	consumer, _ := ask(t, f, "gitea", "gitea", false, kit.VaultRequest{})
+	provider, _ := ask(t, f, "postgres", "postgres", true, kit.VaultRequest{})
+	if len(consumer.Credentials) != 1 || consumer.Credentials[0].Generation != 3 {
+		t.Errorf("gitea during the grace gets %+v; want generation 3 (its node renders it first)", consumer.Credentials)
+	}
+	if values(provider)[cred.String()] != values(old)[cred.String()] {
+		t.Errorf("postgres during the grace gets %v; want generation 2 as before, %v", values(provider), values(old))
+	}
+
+	// Another node's record, and the consumer's at the old generation,
+	// do not put it in force; the consumer's at the new one does.
+	put("control.gitea", 3)
+	put("ace.gitea", 2)
+	if e, _ := kittest.Entry(t, js, mesh.VaultModule, cred); e.Generation != 2 {
+		t.Errorf("after control's record and ace's at generation 2, the entry = %+v; want generation 2 still", e)
+	}
+	put("ace.gitea", 3)
+	waitProvided(t, f.seat, cred, 3)
 	if e, _ := kittest.Entry(t, js, mesh.VaultModule, cred); e.Next != 0 {
 		t.Errorf("the entry in force = %+v; want no next", e)
 	}
-	if !f.said.Has("the consumer's node applied the rotated credential", "generation=2") {
+	if !f.said.Has("the consumer's node applied the rotated credential", "generation=3") {
 		t.Errorf("the vault said:\n%s\nwant the rotation in force by the consumer's node", f.said.Lines())
 	}
 
 	// No record within the grace: in force when it ends, said.
 	f.grace = 100 * time.Millisecond
 	f.startVault(t)
+	bustest.WaitFor(t, 0, "the restarted vault taking ace.gitea", func() bool { return f.said.Has("took an applied record", "key=ace.gitea") })
 	if _, err := f.vault.Rotate(cred.String()); err != nil {
 		t.Fatal(err)
 	}
-	waitProvided(t, f.seat, cred, 3)
-	if !f.said.Has("did not apply the rotated credential within the grace", "generation=3") {
+	waitProvided(t, f.seat, cred, 4)
+	if !f.said.Has("did not apply the rotated credential within the grace", "generation=4") {
 		t.Errorf("the vault said:\n%s\nwant the grace's end said", f.said.Lines())
 	}
 
@@ -92,8 +112,9 @@ func TestVaultRotationWaitsForTheConsumersNode(t *testing.T) {
 	onc, _ := kittest.Connect(t, f.opURL, "operator")
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if a, err := kit.AskRotateNow(rctx, onc, cred.String()); err != nil || a.Generation != 4 {
-		t.Fatalf("AskRotateNow = %+v, %v; want generation 4", a, err)
+	bustest.WaitFor(t, 0, "the restarted vault taking ace.gitea", func() bool { return f.said.Has("took an applied record", "key=ace.gitea") })
+	if a, err := kit.AskRotateNow(rctx, onc, cred.String()); err != nil || a.Generation != 5 || a.InForce != 5 {
+		t.Fatalf("AskRotateNow = %+v, %v; want generation 5 in force", a, err)
 	}
-	waitProvided(t, f.seat, cred, 4)
+	waitProvided(t, f.seat, cred, 5)
 }

@@ -166,10 +166,11 @@ func Start(ctx context.Context, cfg Config, nc *nats.Conn, js jetstream.JetStrea
 func (v *Vault) Ready() <-chan struct{} { return v.kit.Ready() }
 
 // Rotate gives the value at name (a credential key, or a secret's vault
-// name) a new value at the next generation. A credential's new value is
-// answered to its consumer at once, and comes in force for its provider
-// (its entry names it) once the consumer's node has applied it or the
-// grace ends (see [Config].Grace); a secret's at once. It returns the new
+// name) a new value at the next generation. A credential whose consumer's
+// node renders it into files (its applied record's credentials name it)
+// is answered to the consumer at once, and comes in force for its
+// provider (its entry names it) once that node has applied it or the
+// grace ends (see [Config].Grace); any other, and a secret, at once. It returns the new
 // value's name and generation, or an error wrapping [ErrUnknown] when the
 // vault keeps nothing at name.
 func (v *Vault) Rotate(name string) (Value, error) { return v.rotate(name, false) }
@@ -178,19 +179,39 @@ func (v *Vault) Rotate(name string) (Value, error) { return v.rotate(name, false
 func (v *Vault) RotateNow(name string) (Value, error) { return v.rotate(name, true) }
 
 func (v *Vault) rotate(name string, now bool) (Value, error) {
+	val, _, err := v.rotateAnswer(name, now)
+	return val, err
+}
+
+// rotateAnswer is rotate, returning also the generation in force once it
+// returns: the new one, or the one before while the consumer's node
+// renders the new one.
+func (v *Vault) rotateAnswer(name string, now bool) (Value, int64, error) {
 	before, _ := v.store.Get(name)
 	val, err := v.store.Rotate(name)
 	if err != nil {
-		return Value{}, err
+		return Value{}, 0, err
 	}
 	_, isCredential := v.credential(name, false)
+	// Only a consumer whose node renders the credential into its files
+	// (its applied record says which generation they hold) is waited for.
+	var record []byte
+	consumer := ""
+	if pk, err := mesh.ParseProvisionKey(name); err == nil {
+		consumer = mesh.NodeModule{Node: pk.Node, Module: pk.Consumer}.String()
+		if it, ok := v.applied.Get(consumer); ok {
+			record = it.Value
+		}
+	}
+	renders := isCredential && rendered(record, name)
 	v.mu.Lock()
 	r := v.rotating[name]
 	switch {
-	case !isCredential || now || v.cfg.Grace < 0:
+	case !renders || now || v.cfg.Grace < 0:
 		if r != nil {
 			r.timer.Stop()
 			delete(v.rotating, name)
+			r = nil
 		}
 	case r == nil:
 		// The value in force stays the one before, the provider's.
@@ -211,24 +232,45 @@ func (v *Vault) rotate(name string, now bool) (Value, error) {
 		r.to = val.Generation
 		r.timer.Reset(v.cfg.Grace)
 	}
+	inForce := val.Generation
+	if r != nil {
+		inForce = r.from.Generation
+	}
 	v.mu.Unlock()
 	if r != nil {
-		// The consumer's node may have rendered it already (asked for
-		// another change since the store held it).
-		if pk, err := mesh.ParseProvisionKey(name); err == nil {
-			key := mesh.NodeModule{Node: pk.Node, Module: pk.Consumer}.String()
-			if it, ok := v.applied.Get(key); ok {
-				v.tookApplied(bus.Change{Key: key, Value: it.Value})
-			}
+		// The consumer's node may hold the new one already (it rendered
+		// it between the store's rotation and the rotation's record).
+		if it, ok := v.applied.Get(consumer); ok {
+			v.tookApplied(bus.Change{Key: consumer, Value: it.Value})
 		}
 	}
 	v.kit.Again(name)
-	if r != nil && !now {
-		v.log.Info("vault: rotated; the new generation is in force once the consumer's node applies it, or after the grace", "name", name, "generation", val.Generation, "in_force", r.from.Generation, "grace", v.cfg.Grace)
-	} else {
+	switch {
+	case r != nil:
+		v.log.Info("vault: rotated; the new generation is in force once the consumer's node applies it, or after the grace", "name", name, "generation", val.Generation, "in_force", inForce, "grace", v.cfg.Grace)
+	case isCredential && !now && !renders:
+		v.log.Info("vault: rotated; in force now: the consumer's node renders the credential into no file", "name", name, "generation", val.Generation)
+	default:
 		v.log.Info("vault: rotated", "name", name, "generation", val.Generation)
 	}
-	return Value{Name: val.Name, Generation: val.Generation}, nil
+	return Value{Name: val.Name, Generation: val.Generation}, inForce, nil
+}
+
+// rendered reports whether the applied record (value at <node>.<module>
+// in mesh-provisioner_applied) says its module's files hold the
+// credential key.
+func rendered(record []byte, key string) bool {
+	if record == nil {
+		return false
+	}
+	var a struct {
+		Credentials map[string]int64 `json:"credentials"`
+	}
+	if jsonhead.Unmarshal(record, &a) != nil {
+		return false
+	}
+	_, ok := a.Credentials[key]
+	return ok
 }
 
 // inForce ends the rotation of name to generation to (by "applied": the
@@ -260,6 +302,7 @@ func (v *Vault) tookApplied(ch bus.Change) {
 	if ch.Deleted {
 		return
 	}
+	v.log.Debug("vault: took an applied record", "bucket", mesh.AppliedBucket, "key", ch.Key, "revision", ch.Revision)
 	v.mu.Lock()
 	none := len(v.rotating) == 0
 	v.mu.Unlock()
@@ -556,12 +599,12 @@ func (v *Vault) answerRotate(m *nats.Msg) {
 		v.reply(m, kit.RotateAnswer{Error: whyBadRotate(err)}, "verb", kit.RotateVerb)
 		return
 	}
-	val, err := v.rotate(req.Key, req.Now)
+	val, inForce, err := v.rotateAnswer(req.Key, req.Now)
 	if err != nil {
 		v.reply(m, kit.RotateAnswer{Key: req.Key, Error: err.Error()}, "verb", kit.RotateVerb, "key", req.Key)
 		return
 	}
-	v.reply(m, kit.RotateAnswer{Key: req.Key, VaultName: val.Name, Generation: val.Generation}, "verb", kit.RotateVerb, "key", req.Key)
+	v.reply(m, kit.RotateAnswer{Key: req.Key, VaultName: val.Name, Generation: val.Generation, InForce: inForce}, "verb", kit.RotateVerb, "key", req.Key)
 }
 
 // reply answers m with a; it logs who asked and how many values went out,
