@@ -52,7 +52,7 @@ provided and its asks to be recorded.`,
 	bf.add(cmd)
 	bf.addReplicas(cmd)
 	cmd.Flags().StringVar(&id, "id", "", "this instance's name in the seat's lease (default: host, pid and start time)")
-	cmd.Flags().DurationVar(&ttl, "lease", 10*time.Second, "how long the seat's lease outlives a holder that stopped (at least 100ms; default 30s with --replicas over 1, so that a leader election of the lease bucket does not lose it)")
+	cmd.Flags().DurationVar(&ttl, "lease", 10*time.Second, "how long the seat's lease outlives a holder that stopped (at least 100ms; default 12s with --replicas over 1, so that a leader election of the lease bucket does not lose it; a standby takes over within a second of its lapse)")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	cmd.Flags().StringVar(&metricsAddr, "metrics", "", "serve Prometheus metrics (/metrics) and a health check (/healthz) on this address, e.g. 127.0.0.1:9464")
 	return cmd

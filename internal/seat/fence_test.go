@@ -163,3 +163,78 @@ func TestWriteOnAStaleViewIsRefused(t *testing.T) {
 	release()
 	h.waitState(key, mesh.Failed, "no certificate")
 }
+
+// TestStaleSeatOnAClusterWritesNothing is TestStaleSeatWritesNothing on a
+// three-server cluster with R3 buckets and the replicated lease's
+// defaults (12 s, renewed every 2 s, fenced 9 s after the last renewal,
+// a standby trying every second): a holder held still (as by SIGSTOP)
+// while a standby takes the seat over writes nothing when it goes on,
+// however soon the standby took over.
+func TestStaleSeatOnAClusterWritesNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a three-server cluster and a lease's lapse: not in -short")
+	}
+	c := bustest.Cluster(t)
+	ctx := bustest.Context(t)
+	h := &harness{t: t, ctx: ctx}
+	var err error
+	h.nc, h.js, err = bus.Connect(bus.Dial{URL: c.URL(), Name: "operator", Replicas: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.nc.Close)
+	h.apply(homelab(t))
+	run := func(id string) (*seat.Seat, chan error) {
+		nc, js, err := bus.Connect(bus.Dial{URL: c.URL(), Name: "seat-" + id, Replicas: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		st := seat.New(js, seat.Config{ID: id})
+		done := make(chan error, 1)
+		go func() { done <- st.Run(ctx) }()
+		return st, done
+	}
+	held := func(s *seat.Seat) func() bool {
+		return func() bool { st, _ := s.Lease(); return st == seat.LeaseHeld }
+	}
+	a, aDone := run("a")
+	bustest.WaitFor(t, 30*time.Second, "seat a to hold the lease", held(a))
+	h.seat = a
+	h.settle()
+	before := a.Wrote()
+	if before == 0 {
+		t.Fatal("seat a wrote nothing at its first composition")
+	}
+	a.Pause()
+	paused := time.Now()
+	b, _ := run("b")
+	bustest.WaitFor(t, 30*time.Second, "seat b to take the seat over", held(b))
+	t.Logf("seat b held the lease %v after seat a was held still (lease %v)", time.Since(paused).Round(100*time.Millisecond), seat.ReplicatedLease)
+	h.seat = b
+	h.apply(withoutVaultwarden(t)) // b writes the change
+	bustest.WaitFor(t, 0, "seat a's watches to have taken seat b's writes", func() bool {
+		for _, key := range askedFirst {
+			if !a.Keeps(mesh.ProvisionsBucket, key) {
+				return false
+			}
+		}
+		return true
+	})
+	release := a.Resume(func(ch bus.Change) bool {
+		return ch.Bucket != mesh.ProvisionsBucket && ch.Bucket != mesh.RecordsBucket
+	})
+	bustest.WaitFor(t, 0, "seat a to find its lease lapsed, or to be done with what it took", func() bool {
+		return a.Fenced() || a.Idle() && a.Asking() == 0 && a.Wrote() != before
+	})
+	if !a.Fenced() {
+		t.Error("seat a went on writing after seat b took the seat over")
+	}
+	release()
+	if n := a.Wrote(); n != before {
+		t.Errorf("seat a wrote %d times after seat b took the seat over; want none", n-before)
+	}
+	if err := <-aDone; !errors.Is(err, seat.ErrLeaseLost) {
+		t.Errorf("seat a Run = %v; want ErrLeaseLost", err)
+	}
+}

@@ -62,7 +62,7 @@ func CheckLease(ttl time.Duration) error {
 }
 
 // lease is the seat's hold on mesh-provisioner_seat "holder": a key that
-// lapses TTL after its last write, renewed every TTL/3.
+// lapses TTL after its last write, renewed every TTL/6 ([renewal]).
 type lease struct {
 	kv  jetstream.KeyValue
 	id  string
@@ -94,12 +94,22 @@ func (l *lease) unrenewed() string {
 		return "its last renewal failed"
 	}
 	age := time.Since(renewed)
-	if failing || age > l.ttl/3+l.ttl/6 {
+	if period := renewal(l.ttl); failing || age > period+period/2 {
 		return fmt.Sprintf("the bus has not taken a renewal for %v (renewed every %v; the seat stops writing %v after the last one)",
-			age.Round(100*time.Millisecond), l.ttl/3, l.fence())
+			age.Round(100*time.Millisecond), renewal(l.ttl), l.fence())
 	}
 	return ""
 }
+
+// renewal is how often a holder renews its lease of TTL ttl: a sixth of
+// it, so that five renewals in a row may fail (a bucket electing a
+// leader) before the fence.
+func renewal(ttl time.Duration) time.Duration { return ttl / 6 }
+
+// standby is how often an instance waiting for a lease of TTL ttl tries
+// to take it: every second (a third of the TTL when that is shorter), so
+// that it takes over within about a second of the lease's lapse.
+func standby(ttl time.Duration) time.Duration { return min(ttl/3, time.Second) }
 
 // fence is how long after its last renewal's request a seat still writes:
 // three quarters of the TTL, so that one renewal may be late.
@@ -116,7 +126,7 @@ func (l *lease) age() (time.Duration, bool) {
 	return time.Since(l.renewed), true
 }
 
-// acquire waits until it holds the lease, trying again every TTL/3 while
+// acquire waits until it holds the lease, trying again every [standby] while
 // another instance holds it, and with backoff while the bus does not answer
 // (each failure said): a waiting instance outlives a restart of the bus.
 // Each try's outcome is handed to note (waiting or failing, with why).
@@ -126,7 +136,7 @@ func acquire(ctx context.Context, js jetstream.JetStream, id string, ttl time.Du
 	bo.MaxInterval = ttl
 	said := false
 	for {
-		wait := ttl / 3
+		wait := standby(ttl)
 		l, held, err := try(ctx, js, id, ttl)
 		switch {
 		case ctx.Err() != nil:
@@ -186,7 +196,7 @@ func try(ctx context.Context, js jetstream.JetStream, id string, ttl time.Durati
 	return nil, holder, nil
 }
 
-// hold renews the lease every TTL/3 until ctx is done. It returns
+// hold renews the lease every [renewal] until ctx is done. It returns
 // ErrLeaseLost when the bus refuses a renewal (another instance holds the
 // key, or it lapsed), or when no renewal was written for a whole TTL. A
 // renewal the bus did not answer (a lost connection, the seat's bucket
@@ -199,7 +209,7 @@ func (l *lease) hold(ctx context.Context) error {
 	bo.InitialInterval = min(100*time.Millisecond, l.ttl/10)
 	bo.MaxInterval = max(l.ttl/10, bo.InitialInterval)
 	unsure := false // a renewal the bus did not answer may have been written
-	wait := l.ttl / 3
+	wait := renewal(l.ttl)
 	for {
 		select {
 		case <-ctx.Done():
@@ -215,7 +225,7 @@ func (l *lease) hold(ctx context.Context) error {
 			l.mu.Lock()
 			l.renewed, l.rev, l.failing = sent, rev, false
 			l.mu.Unlock()
-			unsure, wait = false, l.ttl/3
+			unsure, wait = false, renewal(l.ttl)
 			bo.Reset()
 			continue
 		}

@@ -141,14 +141,18 @@ type lostAsk struct {
 }
 
 // ReplicatedLease is the seat's lease when its connection makes replicated
-// buckets ([bus.ReplicasOf] over 1) and no lease is given: 30 s. A lease
+// buckets ([bus.ReplicasOf] over 1) and no lease is given: 12 s. A lease
 // bucket whose leader's server stops has no leader until the others elect
-// one, which nats-server does in 4 to 9 s; the seat renews every third of
-// its lease and stops writing at three quarters of it (its fence), so a 10
-// s lease renewed 3 s before such a stop would fence the seat (and lose its
-// lease) in every failover of the lease bucket. With 30 s, a renewal up to
-// 10 s old and an election of 9 s stay inside the 22.5 s fence.
-const ReplicatedLease = 30 * time.Second
+// one, which nats-server does in 4 to 9 s; the seat renews every sixth of
+// its lease (2 s) and stops writing at three quarters of it (its fence, 9
+// s after the last renewal's request), so that an election of up to 7 s
+// right after a renewal passes without fencing the seat. A standby tries
+// to take the lease every second, so that it takes over within about 13 s
+// of a holder killed right after a renewal (12 s for the key to lapse).
+// The lapse is counted by the server from its write of the renewal, which
+// is after the request the fence counts from: the holder stops writing 3
+// s before the standby can take the lease, whatever the election.
+const ReplicatedLease = 12 * time.Second
 
 // New returns a seat that will work through js, the seat's own connection.
 func New(js jetstream.JetStream, cfg Config) *Seat {
