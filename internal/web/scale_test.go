@@ -8,6 +8,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -118,6 +121,26 @@ func next(t *testing.T, events <-chan string, what string) string {
 	return ""
 }
 
+// shoot keeps a screenshot of the tab in $MESH_TEST_SCREENSHOTS, when set,
+// to look at after the test.
+func shoot(t *testing.T, tab context.Context, name string) {
+	t.Helper()
+	dir := os.Getenv("MESH_TEST_SCREENSHOTS")
+	if dir == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(tab, 10*time.Second)
+	defer cancel()
+	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Errorf("screenshot %s: %v", name, err)
+		return
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".png"), shot, 0o644); err != nil {
+		t.Error(err)
+	}
+}
+
 // bigPage serves a page fed with a mesh of workers nodes (and control).
 func bigPage(t testing.TB, workers int) (context.Context, *web.Page, *httptest.Server, *bigMesh) {
 	srv := bustest.Server(t)
@@ -226,6 +249,7 @@ func TestPageAtTenThousandNodes(t *testing.T) {
 		}
 	}
 
+	shoot(t, tab, "summary-10k")
 	within(t, tab, "the next page of nodes",
 		chromedp.Click(chromedp.CSS(`#nodes a[rel="next"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`tr[data-node="`+worker(web.PageSize)+`"]`)), // control is first
@@ -247,6 +271,7 @@ func TestPageAtTenThousandNodes(t *testing.T) {
 	within(t, tab, "clicking "+key,
 		chromedp.Click(chromedp.CSS(`#found tr[data-key="`+key+`"] td.key a`)),
 		chromedp.WaitVisible(chromedp.CSS(`#why tr.step`)))
+	shoot(t, tab, "key-10k")
 	if got := text(tctx, `#key h2`); got != key {
 		t.Errorf("the key's view is titled %q; want the whole key %q", got, key)
 	}
@@ -257,11 +282,31 @@ func TestPageAtTenThousandNodes(t *testing.T) {
 	within(t, tab, "drilling down to control",
 		chromedp.Navigate(hs.URL+"/?node=control"),
 		chromedp.WaitVisible(chromedp.CSS(`#provides`)))
+	shoot(t, tab, "node-control-10k")
 	if got := text(tctx, `#provides .count`); got != strconv.Itoa(4*m.workers) {
 		t.Errorf("control provides %s keys on its page; want %d", got, 4*m.workers)
 	}
 	if got := text(tctx, `#plans .count`); got != "2" {
 		t.Errorf("control shows %s plans; want postgres and redis", got)
+	}
+
+	within(t, tab, "drilling down to app-a",
+		chromedp.Navigate(hs.URL+"/?module=app-a"),
+		chromedp.WaitVisible(chromedp.CSS(`#consumes`)))
+	for sel, want := range map[string]string{
+		"#planned .count":  strconv.Itoa(m.workers),
+		"#consumes .count": strconv.Itoa(2 * m.workers),
+		"#provides .count": "0",
+	} {
+		if got := text(tctx, sel); got != want {
+			t.Errorf("app-a's %s = %q; want %q", sel, got, want)
+		}
+	}
+	within(t, tab, "searching state:failed",
+		chromedp.Navigate(hs.URL+"/?q="+url.QueryEscape("state:failed module:app-a")),
+		chromedp.WaitVisible(chromedp.CSS(`#found`)))
+	if got := text(tctx, "#found .count"); got != strconv.Itoa(m.counts[mesh.Failed]) {
+		t.Errorf("state:failed module:app-a found %s keys; want %d", got, m.counts[mesh.Failed])
 	}
 
 	// A change reaches an open summary as a delta of what it shows.

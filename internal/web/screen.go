@@ -59,8 +59,14 @@ type moduleRow struct {
 
 // section makes a part of kind holding the page of rows asked for in q.
 func section[T any](q query, id, kind, title, empty string, rows []T, itemID func(T) string) part {
-	from, to, page, pages := window(len(rows), q.Pages[id])
-	pt := part{ID: id, Kind: kind, Title: title, Count: len(rows), Empty: empty,
+	return paged(q, id, kind, title, empty, len(rows), func(i int) (string, any) { return itemID(rows[i]), rows[i] })
+}
+
+// paged makes a part of kind of n rows, making only the rows of the page
+// asked for in q: at returns row i and its item id.
+func paged(q query, id, kind, title, empty string, n int, at func(i int) (string, any)) part {
+	from, to, page, pages := window(n, q.Pages[id])
+	pt := part{ID: id, Kind: kind, Title: title, Count: n, Empty: empty,
 		Pager: pager{Page: page, Pages: pages, From: from + 1, To: to}}
 	if page > 1 {
 		pt.Pager.Prev = q.pageLink(id, page-1)
@@ -68,21 +74,38 @@ func section[T any](q query, id, kind, title, empty string, rows []T, itemID fun
 	if page < pages {
 		pt.Pager.Next = q.pageLink(id, page+1)
 	}
-	for _, r := range rows[from:to] {
-		pt.Items = append(pt.Items, item{ID: id + "/" + itemID(r), Row: r})
+	for i := from; i < to; i++ {
+		iid, row := at(i)
+		pt.Items = append(pt.Items, item{ID: id + "/" + iid, Row: row})
 	}
 	return pt
 }
 
-// provsOf returns the rows of keys, sorted by key.
-func (p *Page) provsOf(keys keySet, keep func(string, mesh.Provision) bool) []provRow {
-	out := make([]provRow, 0, len(keys))
-	for key := range keys {
+// provsPart is a part of the provision keys (sorted), of which only the
+// page's rows are made.
+func (p *Page) provsPart(q query, id, title, empty string, keys []string) part {
+	return paged(q, id, "provs", title, empty, len(keys), func(i int) (string, any) {
+		return keys[i], newProvRow(keys[i], p.provs[keys[i]])
+	})
+}
+
+// nodesPart is a part of the nodes (sorted), of which only the page's rows
+// are made.
+func (p *Page) nodesPart(q query, id, title, empty string, nodes []string) part {
+	return paged(q, id, "nodes", title, empty, len(nodes), func(i int) (string, any) {
+		return nodes[i], p.nodeRow(nodes[i])
+	})
+}
+
+// keysOf returns the keys of set whose provision keep keeps, sorted.
+func (p *Page) keysOf(set keySet, keep func(string, mesh.Provision) bool) []string {
+	out := make([]string, 0, len(set))
+	for key := range set {
 		if pv, ok := p.provs[key]; ok && (keep == nil || keep(key, pv)) {
-			out = append(out, newProvRow(key, pv))
+			out = append(out, key)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	sort.Strings(out)
 	return out
 }
 
@@ -92,14 +115,6 @@ func (p *Page) nodeRow(node string) nodeRow {
 		return nodeRow{Node: node}
 	}
 	return nodeRow{Node: node, nodeSum: *s, Counts: countStates(s.States, "node:"+node+" ")}
-}
-
-func (p *Page) nodeRows(nodes []string) []nodeRow {
-	out := make([]nodeRow, 0, len(nodes))
-	for _, n := range nodes {
-		out = append(out, p.nodeRow(n))
-	}
-	return out
 }
 
 func (p *Page) askRows(ids keySet) []askRow {
@@ -189,14 +204,7 @@ func (p *Page) meshParts(sc *screen, q query) {
 		sort.Strings(keys)
 		sc.Parts = append(sc.Parts, section(q, "held", "held", "Held modules", "", p.heldRows(keys), func(h heldRow) string { return h.Key }))
 	}
-	names := p.idx.nodeNames()
-	from, to, _, _ := window(len(names), q.Pages["nodes"])
-	// Only the page's rows are made; the part counts every node.
-	rows := make([]nodeRow, len(names))
-	for i := from; i < to; i++ {
-		rows[i] = p.nodeRow(names[i])
-	}
-	sc.Parts = append(sc.Parts, section(q, "nodes", "nodes", "Nodes", "No node has a plan or provision yet.", rows, func(r nodeRow) string { return r.Node }))
+	sc.Parts = append(sc.Parts, p.nodesPart(q, "nodes", "Nodes", "No node has a plan or provision yet.", p.idx.nodeNames()))
 	if len(p.odd) > 0 {
 		var odd []oddRow
 		for k, why := range p.odd {
@@ -230,22 +238,20 @@ func (p *Page) nodeParts(sc *screen, q query) {
 		sc.Parts = append(sc.Parts, section(q, "asks", "asks", "Open asks", "", p.askRows(ids), func(a askRow) string { return a.ID }))
 	}
 	sc.Parts = append(sc.Parts,
-		section(q, "consumes", "provs", "Provisions of its modules", "Its modules consume nothing.", p.provsOf(p.idx.consumes[n], nil), provID),
-		section(q, "provides", "provs", "Provided by its modules", "Its modules provide nothing.", p.provsOf(p.idx.provides[n], nil), provID))
+		p.provsPart(q, "consumes", "Provisions of its modules", "Its modules consume nothing.", p.keysOf(p.idx.consumes[n], nil)),
+		p.provsPart(q, "provides", "Provided by its modules", "Its modules provide nothing.", p.keysOf(p.idx.provides[n], nil)))
 }
-
-func provID(r provRow) string { return r.Key }
 
 func (p *Page) moduleParts(sc *screen, q query) {
 	m := q.Module
-	sc.Parts = append(sc.Parts, section(q, "planned", "nodes", "Nodes with a plan of "+m, "No node has a plan of this module.",
-		p.nodeRows(p.idx.planned[m].sorted()), func(r nodeRow) string { return r.Node }))
+	sc.Parts = append(sc.Parts, p.nodesPart(q, "planned", "Nodes with a plan of "+m, "No node has a plan of this module.",
+		p.idx.planned[m].sorted()))
 	keys := p.idx.byModule[m]
 	sc.Parts = append(sc.Parts,
-		section(q, "consumes", "provs", "What it consumes", "It consumes nothing.",
-			p.provsOf(keys, func(k string, pv mesh.Provision) bool { _, c := provisionNames(k, pv); return c == m }), provID),
-		section(q, "provides", "provs", "What it provides", "It provides nothing.",
-			p.provsOf(keys, func(_ string, pv mesh.Provision) bool { return pv.Provider.Module == m }), provID))
+		p.provsPart(q, "consumes", "What it consumes", "It consumes nothing.",
+			p.keysOf(keys, func(k string, pv mesh.Provision) bool { _, c := provisionNames(k, pv); return c == m })),
+		p.provsPart(q, "provides", "What it provides", "It provides nothing.",
+			p.keysOf(keys, func(_ string, pv mesh.Provision) bool { return pv.Provider.Module == m })))
 }
 
 func (p *Page) searchParts(sc *screen, q query) {
@@ -258,7 +264,7 @@ func (p *Page) searchParts(sc *screen, q query) {
 			}
 		}
 		if len(nodes) > 0 {
-			sc.Parts = append(sc.Parts, section(q, "found-nodes", "nodes", "Nodes", "", p.nodeRows(nodes), func(r nodeRow) string { return r.Node }))
+			sc.Parts = append(sc.Parts, p.nodesPart(q, "found-nodes", "Nodes", "", nodes))
 		}
 		var mods []moduleRow
 		for m, keys := range p.idx.byModule {
@@ -276,14 +282,14 @@ func (p *Page) searchParts(sc *screen, q query) {
 			sc.Parts = append(sc.Parts, section(q, "found-modules", "modules", "Modules", "", mods, func(r moduleRow) string { return r.Module }))
 		}
 	}
-	var found []provRow
+	var found []string
 	for key, pv := range p.provs {
 		if matches(terms, key, pv) {
-			found = append(found, newProvRow(key, pv))
+			found = append(found, key)
 		}
 	}
-	sort.Slice(found, func(i, j int) bool { return found[i].Key < found[j].Key })
-	sc.Parts = append(sc.Parts, section(q, "found", "provs", "Provisions", "No provision matches.", found, provID))
+	sort.Strings(found)
+	sc.Parts = append(sc.Parts, p.provsPart(q, "found", "Provisions", "No provision matches.", found))
 }
 
 // keyPart is what the page shows of one key.

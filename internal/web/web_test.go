@@ -242,6 +242,7 @@ func TestPageInChromium(t *testing.T) {
 	within(t, tab, "clicking "+key,
 		chromedp.Click(chromedp.CSS(row+` td.key a`)),
 		chromedp.WaitVisible(chromedp.CSS(`#why tr.step`)))
+	shoot(t, tab, "key-live")
 	if txt, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#key h2`))); err != nil || txt != key {
 		t.Errorf("the key's view is titled %q, %v; want the whole key %s", txt, err, key)
 	}
