@@ -109,8 +109,8 @@ func (p *Page) hostAllowed(host string) bool {
 }
 
 // view builds and renders the screen of q.
-func (p *Page) view(q query) (*screen, error) {
-	sc := p.build(q)
+func (p *Page) view(ctx context.Context, q query) (*screen, error) {
+	sc := p.build(ctx, q)
 	if err := p.renderScreen(&sc, p.cfg.Now().UTC()); err != nil {
 		return nil, err
 	}
@@ -118,7 +118,7 @@ func (p *Page) view(q query) (*screen, error) {
 }
 
 func (p *Page) servePage(w http.ResponseWriter, r *http.Request) {
-	sc, err := p.view(parseQuery(r.URL.Query()))
+	sc, err := p.view(r.Context(), parseQuery(r.URL.Query()))
 	var b []byte
 	if err == nil {
 		b, err = execute("page", pageData{screen: sc, User: p.cfg.User}, p.cfg.Now().UTC())
@@ -160,7 +160,7 @@ func (p *Page) serveEvents(w http.ResponseWriter, r *http.Request) {
 	for {
 		version, changed := p.watch()
 		if last == nil || version != last.Version {
-			sc, err := p.view(q)
+			sc, err := p.view(ctx, q)
 			if err != nil {
 				p.log.Error("web: rendering the page's view", "err", err)
 				return

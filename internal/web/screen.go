@@ -2,6 +2,7 @@ package web
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"html/template"
 	"sort"
@@ -165,7 +166,7 @@ func (p *Page) summaryOf() summary {
 // build makes the screen of q from one reading of the page's state, its
 // rows not yet rendered. A key's walk is made after the reading, outside
 // the page's lock.
-func (p *Page) build(q query) screen {
+func (p *Page) build(ctx context.Context, q query) screen {
 	p.mu.Lock()
 	sc := screen{Version: p.version, Q: q, Crumbs: []crumb{{"mesh", "/"}}}
 	sc.Parts = append(sc.Parts, part{ID: "summary", Kind: "summary", Data: p.summaryOf()})
@@ -188,7 +189,7 @@ func (p *Page) build(q query) screen {
 	}
 	p.mu.Unlock()
 	if walkKey != "" {
-		sc.Parts = append(sc.Parts, p.walkPart(q, walkKey))
+		sc.Parts = append(sc.Parts, p.walkPart(ctx, q, walkKey))
 	}
 	return sc
 }
@@ -319,8 +320,8 @@ func (p *Page) keyPart(sc *screen, key string) part {
 }
 
 // walkPart is the why walk of key, one row per step.
-func (p *Page) walkPart(q query, key string) part {
-	steps, err := p.walk(key)
+func (p *Page) walkPart(ctx context.Context, q query, key string) part {
+	steps, err := p.walk(ctx, key)
 	var rows []stepRow
 	for _, s := range steps {
 		r := stepRow{Step: s}

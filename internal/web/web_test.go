@@ -213,42 +213,59 @@ func TestPageInChromium(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`#live.on`)), // the event stream is open
 	)
 	// A mark the page keeps only if it is never loaded again.
-	within(t, tab, "marking the page", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-		_, err := chromedp.Evaluate[chromedp.Void](`window.notReloaded = true`)(ctx, tg)
-		return err
-	}))
+	mark := func(what string) {
+		within(t, tab, what, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			_, err := chromedp.Evaluate[chromedp.Void](`window.notReloaded = true`)(ctx, tg)
+			return err
+		}))
+	}
+	ctx, cancel := context.WithTimeout(tab, 60*time.Second)
+	defer cancel()
+	notReloaded := func(what string) {
+		t.Helper()
+		if kept, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`window.notReloaded === true`)); err != nil || !kept {
+			t.Errorf("%s: the page was loaded again (mark kept %v, %v); want a live update", what, kept, err)
+		}
+	}
+	mark("marking ace's page")
 
-	// What the stream of ace's view sends for the change: the key's row
-	// and ace's counts, not the view again.
+	// The vault fails the key: its row turns failed by a delta that carries
+	// the key's row and ace's counts, not the view again.
 	events := stream(t, r.ctx, r.url+"/events?node=ace&v="+version(t, r.url+"/?node=ace"))
 	next(t, events, "the stream's first event")
-	r.put(mesh.BoundBucket(mesh.VaultModule), key, mesh.Entry{State: mesh.Provided, VaultName: "gitea/postgres_database_main", Generation: 1})
-	within(t, tab, key+" to turn provided on the page",
-		chromedp.WaitVisible(chromedp.CSS(row+`[data-state="provided"]`)))
+	r.put(mesh.BoundBucket(mesh.VaultModule), key, mesh.Entry{State: mesh.Failed, Why: "store sealed"})
+	within(t, tab, key+" to turn failed on the page",
+		chromedp.WaitVisible(chromedp.CSS(row+`[data-state="failed"]`)))
 	d := next(t, events, "the delta of "+key)
-	if len(d) > 8<<10 || strings.Contains(d, `"content"`) || !strings.Contains(d, `"consumes/`+key+`"`) || !strings.Contains(d, `provided`) {
-		t.Errorf("the delta = %d bytes %.300s; want under 8 KB, the row of %s provided", len(d), d, key)
+	if len(d) > 8<<10 || strings.Contains(d, `"content"`) || !strings.Contains(d, `"consumes/`+key+`"`) || !strings.Contains(d, `failed`) {
+		t.Errorf("the delta = %d bytes %.300s; want under 8 KB, the row of %s failed", len(d), d, key)
 	}
-	ctx, cancel := context.WithTimeout(tab, 10*time.Second)
-	defer cancel()
-	if kept, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`window.notReloaded === true`)); err != nil || !kept {
-		t.Errorf("the page was loaded again to show the change (mark kept %v, %v); want a live update", kept, err)
-	}
-	if txt, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(row+` .state`))); err != nil || txt != "provided" {
-		t.Errorf("%s's state cell = %q, %v; want provided", key, txt, err)
-	}
+	notReloaded(key + " failed")
 
-	// The key's why walk is one click away.
+	// The key's why walk is one click away, and reads the vault's entry on
+	// the bus.
 	within(t, tab, "clicking "+key,
 		chromedp.Click(chromedp.CSS(row+` td.key a`)),
-		chromedp.WaitVisible(chromedp.CSS(`#why tr.step`)))
-	shoot(t, tab, "key-live")
+		chromedp.WaitVisible(chromedp.CSS(`#why tr.step[data-what="entry"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#live.on`)))
 	if txt, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#key h2`))); err != nil || txt != key {
 		t.Errorf("the key's view is titled %q, %v; want the whole key %s", txt, err, key)
 	}
-	if txt, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#why tr.step:first-child`))); err != nil || !strings.Contains(txt, key) || !strings.Contains(txt, "provided") {
-		t.Errorf("the why walk's first step = %q, %v; want %s provided", txt, err, key)
+	if txt, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#why tr.step:first-child`))); err != nil || !strings.Contains(txt, key) || !strings.Contains(txt, "failed") {
+		t.Errorf("the why walk's first step = %q, %v; want %s failed", txt, err, key)
 	}
+	if txt, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#why tr.step[data-what="entry"]`))); err != nil || !strings.Contains(txt, "mesh-vault_bound "+key) || !strings.Contains(txt, "store sealed") {
+		t.Errorf("the why walk's entry step = %q, %v; want the vault's entry at %s, store sealed", txt, err, key)
+	}
+	mark("marking the key's page")
+
+	// The vault provides it: the open key's view follows.
+	r.put(mesh.BoundBucket(mesh.VaultModule), key, mesh.Entry{State: mesh.Provided, VaultName: "gitea/postgres_database_main", Generation: 1})
+	within(t, tab, key+" to turn provided on its view",
+		chromedp.WaitVisible(chromedp.CSS(`#key [data-state="provided"]`)),
+		chromedp.WaitNotPresent(chromedp.CSS(`#why tr.step[data-what="entry"]`)))
+	shoot(t, tab, "key-live")
+	notReloaded(key + " provided")
 
 	// vaultwarden leaves ace: its database key is asked; click Yes.
 	r.apply(withoutVaultwarden(t))
