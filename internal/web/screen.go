@@ -334,8 +334,8 @@ func (p *Page) walkPart(ctx context.Context, q query, key string) part {
 	if err != nil {
 		empty = "No walk: " + err.Error()
 	}
-	return section(q, "why", "steps", "Why", empty, rows, func(r stepRow) string {
-		return fmt.Sprintf("%d %s %s", r.Depth, r.What, r.Key)
+	return paged(q, "why", "steps", "Why", empty, len(rows), func(i int) (string, any) {
+		return fmt.Sprintf("%d %s %s", i, rows[i].What, rows[i].Key), rows[i] // a walk may pass a key twice
 	})
 }
 
