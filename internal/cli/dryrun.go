@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -12,33 +14,24 @@ import (
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/dryrun"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/meshfile"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/state"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
 
-// runDry is apply --dry-run: the live mesh read once into the seat's
-// in-memory view, the file's keys taken into it, composed as the seat
-// would; nothing written.
+// runDry is apply --dry-run: the buckets a mesh file writes and the ask
+// router's records read once, the file's changes computed from them, and
+// composed as the seat would over the seat's in-memory view (state.Mesh),
+// which holds the seat's own keys and the providers' entries only of the
+// nodes the run reads (dryrun.RunLoaded says which it needed and lacked:
+// they are read, by subject, and the run made again); nothing written.
 func runDry(cmd *cobra.Command, js jetstream.JetStream, f *meshfile.File, output string) error {
 	ctx := cmd.Context()
-	// The buckets a mesh file writes, as meshfile.Current reads them, from
-	// the same read.
-	current := map[string]map[string][]byte{}
-	for _, b := range meshfile.Buckets {
-		current[b] = map[string][]byte{}
-	}
-	m, odd, err := readMesh(ctx, js, func(bucket, key string, value []byte) {
-		if held := current[bucket]; held != nil {
-			held[key] = value
-		}
-	})
+	in, err := readInputs(ctx, js)
 	if err != nil {
 		return fmt.Errorf("apply --dry-run: %w", err)
 	}
-	for _, o := range odd {
-		fmt.Fprintln(cmd.ErrOrStderr(), "apply --dry-run: odd key left as it is:", o)
-	}
 	now := time.Now()
-	d := f.Diff(current, now)
+	d := f.Diff(in.current, now)
 	changes := make([]bus.Change, 0, len(d.Puts)+len(d.Removes))
 	for _, p := range d.Puts {
 		changes = append(changes, bus.Change{Bucket: p.Bucket, Key: p.Key, Value: p.Value})
@@ -46,7 +39,27 @@ func runDry(cmd *cobra.Command, js jetstream.JetStream, f *meshfile.File, output
 	for _, r := range d.Removes {
 		changes = append(changes, bus.Change{Bucket: r.Bucket, Key: r.Key, Deleted: true})
 	}
-	rep := dryrun.Run(m, changes, now.UTC())
+	var rep *dryrun.Report
+	m, odd := in.mesh()
+	for {
+		var missing dryrun.Missing
+		rep, missing = dryrun.RunLoaded(m, in.loaded, changes, now.UTC())
+		if missing.None() {
+			break
+		}
+		read, err := in.read(ctx, js, missing)
+		if err != nil {
+			return fmt.Errorf("apply --dry-run: %w", err)
+		}
+		if missing.Changed || in.loaded == nil {
+			m, odd = in.mesh()
+			continue
+		}
+		odd = append(odd, in.take(m, read)...)
+	}
+	for _, o := range odd {
+		fmt.Fprintln(cmd.ErrOrStderr(), "apply --dry-run: odd key left as it is:", o)
+	}
 	out := cmd.OutOrStdout()
 	if output == "json" {
 		enc := json.NewEncoder(out)
@@ -94,4 +107,189 @@ func would(c dryrun.Change) string {
 		return s
 	}
 	return what + " written"
+}
+
+// inputs is what a dry run has read: every key of the buckets a mesh file
+// writes and of the ask router's records, and the seat's keys and the
+// providers' entries of the nodes in loaded (nil once whole buckets were
+// read).
+type inputs struct {
+	current map[string]map[string][]byte // the buckets a mesh file writes
+	records map[string][]byte
+	seat    map[string]map[string][]byte // plans, provisions, refused and bound buckets read so far
+	loaded  *dryrun.Loaded               // nil once whole buckets were read
+	nodes   int                          // nodes placed
+	bound   []string                     // the providers that keep entries, once a mesh was made
+}
+
+// seatBuckets are the buckets whose keys a dry run reads per node.
+var seatBuckets = []string{mesh.PlansBucket, mesh.ProvisionsBucket, mesh.RefusedBucket}
+
+// wholeShare is the share of the nodes past which a dry run reads whole
+// buckets rather than each node's keys by subject (a quarter): a read per
+// node costs a watch each. A variable for the tests, which read by node.
+var wholeShare = 4
+
+// readInputs reads every key of the buckets a mesh file writes and of the
+// ask router's records; a bucket that does not exist is read as empty.
+func readInputs(ctx context.Context, js jetstream.JetStream) (*inputs, error) {
+	in := &inputs{current: map[string]map[string][]byte{}, seat: map[string]map[string][]byte{},
+		loaded: &dryrun.Loaded{Nodes: map[string]bool{}, Dependents: map[string]bool{}}}
+	for _, b := range meshfile.Buckets {
+		held, err := readKeys(ctx, js, b, "")
+		if err != nil {
+			return nil, err
+		}
+		in.current[b] = held
+	}
+	records, err := readKeys(ctx, js, mesh.RecordsBucket, "")
+	if err != nil {
+		return nil, err
+	}
+	in.records = records
+	in.nodes = len(in.current[mesh.PlacementBucket])
+	return in, nil
+}
+
+// read reads what a run missed: the seat's keys and the providers' entries
+// of its nodes (whole buckets once they are more than a wholeShare of the
+// nodes), and the provision keys of each provision whose shared credential
+// it needs the dependents of.
+//
+// It returns what it read (bucket -> key -> value) for [inputs.take], or
+// nothing once it read whole buckets: make a new mesh then.
+func (in *inputs) read(ctx context.Context, js jetstream.JetStream, missing dryrun.Missing) (map[string]map[string][]byte, error) {
+	buckets := append([]string(nil), seatBuckets...)
+	for _, p := range in.bound {
+		buckets = append(buckets, mesh.BoundBucket(p))
+	}
+	whole := wholeShare*(len(in.loaded.Nodes)+len(missing.Nodes)) > in.nodes
+	if whole {
+		for _, b := range buckets {
+			held, err := readKeys(ctx, js, b, "")
+			if err != nil {
+				return nil, err
+			}
+			in.seat[b] = held
+		}
+		in.loaded = nil
+		return nil, nil
+	}
+	got := map[string]map[string][]byte{}
+	keep := func(b string, held map[string][]byte) {
+		if in.seat[b] == nil {
+			in.seat[b] = map[string][]byte{}
+		}
+		if got[b] == nil {
+			got[b] = map[string][]byte{}
+		}
+		for k, v := range held {
+			if _, had := in.seat[b][k]; !had {
+				got[b][k] = v
+			}
+			in.seat[b][k] = v
+		}
+	}
+	for _, b := range buckets {
+		for _, n := range missing.Nodes {
+			held, err := readKeys(ctx, js, b, n+".>")
+			if err != nil {
+				return nil, err
+			}
+			keep(b, held)
+		}
+	}
+	for _, n := range missing.Nodes {
+		in.loaded.Nodes[n] = true
+	}
+	read := map[string]bool{}
+	for key, prov := range missing.Dependents {
+		in.loaded.Dependents[key] = true
+		if read[prov] {
+			continue
+		}
+		read[prov] = true
+		for _, filter := range []string{"*.*." + prov, "*.*." + prov + ".*"} {
+			held, err := readKeys(ctx, js, mesh.ProvisionsBucket, filter)
+			if err != nil {
+				return nil, err
+			}
+			keep(mesh.ProvisionsBucket, held)
+		}
+	}
+	return got, nil
+}
+
+// take takes what read returned into m, seat buckets first, and returns
+// every odd change said by the mesh.
+func (in *inputs) take(m *state.Mesh, read map[string]map[string][]byte) []error {
+	var odd []error
+	for _, b := range append(append([]string(nil), seatBuckets...), boundBuckets(in.bound)...) {
+		for k, v := range read[b] {
+			if t := m.Take(bus.Change{Bucket: b, Key: k, Value: v}); t.Odd != nil {
+				odd = append(odd, t.Odd)
+			}
+		}
+	}
+	return odd
+}
+
+// boundBuckets names the bound buckets of providers.
+func boundBuckets(providers []string) []string {
+	out := make([]string, len(providers))
+	for i, p := range providers {
+		out[i] = mesh.BoundBucket(p)
+	}
+	return out
+}
+
+// mesh returns a fresh [state.Mesh] holding what in has read, and every odd
+// change said by the mesh.
+func (in *inputs) mesh() (*state.Mesh, []error) {
+	m := state.New()
+	var odd []error
+	take := func(bucket string, held map[string][]byte) {
+		for k, v := range held {
+			if t := m.Take(bus.Change{Bucket: bucket, Key: k, Value: v}); t.Odd != nil {
+				odd = append(odd, t.Odd)
+			}
+		}
+	}
+	for _, b := range meshfile.Buckets {
+		take(b, in.current[b])
+	}
+	take(mesh.RecordsBucket, in.records)
+	for _, b := range seatBuckets {
+		take(b, in.seat[b])
+	}
+	in.bound = m.Bound()
+	for _, p := range in.bound {
+		take(mesh.BoundBucket(p), in.seat[mesh.BoundBucket(p)])
+	}
+	return m, odd
+}
+
+// readKeys reads the keys of bucket matching filter (every key when
+// empty) once: key -> value. A bucket that does not exist is read as
+// empty.
+func readKeys(ctx context.Context, js jetstream.JetStream, bucket, filter string) (map[string][]byte, error) {
+	held := map[string][]byte{}
+	if _, err := js.KeyValue(ctx, bucket); errors.Is(err, jetstream.ErrBucketNotFound) {
+		return held, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("read %s: %w", bucket, err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // stops the copy's watch
+	c := bus.Follow(ctx, js, bucket, bus.Options{Filter: filter})
+	select {
+	case <-c.Ready():
+	case <-ctx.Done():
+		return nil, fmt.Errorf("read %s: %w", bucket, ctx.Err())
+	}
+	c.Range(func(key string, it bus.Item) bool {
+		held[key] = it.Value
+		return true
+	})
+	return held, nil
 }

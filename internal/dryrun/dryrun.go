@@ -1,9 +1,9 @@
 // Package dryrun composes a change to the mesh against a copy of the live
-// state, the way the seat would, and says what the seat would write: per
-// node, the plans, provisions and refusals written, removed or turned
-// retiring, and the asks raised. It is pure: the mesh comes in as a
-// [state.Mesh] (built from the buckets read once), the change as bus
-// changes, the time as now; nothing is written anywhere.
+// state, the way the seat would, and says every key the seat would write:
+// on every node, the plans, provisions and refusals written or removed,
+// each provision's state and each why, and the asks raised. It is pure:
+// the mesh comes in as a [state.Mesh] (built from the buckets read once),
+// the change as bus changes, the time as now; nothing is written anywhere.
 //
 // Like the seat, it takes each change into the mesh, composes every node a
 // change touches (once more when a later write touches it again),
@@ -11,6 +11,11 @@
 // takes its own writes into the mesh, until nothing is left to do. What
 // providers would answer afterwards (their entries and haves) is not
 // known to it: a key stays as composition leaves it.
+//
+// Its cost follows the change: [RunLoaded] runs over a mesh that holds the
+// seat's keys of some nodes only, and says which nodes (and which shared
+// credentials' dependents) it needed and lacked, for the caller to read
+// by subject and run again.
 package dryrun
 
 import (
@@ -89,6 +94,7 @@ const maxRounds = 20
 // values each key it wrote held before.
 type run struct {
 	m    *state.Mesh
+	v    *view // m as the run reads it
 	now  time.Time
 	opts []compose.Option
 	// nodes and keys are left to compose and judge; order is the current
@@ -105,7 +111,8 @@ type run struct {
 
 // Run takes changes into m (which it changes: pass a mesh made for the
 // run) and composes and judges as the seat would at time now with the ask
-// TTL of opts, then reports what would be written.
+// TTL of opts, then reports what would be written. m holds every node's
+// keys; see [RunLoaded] for a mesh that holds some.
 //
 // Its cost follows what the changes touch: the seat routes a change by
 // what it learned composing each node (the keys each needs and their
@@ -118,12 +125,67 @@ type run struct {
 // stored provision says (needOf). It reads and compares only the keys it
 // writes.
 func Run(m *state.Mesh, changes []bus.Change, now time.Time, opts ...compose.Option) *Report {
-	r := &run{m: m, now: now, opts: opts, nodes: map[string]bool{}, keys: map[string]bool{},
+	rep, _ := RunLoaded(m, nil, changes, now, opts...)
+	return rep
+}
+
+// Loaded says which of the seat's keys a mesh holds for [RunLoaded]:
+// every key of the buckets a mesh file writes and of the ask router's
+// records, the seat's keys (plans, provisions, refusals) and the
+// providers' entries of the nodes of Nodes, and, for each shared
+// credential key of Dependents, every provision key of its provision on
+// any node (<node>.<consumer>.<provision>[.<local>]: the keys that may
+// depend on it). A nil Loaded means every key.
+type Loaded struct {
+	Nodes      map[string]bool
+	Dependents map[string]bool
+}
+
+// Missing is what a run read that the mesh did not hold: the nodes whose
+// seat keys it needs, and the shared credential keys whose dependents it
+// needs, key -> their provision. Changed reports whether the run changed
+// the mesh before it stopped: when it did not, the caller may take what it
+// reads into the same mesh and run again; when it did, it makes a new one.
+type Missing struct {
+	Nodes      []string
+	Dependents map[string]string
+	Changed    bool
+}
+
+// None reports whether nothing is missing.
+func (m Missing) None() bool { return len(m.Nodes) == 0 && len(m.Dependents) == 0 }
+
+// RunLoaded is [Run] over a mesh that holds what loaded says (nil: every
+// key). It returns what the run read that m does not hold: when anything
+// is missing there is no report, and the caller runs again on a mesh that
+// holds it too (a node is read when it is composed, when a key of it is
+// judged or written; a shared credential's dependents when it changes or
+// its node is composed). It stops at the first step that read what m does
+// not hold.
+func RunLoaded(m *state.Mesh, loaded *Loaded, changes []bus.Change, now time.Time, opts ...compose.Option) (*Report, Missing) {
+	v := &view{Mesh: m, missing: map[string]bool{}, missingDeps: map[string]string{}}
+	if loaded != nil {
+		v.loaded, v.deps = loaded.Nodes, loaded.Dependents
+		if v.loaded == nil {
+			v.loaded = map[string]bool{}
+		}
+	}
+	r := &run{m: m, v: v, now: now, opts: opts, nodes: map[string]bool{}, keys: map[string]bool{},
 		warm: map[string]bool{}, composed: map[string]bool{}, asked: map[string]bool{},
 		before: kept{plans: map[string]*string{}, provisions: map[string]*mesh.Provision{}, refusals: map[string]*mesh.Refusal{}}}
-	for _, n := range warmFor(m, changes) {
-		m.Composed(compose.Node(m, n, now, opts...))
+	// Composing reads the mesh and never its learned needs: the warm
+	// nodes are composed first, and their needs learned only once nothing
+	// they read was missing, so that m is as it came when something was.
+	var warm []*compose.Result
+	for _, n := range warmFor(v, changes) {
+		warm = append(warm, compose.Node(v, n, now, opts...))
 		r.warm[n] = true
+	}
+	if v.lacks() {
+		return nil, v.missed()
+	}
+	for _, res := range warm {
+		m.Composed(res)
 	}
 	rep := &Report{}
 	for _, ch := range changes {
@@ -139,15 +201,19 @@ func Run(m *state.Mesh, changes []bus.Change, now time.Time, opts ...compose.Opt
 		}
 	}
 	for len(r.nodes)+len(r.keys) > 0 && rep.Rounds < maxRounds*(len(r.composed)+len(r.warm)+1) {
+		if v.lacks() {
+			v.changed = true
+			return nil, v.missed() // what follows would build on what is not there
+		}
 		rep.Rounds++
 		if len(r.nodes) > 0 {
 			node := r.next()
-			res := compose.Node(m, node, now, opts...)
+			res := compose.Node(v, node, now, opts...)
 			m.Composed(res)
 			r.composed[node] = true
 			r.take(res)
 			for _, k := range res.Retiring {
-				p, _ := m.Provision(k)
+				p, _ := v.Provision(k)
 				for _, dep := range p.DependsOn {
 					if dk, err := mesh.ParseProvisionKey(dep); err == nil && dk.Node != node {
 						r.nodes[dk.Node] = true
@@ -158,10 +224,17 @@ func Run(m *state.Mesh, changes []bus.Change, now time.Time, opts ...compose.Opt
 		}
 		ks := sortedKeys(r.keys)
 		r.keys = map[string]bool{}
-		r.take(compose.Judge(m, ks, r.needOf, now, opts...))
+		for _, k := range ks {
+			v.need(nodeOf(k))
+		}
+		r.take(compose.Judge(v, ks, r.needOf, now, opts...))
 	}
 	rep.diff(r.before, r.after(), r.asked)
-	return rep
+	if v.lacks() {
+		v.changed = true
+		return nil, v.missed()
+	}
+	return rep, Missing{}
 }
 
 // next takes the first node left to compose, in name order of the current
@@ -184,39 +257,38 @@ func (r *run) next() string {
 // from the nodes composed so far; else, when a node whose composition may
 // need key (its own, or the node of a key that depends on it: a shared
 // credential is needed by its consumers' nodes) is one the run has not
-// composed, what the key's stored provision says, unless it is retiring
-// or its consumer is held (it has a refusal): in a settled mesh any other
-// stored key is needed, from its provider, with its depends-on.
+// composed, what the key's stored provision says, unless it is retiring:
+// in a settled mesh any other stored key is needed (a held consumer's too),
+// from its provider, with its depends-on, as it stands.
 func (r *run) needOf(key string) *compose.Need {
 	if n := r.m.NeedOf(key); n != nil {
 		return n
 	}
 	cold := func(k string) bool { n := nodeOf(k); return !r.warm[n] && !r.composed[n] }
 	unknown := cold(key)
-	for _, d := range r.m.DependentsOf(key) {
+	for _, d := range r.v.DependentsOf(key) {
 		unknown = unknown || cold(d)
 	}
-	p, ok := r.m.Provision(key)
+	p, ok := r.v.Provision(key)
 	if !unknown || !ok || p.State == mesh.Retiring {
 		return nil
-	}
-	if _, held := r.m.Refusal(mesh.NodeModule{Node: p.Consumer.Node, Module: p.Consumer.Module}.String()); held {
-		return nil // a held module's keys are left as they are: not needed, not unneeded
 	}
 	return &compose.Need{Key: key, Provision: p.Provision, Local: p.Local, Consumer: p.Consumer, Provider: p.Provider, DependsOn: p.DependsOn}
 }
 
 // warmFor returns, sorted, the nodes whose learned needs route changes:
 // the nodes a change names (a placement, want or have key's node), the
-// nodes where a module whose builds, trunk or manifest change is placed,
-// and every node whose placed modules, at any build the seat composes them
+// nodes where a module whose builds or trunk change is placed, and every
+// node whose placed modules, at any build the seat composes them
 // at, require a module that a change places, unplaces, builds anew, or
 // whose want or have changes (mesh-vault, for a requirement of an offer
 // with a credential). A superset only composes a node whose composition
 // changes nothing more.
-func warmFor(m *state.Mesh, changes []bus.Change) []string {
+func warmFor(v *view, changes []bus.Change) []string {
+	m := v.Mesh
 	nodes := map[string]bool{}
-	modules := map[string]bool{}
+	modules := map[string]bool{} // placed, unplaced, wanted or had anew: their consumers
+	built := map[string]bool{}   // builds or trunk anew: where placed too
 	for _, ch := range changes {
 		switch ch.Bucket {
 		case mesh.PlacementBucket:
@@ -249,64 +321,24 @@ func warmFor(m *state.Mesh, changes []bus.Change) []string {
 			}
 		case mesh.BuildsBucket:
 			if k, err := mesh.ParseBuildKey(ch.Key); err == nil {
-				modules[k.Module] = true
+				built[k.Module] = true
 			}
 		case mesh.ModulesBucket:
-			modules[ch.Key] = true
+			built[ch.Key] = true
 		}
 	}
-	for mod := range modules {
+	for mod := range built {
+		modules[mod] = true
 		for _, n := range m.NodesOf(mod) {
 			nodes[n] = true
 		}
 	}
-	if len(modules) > 0 {
-		for _, n := range m.Nodes() {
-			if !nodes[n] && requiresAny(m, n, modules) {
-				nodes[n] = true
-			}
+	for mod := range modules {
+		for _, n := range v.consumersOf(mod) {
+			nodes[n] = true
 		}
 	}
 	return sortedKeys(nodes)
-}
-
-// requiresAny reports whether a module placed on node requires one of
-// modules at any build the seat composes it at (its want's, its have's,
-// its newest), or requires an offer with a credential while modules holds
-// mesh-vault.
-func requiresAny(m *state.Mesh, node string, modules map[string]bool) bool {
-	placed, _ := m.Placed(node)
-	for _, mod := range placed {
-		var builds []mesh.Build
-		if fp, ok, _ := m.Want(node, mod); ok {
-			if b, ok := m.Build(mod, fp); ok {
-				builds = append(builds, b)
-			}
-		}
-		if h, ok, _ := m.Have(node, mod); ok && h.Fingerprint != "" {
-			if b, ok := m.Build(mod, h.Fingerprint); ok {
-				builds = append(builds, b)
-			}
-		}
-		if b, ok := m.Newest(mod); ok {
-			builds = append(builds, b)
-		}
-		for _, b := range builds {
-			man, err := m.Manifest(b.Manifest)
-			if err != nil {
-				continue
-			}
-			for _, req := range man.Requires {
-				if modules[req.From] {
-					return true
-				}
-				if modules[mesh.VaultModule] && credentialOf(m, req) {
-					return true
-				}
-			}
-		}
-	}
-	return false
 }
 
 // credentialOf reports whether the provider's trunk offer of req hands a
@@ -328,7 +360,7 @@ func credentialOf(m *state.Mesh, req mesh.Requirement) bool {
 // its mesh, noting what each key held before its first write and marking
 // what the seat would compose or judge next.
 func (r *run) take(res *compose.Result) {
-	m := r.m
+	m, v := r.m, r.v
 	for _, a := range res.Asks {
 		r.asked[a.About] = true
 	}
@@ -344,9 +376,10 @@ func (r *run) take(res *compose.Result) {
 	for _, k := range sorted(res.Provisions) {
 		r.noteProvision(k)
 		p := res.Provisions[k]
-		old, had := m.Provision(k)
+		v.need(nodeOf(k))
+		old, had := v.Provision(k)
 		if !had || old.State != p.State || old.Why != p.Why {
-			for _, dep := range m.DependentsOf(k) {
+			for _, dep := range v.DependentsOf(k) {
 				r.keys[dep] = true
 			}
 		}
@@ -369,7 +402,7 @@ func (r *run) take(res *compose.Result) {
 	}
 	for _, k := range res.Retired {
 		r.noteProvision(k)
-		p, _ := m.Provision(k)
+		p, _ := v.Provision(k)
 		for _, dep := range p.DependsOn {
 			if dk, err := mesh.ParseProvisionKey(dep); err == nil {
 				r.nodes[dk.Node] = true
@@ -390,7 +423,7 @@ type kept struct {
 func (r *run) notePlan(k string) {
 	if _, ok := r.before.plans[k]; !ok {
 		var v *string
-		if b, ok := r.m.Plan(k); ok {
+		if b, ok := r.v.Plan(k); ok {
 			s := string(b)
 			v = &s
 		}
@@ -401,7 +434,7 @@ func (r *run) notePlan(k string) {
 func (r *run) noteProvision(k string) {
 	if _, ok := r.before.provisions[k]; !ok {
 		var v *mesh.Provision
-		if p, ok := r.m.Provision(k); ok {
+		if p, ok := r.v.Provision(k); ok {
 			v = &p
 		}
 		r.before.provisions[k] = v
@@ -411,7 +444,7 @@ func (r *run) noteProvision(k string) {
 func (r *run) noteRefusal(k string) {
 	if _, ok := r.before.refusals[k]; !ok {
 		var v *mesh.Refusal
-		if x, ok := r.m.Refusal(k); ok {
+		if x, ok := r.v.Refusal(k); ok {
 			v = &x
 		}
 		r.before.refusals[k] = v

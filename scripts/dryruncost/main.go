@@ -2,10 +2,12 @@
 // grows, for a change that touches one node (issue 17): for each size it
 // generates a mesh ("gen --nodes N --modules M"), applies it to an
 // embedded server and runs the seat in this process until it has settled,
-// then runs "apply --dry-run -o json" of the same file with the last app
-// module of node-0001 unplaced, under /usr/bin/time -v, and prints its wall
+// then runs "apply --dry-run -o json" of the same file with one more app
+// module placed on node-0001, under /usr/bin/time -v, and prints its wall
 // time, CPU, peak memory (RSS) and what it predicted, and each figure's
-// ratio to the first size's.
+// ratio to the first size's; beside it, "apply" of the generated file as
+// applied (which reads the same buckets and writes nothing): what reading
+// and parsing the file and the buckets it writes costs at that size.
 //
 // Run it from the repository's root:
 //
@@ -58,11 +60,13 @@ func main() {
 // profile is the -profile directory, or "".
 var profile string
 
-// figures are one dry run's costs.
+// figures are one dry run's costs, and those of the apply that writes
+// nothing.
 type figures struct {
 	wall, cpu time.Duration
 	rssKB     int
 	changes   int
+	apply     *figures
 }
 
 func run(sizes []int, modules, runs int) error {
@@ -88,6 +92,10 @@ func run(sizes []int, modules, runs int) error {
 		fmt.Printf("%6d nodes x %d: dry run %7.3f s wall, %7.3f s CPU, %7.1f MiB peak RSS, %d keys predicted; x%.1f wall, x%.1f CPU, x%.1f memory of %d nodes\n",
 			n, modules, f.wall.Seconds(), f.cpu.Seconds(), float64(f.rssKB)/1024, f.changes,
 			f.wall.Seconds()/first.wall.Seconds(), f.cpu.Seconds()/first.cpu.Seconds(), float64(f.rssKB)/float64(first.rssKB), sizes[0])
+		a, fa := f.apply, first.apply
+		fmt.Printf("%6d nodes x %d: apply   %7.3f s wall, %7.3f s CPU, %7.1f MiB peak RSS (nothing to write); x%.1f wall, x%.1f CPU, x%.1f memory of %d nodes\n",
+			n, modules, a.wall.Seconds(), a.cpu.Seconds(), float64(a.rssKB)/1024,
+			a.wall.Seconds()/fa.wall.Seconds(), a.cpu.Seconds()/fa.cpu.Seconds(), float64(a.rssKB)/float64(fa.rssKB), sizes[0])
 	}
 	fmt.Printf("load average after: %s\n", loadavg())
 	return nil
@@ -130,7 +138,7 @@ func size(tmp, bin string, nodes, modules, runs int) (figures, error) {
 	}
 	fmt.Printf("%6d nodes: applied and settled in %.1f s\n", nodes, time.Since(began).Seconds())
 
-	changed, err := unplaceOne(text)
+	changed, err := placeOne(text)
 	if err != nil {
 		return figures{}, err
 	}
@@ -154,39 +162,50 @@ func size(tmp, bin string, nodes, modules, runs int) (figures, error) {
 		all = append(all, fg)
 	}
 	slices.SortFunc(all, func(a, b figures) int { return int(a.wall - b.wall) })
-	return all[len(all)/2], nil
+	orig := filepath.Join(tmp, fmt.Sprintf("gen-%d.yaml", nodes))
+	if err := os.WriteFile(orig, text, 0o644); err != nil {
+		return figures{}, err
+	}
+	var applies []figures
+	for range runs {
+		fa, err := timed(bin, "apply", "--yes", "-f", orig, "--nats", srv.URL())
+		if err != nil {
+			return figures{}, err
+		}
+		applies = append(applies, fa)
+	}
+	slices.SortFunc(applies, func(a, b figures) int { return int(a.wall - b.wall) })
+	med := all[len(all)/2]
+	med.apply = &applies[len(applies)/2]
+	return med, nil
 }
 
-// unplaceOne returns the generated mesh with the last app module of
-// node-0001 unplaced: its placement, want and have taken out.
-func unplaceOne(text []byte) ([]byte, error) {
-	var module, section, node string
-	var out []string
-	for _, l := range strings.Split(string(text), "\n") {
-		if !strings.HasPrefix(l, " ") && strings.HasSuffix(l, ":") {
-			section = strings.TrimSuffix(l, ":")
+// placeOne returns the generated mesh with one more app module placed on
+// node-0001 (the first module of node-0002 that node-0001 has not), with no
+// want: composed at its newest build.
+func placeOne(text []byte) ([]byte, error) {
+	lines := strings.Split(string(text), "\n")
+	placed := func(node string) (int, []string) {
+		prefix := "  " + node + ": ["
+		for i, l := range lines {
+			if strings.HasPrefix(l, prefix) {
+				return i, strings.Split(strings.TrimSuffix(strings.TrimPrefix(l, prefix), "]"), ", ")
+			}
 		}
-		if strings.HasPrefix(l, "  ") && !strings.HasPrefix(l, "   ") {
-			node, _, _ = strings.Cut(strings.TrimSpace(l), ":")
-		}
-		switch {
-		case section == "placement" && node == "node-0001":
-			items := strings.Split(strings.TrimSuffix(strings.TrimPrefix(l, "  node-0001: ["), "]"), ", ")
-			module = items[len(items)-1]
-			l = "  node-0001: [" + strings.Join(items[:len(items)-1], ", ") + "]"
-		case section == "wants" && node == "node-0001":
-			items := strings.Split(strings.TrimSuffix(strings.TrimPrefix(l, "  node-0001: {"), "}"), ", ")
-			items = slices.DeleteFunc(items, func(s string) bool { return strings.HasPrefix(s, module+":") })
-			l = "  node-0001: {" + strings.Join(items, ", ") + "}"
-		case section == "haves" && node == "node-0001" && strings.HasPrefix(l, "    "+module+": {"):
-			continue
-		}
-		out = append(out, l)
+		return -1, nil
 	}
-	if module == "" {
-		return nil, fmt.Errorf("the generated mesh places nothing on node-0001")
+	i, mine := placed("node-0001")
+	_, theirs := placed("node-0002")
+	if i < 0 {
+		return nil, fmt.Errorf("the generated mesh has no placement of node-0001")
 	}
-	return []byte(strings.Join(out, "\n")), nil
+	for _, m := range theirs {
+		if !slices.Contains(mine, m) {
+			lines[i] = "  node-0001: [" + strings.Join(append(mine, m), ", ") + "]"
+			return []byte(strings.Join(lines, "\n")), nil
+		}
+	}
+	return nil, fmt.Errorf("node-0002 places nothing node-0001 has not")
 }
 
 var (
@@ -198,22 +217,38 @@ var (
 
 // dryRun runs apply --dry-run of path against url under /usr/bin/time -v.
 func dryRun(bin, path, url string, extra ...string) (figures, error) {
-	args := append([]string{"-v", bin, "apply", "--dry-run", "-o", "json", "-f", path, "--nats", url}, extra...)
-	cmd := exec.Command("/usr/bin/time", args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return figures{}, fmt.Errorf("apply --dry-run: %v\n%s", err, stderr.String())
+	args := append([]string{"apply", "--dry-run", "-o", "json", "-f", path, "--nats", url}, extra...)
+	var out []byte
+	f, err := timedOut(bin, &out, args...)
+	if err != nil {
+		return figures{}, err
 	}
 	var rep struct {
 		Changes []json.RawMessage `json:"changes"`
 	}
-	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+	if err := json.Unmarshal(out, &rep); err != nil {
 		return figures{}, fmt.Errorf("apply --dry-run printed no report: %v", err)
 	}
+	f.changes = len(rep.Changes)
+	return f, nil
+}
+
+// timed runs bin with args under /usr/bin/time -v and returns its figures.
+func timed(bin string, args ...string) (figures, error) {
+	var out []byte
+	return timedOut(bin, &out, args...)
+}
+
+func timedOut(bin string, out *[]byte, args ...string) (figures, error) {
+	cmd := exec.Command("/usr/bin/time", append([]string{"-v", bin}, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return figures{}, fmt.Errorf("%s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	*out = stdout.Bytes()
 	e := stderr.String()
 	var f figures
-	f.changes = len(rep.Changes)
 	if m := wallRe.FindStringSubmatch(e); m != nil {
 		h, _ := strconv.Atoi(m[1])
 		mi, _ := strconv.Atoi(m[2])
