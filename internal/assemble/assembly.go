@@ -141,7 +141,7 @@ func (a *Assembly) Connect(c Component) (*nats.Conn, jetstream.JetStream, error)
 	if err != nil {
 		return nil, nil, err
 	}
-	if on, _ := nc.ConnectedServerJetStream(); !on {
+	if !bus.HasJetStream(nc, d.Domain) {
 		nc.Close()
 		return nil, nil, fmt.Errorf("%s at %s: %w", c, d.URL, ErrNoJetStream)
 	}

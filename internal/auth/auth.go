@@ -105,6 +105,13 @@ type Options struct {
 	// ResolverDir is the full resolver's directory written into a new
 	// ConfigFile. Empty means "<dir>/resolver".
 	ResolverDir string
+	// Domain is the JetStream domain of the mesh's servers, for edge
+	// nodes whose clients connect to a leafnode server ([Leaf]): written
+	// into a new ConfigFile's jetstream block, and every user of the
+	// storage account may also call JetStream's API in it
+	// ("$JS.<domain>.API.x" beside each "$JS.API.x" it may). Empty means
+	// none.
+	Domain string
 	// Source names what the parties come from (the mesh file), for the
 	// configuration's header.
 	Source string

@@ -9,7 +9,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -313,7 +315,11 @@ func (a *Authority) sign(p access.Party, now time.Time) ([]signedUser, error) {
 		if err != nil {
 			return nil, err
 		}
-		s, err := a.signClaims(acc, userClaims(uk.pub, p, p.PermissionsIn(in)), uk, path, made, now)
+		uc := userClaims(uk.pub, p, p.PermissionsIn(in))
+		if a.opts.Domain != "" && in == access.Storage {
+			uc.Pub.Allow = inDomain(uc.Pub.Allow, a.opts.Domain)
+		}
+		s, err := a.signClaims(acc, uc, uk, path, made, now)
 		if err != nil {
 			return nil, err
 		}
@@ -411,6 +417,24 @@ func userClaims(pub string, p access.Party, perm access.Permissions) *jwt.UserCl
 		uc.Resp = &jwt.ResponsePermission{MaxMsgs: 1, Expires: 2 * time.Minute}
 	}
 	return uc
+}
+
+// inDomain returns subjects with, after them, the twin in JetStream domain
+// domain of each that is JetStream's API ("$JS.API.x" -> "$JS.<domain>.API.x")
+// or a key-value put ("$KV.b.k" -> "$JS.<domain>.API.$KV.b.k"): what the
+// same act publishes from a leafnode server of an edge site, whose hub maps
+// the twin back.
+func inDomain(subjects jwt.StringList, domain string) jwt.StringList {
+	out := slices.Clone(subjects)
+	for _, s := range subjects {
+		if rest, ok := strings.CutPrefix(s, "$JS.API."); ok {
+			out = append(out, "$JS."+domain+".API."+rest)
+		} else if strings.HasPrefix(s, "$KV.") {
+			// A key-value put in a domain is published there.
+			out = append(out, "$JS."+domain+".API."+s)
+		}
+	}
+	return out
 }
 
 // sameUser reports whether the user JWT old says what want says, signed

@@ -30,6 +30,9 @@ type Cluster struct {
 	Name string
 	// Servers lists the cluster's servers, 3 or 5 for JetStream's R3.
 	Servers []Server
+	// Domain is the JetStream domain of every server (see
+	// [Options.Domain]); empty means none.
+	Domain string
 	// TLS, when set, names the certificate files every server uses for
 	// its clients, routes and leafnodes (verify: the peers' certificates
 	// are checked against CA).
@@ -156,6 +159,9 @@ func (c Cluster) config(s Server, folder, secret string) []byte {
 	c.tls(&b, "", false)
 	b.WriteString("\njetstream: {\n")
 	fmt.Fprintf(&b, "  store_dir: %q\n", filepath.Join(folder, "jetstream"))
+	if c.Domain != "" {
+		fmt.Fprintf(&b, "  domain: %s\n", c.Domain)
+	}
 	b.WriteString("}\n\n")
 	b.WriteString(resolverBlock(filepath.Join(folder, ResolverDir)))
 	b.WriteString("\ncluster: {\n")
@@ -217,4 +223,120 @@ func routeSecret(dir string) (string, error) {
 		return "", fmt.Errorf("auth: %w", err)
 	}
 	return s, writeFile(path, []byte(s+"\n"), 0o600)
+}
+
+// LeavesDir holds one folder per edge node's leafnode server, written by
+// [Leaf.Write]: "leaves/<node>/nats-server.conf".
+const LeavesDir = "leaves"
+
+// Leaf describes the leafnode server of an edge node: a nats-server on
+// the node's site, without JetStream, that its client connects to, linked
+// to the hub's leafnode ports; the client reaches the hub's JetStream in
+// its domain ([Options.Domain]).
+type Leaf struct {
+	// Node is the edge node.
+	Node string
+	// Port is the leaf's client port on loopback; zero means 4222.
+	Port int
+	// Hubs are the hub's leafnode URLs ("nats-leaf://host:7422").
+	Hubs []string
+}
+
+// ParseLeaf reads a leaf given as "NODE[:PORT]=URL[,URL...]".
+func ParseLeaf(s string) (Leaf, error) {
+	left, urls, ok := strings.Cut(s, "=")
+	if !ok || left == "" || urls == "" {
+		return Leaf{}, fmt.Errorf("auth: leaf %q: want NODE[:PORT]=URL[,URL...]", s)
+	}
+	l := Leaf{Hubs: strings.Split(urls, ",")}
+	node, port, hasPort := strings.Cut(left, ":")
+	l.Node = node
+	if hasPort {
+		n, err := strconv.Atoi(port)
+		if err != nil || n <= 0 || n > 65535 {
+			return Leaf{}, fmt.Errorf("auth: leaf %q: port %q is no port", s, port)
+		}
+		l.Port = n
+	}
+	return l, nil
+}
+
+// ListenPort returns the leaf's client port: Port, or 4222.
+func (l Leaf) ListenPort() int {
+	if l.Port == 0 {
+		return DefaultClientPort
+	}
+	return l.Port
+}
+
+// Remote is one account a leaf links to the hubs, with the credentials of
+// the user its link connects as.
+type Remote struct {
+	// Account is the account's public key; Creds the path of a
+	// credentials file of one of its users.
+	Account, Creds string
+}
+
+// Write writes dir/leaves/<node>/nats-server.conf when it is missing (a
+// file there is the operator's) and returns its path. The leaf trusts the
+// mesh's operator (it includes dir's [IncludeFile]) and keeps the
+// accounts in a full resolver of its own; each of remotes binds an account
+// to the hubs with the node's client's user of that account, so that what
+// crosses the link is what the node's client may do, and a revoked node's
+// links are refused by the hubs.
+func (l Leaf) Write(dir string, remotes []Remote) (string, error) {
+	if l.Node == "" || len(l.Hubs) == 0 || len(remotes) == 0 {
+		return "", fmt.Errorf("auth: a leaf needs a node, a hub URL and an account")
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("auth: %w", err)
+	}
+	folder := filepath.Join(abs, LeavesDir, l.Node)
+	if err := os.MkdirAll(folder, 0o700); err != nil {
+		return "", fmt.Errorf("auth: %w", err)
+	}
+	path := filepath.Join(folder, ConfigFile)
+	if have, err := readIfThere(path); err != nil || have != nil {
+		return path, err
+	}
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "# nats-server configuration of the leafnode server of the edge node %s. Yours to edit:\n", l.Node)
+	b.WriteString("# \"mesh-provisioner auth gen\" wrote it once and never writes it again. The node's client\n")
+	fmt.Fprintf(&b, "# connects to it (--nats nats://127.0.0.1:%d --domain <the hub's>) with its own credentials.\n\n", l.ListenPort())
+	fmt.Fprintf(&b, "include %q\n\n", filepath.Join("..", "..", IncludeFile))
+	fmt.Fprintf(&b, "server_name: leaf-%s\n", l.Node)
+	fmt.Fprintf(&b, "listen: %s\n\n", net.JoinHostPort("127.0.0.1", strconv.Itoa(l.ListenPort())))
+	b.WriteString(resolverBlock(filepath.Join(folder, ResolverDir)))
+	b.WriteString("\nleafnodes: {\n  remotes: [\n")
+	for _, r := range remotes {
+		creds, err := filepath.Abs(r.Creds)
+		if err != nil {
+			return "", fmt.Errorf("auth: %w", err)
+		}
+		b.WriteString("    {\n      urls: [")
+		for i, u := range l.Hubs {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "%q", u)
+		}
+		b.WriteString("]\n")
+		fmt.Fprintf(&b, "      account: %s\n", r.Account)
+		fmt.Fprintf(&b, "      credentials: %q\n", creds)
+		b.WriteString("    }\n")
+	}
+	b.WriteString("  ]\n}\n")
+	return path, writeFile(path, b.Bytes(), 0o600)
+}
+
+// AccountKey returns the public key of the account name, "" when the
+// authority has no such account loaded.
+func (a *Authority) AccountKey(name string) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if acc, ok := a.accounts[name]; ok {
+		return acc.pub
+	}
+	return ""
 }

@@ -51,6 +51,9 @@ func serverConfig(opts Options) []byte {
 	fmt.Fprintf(&b, "include %q\n\n", IncludeFile)
 	b.WriteString("jetstream: {\n")
 	fmt.Fprintf(&b, "  store_dir: %q\n", opts.StoreDir)
+	if opts.Domain != "" {
+		fmt.Fprintf(&b, "  domain: %s\n", opts.Domain)
+	}
 	b.WriteString("}\n\n")
 	b.WriteString("# The accounts' JWTs, kept by the server and updated at runtime (full resolver).\n")
 	b.WriteString(resolverBlock(opts.ResolverDir))

@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -36,6 +37,11 @@ type Dial struct {
 	// cluster. 0 means the server's default, one replica. At most
 	// [MaxReplicas]; a standalone server refuses more than one.
 	Replicas int
+	// Domain is the JetStream domain of the servers that keep the mesh's
+	// state, for a connection to a leafnode server of an edge site (whose
+	// clients reach JetStream as "$JS.<domain>.API"); empty for a
+	// connection to those servers themselves.
+	Domain string
 	// Log receives the connection's asynchronous errors (a denied publish
 	// is only ever reported there) and reconnects. Nil means slog.Default().
 	Log *slog.Logger
@@ -72,6 +78,9 @@ func Connect(d Dial) (*nats.Conn, jetstream.JetStream, error) {
 		return nil, nil, err
 	}
 	js, err := jetstream.New(nc)
+	if d.Domain != "" {
+		js, err = jetstream.NewWithDomain(nc, d.Domain)
+	}
 	if err != nil {
 		nc.Close()
 		return nil, nil, fmt.Errorf("bus: jetstream for %s: %w", d.Name, err)
@@ -159,4 +168,22 @@ func inboxToken(s string) string {
 		}
 	}
 	return string(b)
+}
+
+// HasJetStream reports whether nc reaches JetStream: the server it is
+// connected to has it, or, with a domain (a leafnode server of an edge
+// site, which has none of its own), the domain's JetStream answers
+// ($JS.<domain>.API.INFO) within 2 s.
+func HasJetStream(nc *nats.Conn, domain string) bool {
+	if on, _ := nc.ConnectedServerJetStream(); on || domain == "" {
+		return on
+	}
+	js, err := jetstream.NewWithDomain(nc, domain)
+	if err != nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err = js.AccountInfo(ctx)
+	return err == nil
 }

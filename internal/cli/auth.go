@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"time"
@@ -32,6 +33,8 @@ func newAuthGenCmd() *cobra.Command {
 	var expiry time.Duration
 	var p pushFlags
 	var c clusterFlags
+	var leaves []string
+	var domain string
 	cmd := &cobra.Command{
 		Use:   "gen -f MESHFILE -o DIR",
 		Short: "Write the mesh's NATS trust (operator, accounts, one credentials file per party) and push it to running servers",
@@ -73,7 +76,7 @@ connections are closed and its old credentials refused on every server.`,
 			if err != nil {
 				return err
 			}
-			res, err := auth.Gen(dir, parties, auth.Options{StoreDir: store, Source: file, Expiry: expiry})
+			res, err := auth.Gen(dir, parties, auth.Options{StoreDir: store, Source: file, Expiry: expiry, Domain: domain})
 			if err != nil {
 				return err
 			}
@@ -96,6 +99,7 @@ connections are closed and its old credentials refused on every server.`,
 				fmt.Fprintf(out, "the operator's system user: %s (nats --creds %s server report jetstream)\n", sys, sys)
 			}
 			if len(c.servers) > 0 {
+				c.domain = domain
 				paths, err := c.write(dir)
 				if err != nil {
 					return err
@@ -103,6 +107,9 @@ connections are closed and its old credentials refused on every server.`,
 				for _, path := range paths {
 					fmt.Fprintf(out, "server: nats-server -c %s\n", path)
 				}
+			}
+			if err := writeLeaves(out, leaves, domain, dir, file, parties, res); err != nil {
+				return err
 			}
 			if p.url == "" {
 				fmt.Fprintf(out, "run: nats-server -c %s; a running server takes a change from \"auth push -o %s --nats URL\"\n", res.Config, dir)
@@ -119,12 +126,15 @@ connections are closed and its old credentials refused on every server.`,
 	fl.DurationVar(&expiry, "expiry", auth.DefaultExpiry, "life of each user's JWT; renewed by gen or \"auth renew\" once a third is left")
 	p.add(cmd, "push")
 	c.add(cmd)
+	fl.StringVar(&domain, "domain", "", "the JetStream domain of the mesh's servers (written into new server files; the users may also call JetStream's API in it): needed by --leaf")
+	fl.StringArrayVar(&leaves, "leaf", nil, "an edge node's leafnode server, NODE[:PORT]=URL[,URL...] with the hub's leafnode URLs (nats-leaf://host:7422): writes DIR/"+auth.LeavesDir+"/NODE/"+auth.ConfigFile+" when missing")
 	return cmd
 }
 
 // clusterFlags describe a cluster whose servers' files auth gen writes.
 type clusterFlags struct {
 	name, cert, key, ca string
+	domain              string
 	servers             []string
 }
 
@@ -139,7 +149,7 @@ func (c *clusterFlags) add(cmd *cobra.Command) {
 
 // write writes the servers' files into dir.
 func (c *clusterFlags) write(dir string) ([]string, error) {
-	cl := auth.Cluster{Name: c.name}
+	cl := auth.Cluster{Name: c.name, Domain: c.domain}
 	for _, s := range c.servers {
 		srv, err := auth.ParseServer(s)
 		if err != nil {
@@ -351,4 +361,34 @@ func someOfList(s []string, n int) []string {
 		return nil
 	}
 	return []string{someOf(s, n)}
+}
+
+// writeLeaves writes the leafnode servers' files of --leaf: one remote
+// per account the node's client has a user in.
+func writeLeaves(out io.Writer, leaves []string, domain, dir, file string, parties []access.Party, res *auth.Result) error {
+	for _, spec := range leaves {
+		l, err := auth.ParseLeaf(spec)
+		if err != nil {
+			return usageError{err}
+		}
+		if domain == "" {
+			return usageError{fmt.Errorf("--leaf needs --domain: an edge node's client reaches the hub's JetStream in its domain")}
+		}
+		i := slices.IndexFunc(parties, func(p access.Party) bool { return p.User == access.ClientUser(l.Node) })
+		if i < 0 {
+			return usageError{fmt.Errorf("--leaf %s: %s names no node %s", spec, file, l.Node)}
+		}
+		var remotes []auth.Remote
+		for _, in := range parties[i].Accounts() {
+			remotes = append(remotes, auth.Remote{Account: res.Authority.AccountKey(string(in)),
+				Creds: auth.AccountCredsPath(dir, in, parties[i].User)})
+		}
+		path, err := l.Write(dir, remotes)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "leaf of %s: nats-server -c %s (on %s; its client: --nats nats://127.0.0.1:%d --domain %s)\n",
+			l.Node, path, l.Node, l.ListenPort(), domain)
+	}
+	return nil
 }

@@ -85,7 +85,10 @@ func markRan(cmd *cobra.Command) {
 type busFlags struct {
 	url   string
 	creds string
-	log   *slog.Logger // nil means slog.Default()
+	// domain is --domain: the JetStream domain reached through a leafnode
+	// server ("" on the mesh's servers).
+	domain string
+	log    *slog.Logger // nil means slog.Default()
 	// replicas is the replica count of the buckets the command makes
 	// (--replicas, see addReplicas); 0 for a command without the flag.
 	replicas replicas
@@ -115,6 +118,7 @@ func (f *busFlags) addReplicas(cmd *cobra.Command) {
 
 func (f *busFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.url, "nats", "nats://127.0.0.1:4222", "URL of the mesh's NATS server")
+	cmd.Flags().StringVar(&f.domain, "domain", "", "the JetStream domain of the mesh's servers, for a connection to an edge node's leafnode server (auth gen --domain); empty on the servers themselves")
 	cmd.Flags().StringVar(&f.creds, "creds", "", "NATS credentials file (an operator's command without it uses the operator's that up writes, DATA/auth/operator.creds, when there is one)")
 }
 
@@ -126,11 +130,11 @@ func (f *busFlags) connect(name string) (*nats.Conn, jetstream.JetStream, error)
 	if log == nil {
 		log = slog.Default()
 	}
-	nc, js, err := bus.Connect(bus.Dial{URL: f.url, Creds: f.credsOrDefault(), Name: name, Log: log, Replicas: int(f.replicas)})
+	nc, js, err := bus.Connect(bus.Dial{URL: f.url, Creds: f.credsOrDefault(), Name: name, Log: log, Replicas: int(f.replicas), Domain: f.domain})
 	if err != nil {
 		return nil, nil, f.explain(err)
 	}
-	if on, _ := nc.ConnectedServerJetStream(); !on {
+	if !bus.HasJetStream(nc, f.domain) {
 		nc.Close()
 		return nil, nil, f.explain(fmt.Errorf("%w at %s", assemble.ErrNoJetStream, f.url))
 	}
@@ -175,7 +179,16 @@ func (f *busFlags) explain(err error) error {
 // with the flags' credentials: a standalone subcommand runs one component.
 func (f *busFlags) assembly(log *slog.Logger) *assemble.Assembly {
 	f.log = log
-	return &assemble.Assembly{Dial: assemble.Shared(f.url, f.creds, log), Log: log, Replicas: int(f.replicas)}
+	dial := assemble.Shared(f.url, f.creds, log)
+	if f.domain != "" {
+		shared := dial
+		dial = func(c assemble.Component) bus.Dial {
+			d := shared(c)
+			d.Domain = f.domain
+			return d
+		}
+	}
+	return &assemble.Assembly{Dial: dial, Log: log, Replicas: int(f.replicas)}
 }
 
 // Root returns the root command with every subcommand.
