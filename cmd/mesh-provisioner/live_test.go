@@ -52,7 +52,8 @@ var upURL = regexp.MustCompile(`NATS with JetStream on (nats://[0-9.:]+) `)
 //     stops it (says so) and client-dell's credentials are revoked (moved
 //     to auth/revoked, and refused by the running server);
 //   - mesh-vault (and app, its consumer) unplaced: up stops the vault
-//     (says so).
+//     (says so), and mesh-vault's old credentials are refused; placed
+//     again, it runs as a new user of the same name and provides.
 func TestUpFollowsTheLiveMesh(t *testing.T) {
 	data := t.TempDir()
 	dir := t.TempDir()
@@ -163,11 +164,11 @@ func TestUpFollowsTheLiveMesh(t *testing.T) {
 
 	// Its old credentials are refused (the accounts were pushed), while
 	// the operator's still connect.
-	if nc, _, err := bus.Connect(bus.Dial{URL: url, Name: "old-dell", Creds: revoked}); err == nil {
-		nc.Close()
-		t.Errorf("client-dell's revoked credentials %s still connect", revoked)
-	} else if !strings.Contains(err.Error(), "Authorization Violation") {
-		t.Errorf("client-dell's revoked credentials: %v; want an authorization violation", err)
+	waitFor(t, 10*time.Second, "client-dell's old credentials refused", procs, refused(url, revoked))
+	for _, line := range strings.Split(up.output(), "\n") {
+		if strings.Contains(line, "component=client-dell") && strings.Contains(line, "authentication revoked") {
+			t.Errorf("dell's client was revoked while it ran, before it handed over: %s", line)
+		}
 	}
 	if nc, _, err := bus.Connect(bus.Dial{URL: url, Name: "operator-again", Creds: opCreds}); err != nil {
 		t.Errorf("the operator's credentials after client-dell's revocation: %v", err)
@@ -179,4 +180,31 @@ func TestUpFollowsTheLiveMesh(t *testing.T) {
 	apply(lab("lab5.yaml", "control", "  control: [redis]\n"))
 	stopped = "stopped vault on control (mesh-vault is no longer placed on control)"
 	waitFor(t, 20*time.Second, "up to say "+stopped, procs, func() bool { return strings.Contains(up.output(), stopped) })
+	// Its user is revoked: the vault's old credentials are refused.
+	vaultRevoked := filepath.Join(authDir, auth.RevokedDir, mesh.VaultModule+auth.CredsExt)
+	waitFor(t, 10*time.Second, "mesh-vault revoked ("+vaultRevoked+")", procs, func() bool {
+		_, err := os.Stat(vaultRevoked)
+		return err == nil
+	})
+	waitFor(t, 10*time.Second, "mesh-vault's old credentials refused", procs, refused(url, vaultRevoked))
+
+	// Placed again: a new user, the vault runs again and provides.
+	apply(lab("lab6.yaml", "control", "  control: [mesh-vault, redis, app]\n"))
+	waitFor(t, 20*time.Second, "the vault started again and "+controlCred+" provided", procs, func() bool {
+		return strings.Count(up.output(), "started vault on control") == 2 && state(controlCred) == mesh.Provided
+	})
+}
+
+// refused returns a check that the server at url refuses the credentials
+// file at path (an authorization violation; the file is pushed as revoked
+// a moment after it is moved aside).
+func refused(url, path string) func() bool {
+	return func() bool {
+		nc, _, err := bus.Connect(bus.Dial{URL: url, Name: "old-creds", Creds: path})
+		if err == nil {
+			nc.Close()
+			return false
+		}
+		return strings.Contains(err.Error(), "Authorization Violation")
+	}
 }

@@ -246,11 +246,12 @@ func (f *Follower) run(ctx context.Context, again bool) {
 func (f *Follower) step(ctx context.Context) (again bool) {
 	f.mu.Lock()
 	m := f.live.mesh()
-	// A client handing over keeps its user until it stops.
+	// A client that runs keeps its user until it has stopped (handing
+	// over, its node gone from the mesh).
 	parties := m
 	parties.Nodes = slices.Clone(m.Nodes)
-	for c, fl := range f.running {
-		if c.Role == Client && fl.ending && !slices.Contains(m.Nodes, c.Node) {
+	for c := range f.running {
+		if c.Role == Client && !slices.Contains(parties.Nodes, c.Node) {
 			parties.Nodes = append(parties.Nodes, c.Node)
 		}
 	}
@@ -310,8 +311,26 @@ func (f *Follower) step(ctx context.Context) (again bool) {
 			continue
 		}
 		f.halt(c, fmt.Sprintf("%s is no longer placed on %s", c.Module(), c.Node))
+		if f.cfg.Users != nil && !f.placedAnywhere(c.Module()) {
+			if err := f.cfg.Users.Revoke(c.User()); err != nil {
+				f.log.Error("assemble: revoking the user of a module no longer placed", "user", c.User(), "err", err)
+			}
+		}
 	}
 	return again
+}
+
+// placedAnywhere reports whether the live mesh places module on some node
+// (its user is then still needed).
+func (f *Follower) placedAnywhere(module string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, mods := range f.live.placement {
+		if slices.Contains(mods, module) {
+			return true
+		}
+	}
+	return false
 }
 
 // placedWhy says why c starts: its module or node is placed.

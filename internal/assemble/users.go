@@ -45,6 +45,11 @@ type Users interface {
 	// permissions: a component running as one of them reconnects with the
 	// new file) and the users revoked (parties no longer in m).
 	Issue(m access.Mesh) (changed, revoked []string, err error)
+	// Revoke revokes user at once (its old credentials refused by the
+	// running servers): the user of a component whose module was
+	// unplaced, once it has stopped. A later Issue that needs the user
+	// again issues it a new key.
+	Revoke(user string) error
 }
 
 // GenUsers is the [Users] of up's data directory: [auth.Gen] over Dir
@@ -89,7 +94,7 @@ func (g *GenUsers) Issue(m access.Mesh) (changed, revoked []string, err error) {
 		return nil, nil, fmt.Errorf("assemble: users: %w", err)
 	}
 	if len(res.Revoked)+len(res.Narrowed) > 0 {
-		if err := g.push(res); err != nil {
+		if err := g.push(res.Authority, res.Accounts); err != nil {
 			return nil, nil, err
 		}
 		g.log().Info("assemble: accounts pushed: the old credentials of these users are refused", "revoked", res.Revoked, "narrowed", res.Narrowed)
@@ -97,9 +102,32 @@ func (g *GenUsers) Issue(m access.Mesh) (changed, revoked []string, err error) {
 	return slices.Clone(res.Signed), slices.Clone(res.Revoked), nil
 }
 
-// push delivers the accounts' JWTs of res to the running server.
-func (g *GenUsers) push(res *auth.Result) error {
-	creds, err := res.Authority.SystemCreds()
+// Revoke revokes user in the directory's account ([auth.Authority.Revoke])
+// and pushes the accounts, unless it was revoked already.
+func (g *GenUsers) Revoke(user string) error {
+	a, err := auth.Open(g.Dir, auth.Options{StoreDir: g.StoreDir, Source: "the live mesh"})
+	if err != nil {
+		return fmt.Errorf("assemble: users: %w", err)
+	}
+	changed, err := a.Revoke(user)
+	if err != nil || !changed {
+		return err
+	}
+	jwts, err := a.Accounts()
+	if err != nil {
+		return fmt.Errorf("assemble: users: %w", err)
+	}
+	if err := g.push(a, jwts); err != nil {
+		return err
+	}
+	g.log().Info("assemble: accounts pushed: the old credentials of this user are refused", "revoked", user)
+	return nil
+}
+
+// push delivers the accounts' JWTs to the running server as a's system
+// user.
+func (g *GenUsers) push(a *auth.Authority, jwts []string) error {
+	creds, err := a.SystemCreds()
 	if err != nil {
 		return fmt.Errorf("assemble: users: %w", err)
 	}
@@ -110,7 +138,7 @@ func (g *GenUsers) push(res *auth.Result) error {
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := bus.PushClaims(ctx, nc, res.Accounts, 1); err != nil {
+	if err := bus.PushClaims(ctx, nc, jwts, 1); err != nil {
 		return fmt.Errorf("assemble: users: push: %w", err)
 	}
 	return nil
