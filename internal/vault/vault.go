@@ -92,6 +92,8 @@ type Vault struct {
 	// records, where the consumers' nodes say what they rendered.
 	rotating map[string]*rotation
 	applied  *bus.Copy
+	// rotateMu makes rotations one at a time (they are rare).
+	rotateMu sync.Mutex
 	// planSecrets reads a plan's secrets and nothing else of it.
 	planSecrets planReader
 }
@@ -187,11 +189,9 @@ func (v *Vault) rotate(name string, now bool) (Value, error) {
 // returns: the new one, or the one before while the consumer's node
 // renders the new one.
 func (v *Vault) rotateAnswer(name string, now bool) (Value, int64, error) {
+	v.rotateMu.Lock()
+	defer v.rotateMu.Unlock()
 	before, _ := v.store.Get(name)
-	val, err := v.store.Rotate(name)
-	if err != nil {
-		return Value{}, 0, err
-	}
 	_, isCredential := v.credential(name, false)
 	// Only a consumer whose node renders the credential into its files
 	// (its applied record says which generation they hold) is waited for.
@@ -203,56 +203,68 @@ func (v *Vault) rotateAnswer(name string, now bool) (Value, int64, error) {
 			record = it.Value
 		}
 	}
-	renders := isCredential && rendered(record, name)
+	wait := isCredential && rendered(record, name) && !now && v.cfg.Grace >= 0
+	// The rotation is kept before the store moves, so that a provide of
+	// the key meanwhile (a retry, a restart's first pass) names the value
+	// in force, never the new one.
 	v.mu.Lock()
-	r := v.rotating[name]
+	r, made := v.rotating[name], false
 	switch {
-	case !renders || now || v.cfg.Grace < 0:
-		if r != nil {
-			r.timer.Stop()
-			delete(v.rotating, name)
-			r = nil
-		}
-	case r == nil:
-		// The value in force stays the one before, the provider's.
-		r = &rotation{from: before, to: val.Generation}
-		r.timer = time.AfterFunc(v.cfg.Grace, func() {
-			v.mu.Lock()
-			var to int64
-			if r := v.rotating[name]; r != nil {
-				to = r.to
-			}
-			v.mu.Unlock()
-			v.inForce(name, to, "grace")
-		})
+	case wait && r == nil:
+		r, made = &rotation{from: before, to: before.Generation + 1}, true
 		v.rotating[name] = r
-	default:
+	case wait:
 		// Rotated again before the last came in force: that one is
 		// never in force.
-		r.to = val.Generation
-		r.timer.Reset(v.cfg.Grace)
+		r.to = before.Generation + 1
+	case r != nil:
+		if r.timer != nil {
+			r.timer.Stop()
+		}
+		delete(v.rotating, name)
+		r = nil
+	}
+	v.mu.Unlock()
+	val, err := v.store.Rotate(name)
+	if err != nil {
+		if made {
+			v.mu.Lock()
+			delete(v.rotating, name)
+			v.mu.Unlock()
+		}
+		return Value{}, 0, err
 	}
 	inForce := val.Generation
 	if r != nil {
-		inForce = r.from.Generation
-	}
-	v.mu.Unlock()
-	if r != nil {
-		// The consumer's node may hold the new one already (it rendered
-		// it between the store's rotation and the rotation's record).
-		if it, ok := v.applied.Get(consumer); ok {
-			v.tookApplied(bus.Change{Key: consumer, Value: it.Value})
+		v.mu.Lock()
+		r.to = val.Generation
+		if made {
+			r.timer = time.AfterFunc(v.cfg.Grace, func() {
+				v.mu.Lock()
+				var to int64
+				if r := v.rotating[name]; r != nil {
+					to = r.to
+				}
+				v.mu.Unlock()
+				v.inForce(name, to, "grace")
+			})
+		} else {
+			r.timer.Reset(v.cfg.Grace)
 		}
-	}
-	v.kit.Again(name)
-	switch {
-	case r != nil:
+		inForce = r.from.Generation
+		v.mu.Unlock()
 		v.log.Info("vault: rotated; the new generation is in force once the consumer's node applies it, or after the grace", "name", name, "generation", val.Generation, "in_force", inForce, "grace", v.cfg.Grace)
-	case isCredential && !now && !renders:
+		// The consumer's node may hold the new one already (it rendered
+		// it between the store's rotation and now).
+		if it, ok := v.applied.Get(consumer); ok {
+			v.tookApplied(bus.Change{Key: consumer, Value: it.Value, Revision: it.Revision})
+		}
+	} else if isCredential && !now {
 		v.log.Info("vault: rotated; in force now: the consumer's node renders the credential into no file", "name", name, "generation", val.Generation)
-	default:
+	} else {
 		v.log.Info("vault: rotated", "name", name, "generation", val.Generation)
 	}
+	v.kit.Again(name)
 	return Value{Name: val.Name, Generation: val.Generation}, inForce, nil
 }
 
@@ -283,15 +295,18 @@ func (v *Vault) inForce(name string, to int64, by string) {
 		v.mu.Unlock()
 		return
 	}
-	r.timer.Stop()
+	if r.timer != nil {
+		r.timer.Stop()
+	}
 	delete(v.rotating, name)
 	v.mu.Unlock()
-	v.kit.Again(name)
+	// Said before the entry is written, so that the log never lags it.
 	if by == "grace" {
 		v.log.Warn("vault: the consumer's node did not apply the rotated credential within the grace; it is in force now, and the consumer is behind until its client renders it", "name", name, "generation", to, "grace", v.cfg.Grace)
-		return
+	} else {
+		v.log.Info("vault: the consumer's node applied the rotated credential; it is in force", "name", name, "generation", to)
 	}
-	v.log.Info("vault: the consumer's node applied the rotated credential; it is in force", "name", name, "generation", to)
+	v.kit.Again(name)
 }
 
 // tookApplied takes a client's applied record: a credential of the record's
