@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -24,7 +25,9 @@ import (
 // client applies its node's plan through the leaf, reaching the hub's
 // JetStream in its domain, with its own credentials. Once the node leaves,
 // the hub closes the leaf's links (they connect as the node's client) and
-// refuses the old credentials.
+// refuses the old credentials. In between the servers stop and start again:
+// the leaf takes the node's connections meanwhile, the client stays up, and
+// once linked again it applies the node's changed plan.
 func TestEdgeNodeThroughItsLeaf(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "auth")
 	work := t.TempDir()
@@ -85,6 +88,49 @@ func TestEdgeNodeThroughItsLeaf(t *testing.T) {
 		return ok && ok2 && json.Unmarshal(pi.Value, &p) == nil && json.Unmarshal(ai.Value, &a) == nil && a.Fingerprint == p.Fingerprint
 	})
 
+	// The site loses the servers: ace's client stays up on its leaf,
+	// which still takes the node's connections; once a server is back,
+	// the leaf links again and the client applies ace's changed plan.
+	links := strings.Count(leaf.output(), "Leafnode connection created") // one per account
+	if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	<-srv.done
+	if c, err := nats.Connect(leafURL, nats.UserCredentials(auth.CredsPath(dir, access.ClientUser("ace"))), nats.NoReconnect()); err != nil {
+		t.Errorf("the leaf refuses ace's client while the servers are away: %v", err)
+	} else {
+		c.Close()
+	}
+	if client.exited() {
+		t.Fatalf("ace's client exited while the servers were away: %v", client.err)
+	}
+	srv = startNATS(t, conf)
+	procs = []*process{srv, leaf, seat, client}
+	waitFor(t, 30*time.Second, "the hub back and the leaf linked to it again", procs, func() bool {
+		nc, err := nats.Connect(hub, nats.UserCredentials(op))
+		if err != nil {
+			return false
+		}
+		nc.Close()
+		return strings.Count(leaf.output(), "Leafnode connection created") >= 2*links
+	})
+	three := filepath.Join(work, "three.yaml")
+	changed := strings.Replace(string(mustReadFile(t, two)), "fp: 0a0a0a\n        manifest: {module: app, dirs: [{name: state}]",
+		"fp: 0b0b0b\n        manifest: {module: app, dirs: [{name: state}, {name: cache}]", 1)
+	if changed == string(mustReadFile(t, two)) {
+		t.Fatal("the mesh's app build is not where the test changes it")
+	}
+	os.WriteFile(three, []byte(changed), 0o600)
+	before, _ := plans.Get("ace.app")
+	runMain(t, "apply", "-f", three, "--nats", hub, "--creds", op)
+	waitFor(t, 30*time.Second, "ace's client, linked again, to apply ace.app's new plan", procs, func() bool {
+		pi, ok := plans.Get("ace.app")
+		ai, ok2 := applied.Get("ace.app")
+		var p mesh.Plan
+		var a mesh.Applied
+		return ok && ok2 && pi.Revision != before.Revision && json.Unmarshal(pi.Value, &p) == nil && json.Unmarshal(ai.Value, &a) == nil && a.Fingerprint == p.Fingerprint
+	})
+
 	old := filepath.Join(t.TempDir(), "client-ace.creds")
 	if b, err := os.ReadFile(auth.CredsPath(dir, access.ClientUser("ace"))); err != nil || os.WriteFile(old, b, 0o600) != nil {
 		t.Fatal(err)
@@ -98,4 +144,13 @@ func TestEdgeNodeThroughItsLeaf(t *testing.T) {
 		c.Close()
 		t.Error("ace's old credentials connect to the hub after node leave")
 	}
+}
+
+func mustReadFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
