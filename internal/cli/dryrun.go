@@ -18,19 +18,13 @@ import (
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
 
-// runDry is apply --dry-run: the buckets a mesh file writes and the ask
-// router's records read once, the file's changes computed from them, and
-// composed as the seat would over the seat's in-memory view (state.Mesh),
-// which holds the seat's own keys and the providers' entries only of the
-// nodes the run reads (dryrun.RunLoaded says which it needed and lacked:
-// they are read, by subject, and the run made again); nothing written.
-func runDry(cmd *cobra.Command, js jetstream.JetStream, f *meshfile.File, output string) error {
-	ctx := cmd.Context()
+// dryRun reads what a dry run of f at now needs and runs it: the report,
+// the file's diff, what it read, and every odd change said by the mesh.
+func dryRun(ctx context.Context, js jetstream.JetStream, f *meshfile.File, now time.Time) (*dryrun.Report, *meshfile.Diff, *inputs, []error, error) {
 	in, err := readInputs(ctx, js)
 	if err != nil {
-		return fmt.Errorf("apply --dry-run: %w", err)
+		return nil, nil, nil, nil, err
 	}
-	now := time.Now()
 	d := f.Diff(in.current, now)
 	changes := make([]bus.Change, 0, len(d.Puts)+len(d.Removes))
 	for _, p := range d.Puts {
@@ -39,23 +33,34 @@ func runDry(cmd *cobra.Command, js jetstream.JetStream, f *meshfile.File, output
 	for _, r := range d.Removes {
 		changes = append(changes, bus.Change{Bucket: r.Bucket, Key: r.Key, Deleted: true})
 	}
-	var rep *dryrun.Report
 	m, odd := in.mesh()
 	for {
-		var missing dryrun.Missing
-		rep, missing = dryrun.RunLoaded(m, in.loaded, changes, now.UTC())
+		rep, missing := dryrun.RunLoaded(m, in.loaded, changes, now.UTC())
 		if missing.None() {
-			break
+			return rep, d, in, odd, nil
 		}
 		read, err := in.read(ctx, js, missing)
 		if err != nil {
-			return fmt.Errorf("apply --dry-run: %w", err)
+			return nil, nil, nil, nil, err
 		}
 		if missing.Changed || in.loaded == nil {
 			m, odd = in.mesh()
 			continue
 		}
 		odd = append(odd, in.take(m, read)...)
+	}
+}
+
+// runDry is apply --dry-run: the buckets a mesh file writes and the ask
+// router's records read once, the file's changes computed from them, and
+// composed as the seat would over the seat's in-memory view (state.Mesh),
+// which holds the seat's own keys and the providers' entries only of the
+// nodes the run reads (dryrun.RunLoaded says which it needed and lacked:
+// they are read, by subject, and the run made again); nothing written.
+func runDry(cmd *cobra.Command, js jetstream.JetStream, f *meshfile.File, output string) error {
+	rep, d, _, odd, err := dryRun(cmd.Context(), js, f, time.Now())
+	if err != nil {
+		return fmt.Errorf("apply --dry-run: %w", err)
 	}
 	for _, o := range odd {
 		fmt.Fprintln(cmd.ErrOrStderr(), "apply --dry-run: odd key left as it is:", o)
