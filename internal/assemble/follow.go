@@ -395,7 +395,9 @@ func (f *Follower) startOne(ctx context.Context, c Component) (*Running, error) 
 		cfg.Node = c.Node
 		return f.a.StartPostgres(ctx, cfg)
 	case Client:
-		r, _, err := f.a.StartClient(ctx, client.Config{Node: c.Node, Root: f.cfg.ClientRoot(c.Node), Log: f.log.With("node", c.Node)})
+		r, _, err := f.a.StartClient(ctx, client.Config{Node: c.Node, Root: f.cfg.ClientRoot(c.Node), Log: f.log.With("node", c.Node),
+			// One machine, one operator: the mesh file's reloads run.
+			Reload: true})
 		return r, err
 	}
 	return nil, fmt.Errorf("%w: follow: %s is not a component the follower runs", ErrConfig, c)

@@ -28,6 +28,7 @@ func defaultRoot(node string) string {
 func newClientCmd() *cobra.Command {
 	var bf busFlags
 	var node, root, logLevel string
+	var reload bool
 	cmd := &cobra.Command{
 		Use:   "client --node N [--root DIR]",
 		Short: "Run a node's client: apply the node's plans (folders, ports, sweeps, applied, collect)",
@@ -36,7 +37,9 @@ SIGTERM; started before the seat, it waits for the plans and registry buckets th
 node's plans and applies each module's: folders at <root>/<module>/<dir>, a port number per port that stays
 the same across restarts, files it did not write in a "sweep" folder moved to <root>.quarantine (never
 deleted), and the records in ` + mesh.AppliedBucket + ` and ` + mesh.CollectBucket + `. When a module's plan
-is gone its records go; its folders and data stay.`,
+is gone its records go; its folders and data stay. A module's templates are rendered into its folders, and
+rendered again when a credential in them is rotated; with --reload the client then runs the module's reload
+command (with the client's own rights: whoever writes the module's manifest decides it).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !mesh.ValidName(node) {
@@ -49,7 +52,7 @@ is gone its records go; its folders and data stay.`,
 			if root == "" {
 				root = defaultRoot(node)
 			}
-			r, c, err := bf.assembly(log).StartClient(cmd.Context(), client.Config{Node: node, Root: root})
+			r, c, err := bf.assembly(log).StartClient(cmd.Context(), client.Config{Node: node, Root: root, Reload: reload})
 			if err != nil {
 				return fmt.Errorf("client: %w", bf.explain(err))
 			}
@@ -68,6 +71,7 @@ is gone its records go; its folders and data stay.`,
 	cmd.Flags().StringVar(&node, "node", "", "the node whose plans this client applies (required)")
 	cmd.Flags().StringVar(&root, "root", "", "the node's root folder (default <state dir>/mesh-provisioner/nodes/<node>)")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "log level on stderr: debug, info, warn or error")
+	cmd.Flags().BoolVar(&reload, "reload", false, "run the modules' reload commands after their templates are rendered anew (with this client's rights)")
 	cmd.MarkFlagRequired("node")
 	bf.add(cmd)
 	bf.addReplicas(cmd)

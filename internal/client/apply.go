@@ -110,6 +110,9 @@ func (c *Client) applyTemplates(ctx context.Context, module string, plan mesh.Pl
 	if why := c.behind(creds); why != "" {
 		return append(problems, why)
 	}
+	if !c.cfg.Reload {
+		return append(problems, whyNoReload(plan.Reload))
+	}
 	if err := c.reload(ctx, module, plan.Reload); err != nil {
 		return append(problems, err.Error())
 	}

@@ -103,6 +103,13 @@ type Config struct {
 	// nothing: no folders, no sweep, no writes. It lets a second process
 	// (the "render" command) render while the node's client runs.
 	ReadOnly bool
+	// Reload lets the client run the plans' reload commands (a manifest's
+	// reload, see [mesh.Template]) with its own rights on the machine:
+	// whoever may write a module's manifest (the operator's mesh file)
+	// then decides a command the node runs. False renders the templates
+	// and says in the applied record's problems that the reload was not
+	// run.
+	Reload bool
 }
 
 // Client is one node's client. Create it with [New] and run it with

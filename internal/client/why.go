@@ -2,6 +2,7 @@ package client
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
@@ -94,4 +95,10 @@ func whyProviderBehind(key string, gen int64, dep string, d mesh.Provision) stri
 		return fmt.Sprintf("the reload waits: the files hold generation %d of %s; %s, which depends on it, is %s (%s)", gen, key, dep, d.State, d.Why)
 	}
 	return fmt.Sprintf("the reload waits: the files hold generation %d of %s; %s's provider %s on %s holds generation %d", gen, key, dep, d.Provider.Module, d.Provider.Node, d.Reference.Generation)
+}
+
+// whyNoReload says that a client that runs no reload commands did not run
+// argv.
+func whyNoReload(argv []string) string {
+	return fmt.Sprintf("the reload %q was not run: this client runs no reload commands (client --reload)", strings.Join(argv, " "))
 }

@@ -26,7 +26,7 @@ func (f *fixture) startClient(root string) (*client.Client, func()) {
 	f.t.Helper()
 	nc, js := kittest.Connect(f.t, f.url, "client-"+f.node)
 	log, said := kittest.Log()
-	c, err := client.New(client.Config{Node: f.node, Root: root, JS: js, NC: nc, Log: log})
+	c, err := client.New(client.Config{Node: f.node, Root: root, JS: js, NC: nc, Log: log, Reload: true})
 	if err != nil {
 		f.t.Fatal(err)
 	}

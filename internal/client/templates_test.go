@@ -1,0 +1,69 @@
+package client_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus/bustest"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/client"
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
+)
+
+// A module's templates are rendered into its folder (mode 0600); its
+// reload runs only on a client allowed to run reloads, and a client that
+// is not says so in the applied record. A template's placeholder that
+// does not resolve is said there too, and its file is not written.
+func TestTemplatesAreRenderedAndReloadedWhenAllowed(t *testing.T) {
+	s := bustest.Server(t)
+	ctx := bustest.Context(t)
+	_, js := bustest.Connect(t, s, "writer")
+	plans := plansBucket(t, ctx, js)
+	plan := mesh.Plan{Node: "ace", Module: "wiki", Fingerprint: "f1", Dirs: []mesh.Dir{{Name: "config", Unknown: mesh.UnknownProgram}},
+		Templates: []mesh.Template{
+			{Dir: "config", File: "wiki.conf", Text: "listen=8080\n"},
+			{Dir: "config", File: "broken.conf", Text: "x=${nosuch:thing}\n"},
+		},
+		Reload: []string{"sh", "-c", "echo reloaded >> reloads.log"}}
+	putPlan(t, ctx, plans, plan)
+	rec := reader(t, ctx, s, mesh.AppliedBucket)
+
+	for _, c := range []struct {
+		name   string
+		reload bool
+		says   string
+		runs   int
+	}{
+		{"no reloads", false, `the reload "sh -c echo reloaded >> reloads.log" was not run: this client runs no reload commands`, 0},
+		{"reloads", true, "", 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			root := t.TempDir()
+			r := start(t, s, "ace", root, func(cfg *client.Config) { cfg.Reload = c.reload })
+			defer r.stop()
+			file := filepath.Join(root, "wiki", "config", "wiki.conf")
+			bustest.WaitFor(t, 0, "wiki.conf rendered and the record written", func() bool {
+				b, _ := os.ReadFile(file)
+				a, ok := rec.Get("ace.wiki")
+				return string(b) == "listen=8080\n" && ok && strings.Contains(string(a.Value), "broken.conf")
+			})
+			if fi, _ := os.Stat(file); fi.Mode().Perm() != 0o600 {
+				t.Errorf("wiki.conf mode = %v; want 0600", fi.Mode().Perm())
+			}
+			if _, err := os.Stat(filepath.Join(root, "wiki", "config", "broken.conf")); err == nil {
+				t.Error("broken.conf was written; want no file for a template not rendered")
+			}
+			a, _ := applied(t, rec, "ace.wiki")
+			problems := strings.Join(a.Problems, "\n")
+			if !strings.Contains(problems, "template config/broken.conf not rendered") || !strings.Contains(problems, c.says) || a.Reloaded != c.reload {
+				t.Errorf("applied = %+v; want broken.conf said, %q, reloaded %v", a, c.says, c.reload)
+			}
+			log, _ := os.ReadFile(filepath.Join(root, "wiki", "reloads.log"))
+			if n := strings.Count(string(log), "reloaded"); n != c.runs {
+				t.Errorf("the reload ran %d times; want %d", n, c.runs)
+			}
+		})
+	}
+}
+
