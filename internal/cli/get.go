@@ -14,8 +14,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
-	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/jsonhead"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/lookup"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
 
@@ -238,32 +238,46 @@ func asJSON(v []byte) json.RawMessage {
 // reports whether the key is asked for; a non-empty why makes it odd.
 // A bucket that does not exist yet is no error: it is said in the notes.
 func readBucket(ctx context.Context, js jetstream.JetStream, bucket string, check func(key string, value []byte) (keep bool, why string)) (getAnswer, error) {
+	return readKeys(ctx, js, bucket, []string{">"}, check)
+}
+
+// readKeys reads the keys of bucket that match patterns (">" for every
+// key, "<node>" and "<node>.>" for a node's) as readBucket does: the server
+// sends only the matching keys, so a node's keys cost what they are, not
+// what the bucket is.
+func readKeys(ctx context.Context, js jetstream.JetStream, bucket string, patterns []string, check func(key string, value []byte) (keep bool, why string)) (getAnswer, error) {
 	var ans getAnswer
-	if _, err := js.KeyValue(ctx, bucket); errors.Is(err, jetstream.ErrBucketNotFound) {
+	kv, err := js.KeyValue(ctx, bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		ans.Notes = append(ans.Notes, fmt.Sprintf("bucket %s does not exist yet (has the seat run?)", bucket))
 		return ans, nil
 	} else if err != nil {
 		return ans, fmt.Errorf("bucket %s: %w", bucket, err)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	c := bus.Follow(ctx, js, bucket, bus.Options{})
-	select {
-	case <-c.Ready():
-	case <-ctx.Done():
-		return ans, fmt.Errorf("read %s: %w", bucket, ctx.Err())
-	}
-	c.Range(func(key string, it bus.Item) bool {
-		keep, why := check(key, it.Value)
+	err = lookup.Read(ctx, kv, patterns, func(key string, value []byte, _ uint64) {
+		keep, why := check(key, value)
 		switch {
 		case why != "":
-			ans.Odd = append(ans.Odd, getOdd{Key: key, Why: why, Value: it.Value})
+			ans.Odd = append(ans.Odd, getOdd{Key: key, Why: why, Value: value})
 		case keep:
-			ans.Items = append(ans.Items, getItem{Key: key, Value: it.Value})
+			ans.Items = append(ans.Items, getItem{Key: key, Value: value})
 		}
-		return true
 	})
+	if err != nil {
+		return ans, fmt.Errorf("read %s: %w", bucket, err)
+	}
 	return ans, nil
+}
+
+// nodeKeys are the key patterns of q's node ("<node>" and "<node>.>": its
+// keys, and the odd keys that could be its), or ">" when q names no node.
+// A key out of shape under no node's name is listed only when get is not
+// narrowed by node.
+func (q *getQuery) nodeKeys() []string {
+	if q.node == "" {
+		return []string{">"}
+	}
+	return []string{q.node, q.node + ".>"}
 }
 
 // decode decodes a stored value strictly, its names exact (spec 2,
@@ -296,7 +310,7 @@ func matches(filter string, values ...string) bool {
 // their node and module, narrowed by q; v returns a fresh value and the
 // node and module it names.
 func readNodeModule(ctx context.Context, q *getQuery, bucket string, v func(value []byte) (node, module, why string)) (getAnswer, error) {
-	return readBucket(ctx, q.js, bucket, func(key string, value []byte) (bool, string) {
+	return readKeys(ctx, q.js, bucket, q.nodeKeys(), func(key string, value []byte) (bool, string) {
 		k, err := mesh.ParseNodeModule(key)
 		if err != nil {
 			return false, "key out of shape: " + err.Error()
@@ -326,7 +340,7 @@ func readPlans(ctx context.Context, q *getQuery) (getAnswer, error) {
 func readRefused(ctx context.Context, q *getQuery) (getAnswer, error) {
 	// The module token of a refusal key is escaped: a module held for a
 	// name that is not valid has a refusal too.
-	return readBucket(ctx, q.js, mesh.RefusedBucket, func(key string, value []byte) (bool, string) {
+	return readKeys(ctx, q.js, mesh.RefusedBucket, q.nodeKeys(), func(key string, value []byte) (bool, string) {
 		k, err := mesh.ParseRefusalKey(key)
 		if err != nil {
 			return false, "key out of shape: " + err.Error()
@@ -349,7 +363,7 @@ func readRefused(ctx context.Context, q *getQuery) (getAnswer, error) {
 // by module on either side: a provision is shown when its consumer is on
 // the node, and when its consumer or its provider is the module.
 func readProvisions(ctx context.Context, q *getQuery) (getAnswer, error) {
-	return readBucket(ctx, q.js, mesh.ProvisionsBucket, func(key string, value []byte) (bool, string) {
+	return readKeys(ctx, q.js, mesh.ProvisionsBucket, q.nodeKeys(), func(key string, value []byte) (bool, string) {
 		k, err := mesh.ParseProvisionKey(key)
 		if err != nil {
 			return false, "key out of shape: " + err.Error()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mesh-provisioner/mesh-provisioner/internal/lookup"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/why"
 )
 
@@ -20,8 +21,8 @@ func newWhyCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "why KEY",
 		Short: "Walk a provision, plan or refusal key to the root cause of its state, one line per step",
-		Long: `why reads the mesh once (every bucket the seat follows, and the entries of every provider that
-keeps them) and walks KEY to the root cause of its state: a provision's depends-on keys that are not
+		Long: `why reads only the keys its walk passes (each by its key, never a whole bucket) and walks KEY
+to the root cause of its state: a provision's depends-on keys that are not
 provided, its provider's entry (or have), the refusals of its provider and consumer, and for a retiring
 key its ask or the operator's answer. A plan key (<node>.<module>) walks its provisions that are not
 provided; a refusal key says why the module is held. A provision key the seat does not keep answers
@@ -47,11 +48,11 @@ each branch last, indented by how far it is:
 				return fmt.Errorf("why: %w", err)
 			}
 			defer nc.Close()
-			m, _, err := readMesh(cmd.Context(), js, nil)
-			if err != nil {
-				return fmt.Errorf("why: %w", err)
+			st := lookup.New(cmd.Context(), js)
+			steps, err := why.Walk(st, args[0])
+			if rerr := st.Err(); rerr != nil {
+				return fmt.Errorf("why: %w", rerr)
 			}
-			steps, err := why.Walk(m, args[0])
 			if err != nil {
 				return err
 			}
