@@ -43,7 +43,7 @@ type State struct {
 	reads int
 	whole []string // buckets read whole, in order
 	err   error
-	odd []error
+	odd   []error
 }
 
 var _ compose.State = (*State)(nil)
