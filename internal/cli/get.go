@@ -131,6 +131,7 @@ func newGetCmd() *cobra.Command {
 			for _, n := range ans.Notes {
 				fmt.Fprintln(cmd.ErrOrStderr(), "get:", n)
 			}
+			sayNoSeat(cmd.Context(), js, cmd.ErrOrStderr(), "get")
 			if output == "json" {
 				return writeGetJSON(cmd.OutOrStdout(), cmd.ErrOrStderr(), ans)
 			}

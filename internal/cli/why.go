@@ -1,12 +1,14 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/lookup"
@@ -48,6 +50,7 @@ each branch last, indented by how far it is:
 				return fmt.Errorf("why: %w", err)
 			}
 			defer nc.Close()
+			sayNoSeat(cmd.Context(), js, cmd.ErrOrStderr(), "why")
 			st := lookup.New(cmd.Context(), js)
 			steps, err := why.Walk(st, args[0])
 			if rerr := st.Err(); rerr != nil {
@@ -101,14 +104,19 @@ func writeSteps(w io.Writer, steps []why.Step, now time.Time) error {
 }
 
 // ago says a duration the way an operator reads it: 40s, 12m, 3h, 5d.
-func ago(d time.Duration) string {
-	switch {
-	case d < time.Minute:
-		return fmt.Sprintf("%ds", max(0, int(d.Seconds())))
-	case d < time.Hour:
-		return fmt.Sprintf("%dm", int(d.Minutes()))
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh", int(d.Hours()))
+func ago(d time.Duration) string { return lookup.Ago(d) }
+
+// sayNoSeat says on w, after prefix, when no seat holds the lease and when
+// the seat last wrote (lookup.ReadSeat: a few requests whatever the
+// mesh's size), since a read view then shows what the last seat left. It
+// says nothing when a seat holds it, and a read that fails is said.
+func sayNoSeat(ctx context.Context, js jetstream.JetStream, w io.Writer, prefix string) {
+	s, err := lookup.ReadSeat(ctx, js)
+	if err != nil {
+		fmt.Fprintf(w, "%s: where the seat stands is not known: %v\n", prefix, err)
+		return
 	}
-	return fmt.Sprintf("%dd", int(d.Hours()/24))
+	if !s.Held {
+		fmt.Fprintf(w, "%s: %s\n", prefix, s.Says(time.Now()))
+	}
 }
