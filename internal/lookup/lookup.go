@@ -159,7 +159,12 @@ func (s *State) read(bucket, pattern string) {
 // subjects' last messages: the cost is that of the keys read, not of the
 // bucket.
 func Read(ctx context.Context, kv jetstream.KeyValue, patterns []string, f func(key string, value []byte, rev uint64)) error {
-	w, err := kv.WatchFiltered(ctx, patterns, jetstream.IgnoreDeletes())
+	return read(ctx, kv, patterns, f, jetstream.IgnoreDeletes())
+}
+
+func read(ctx context.Context, kv jetstream.KeyValue, patterns []string, f func(key string, value []byte, rev uint64), opts ...jetstream.WatchOpt) error {
+	// WatchFiltered writes the bucket's prefix into the slice it is given.
+	w, err := kv.WatchFiltered(ctx, append([]string(nil), patterns...), opts...)
 	if err != nil {
 		return err
 	}
@@ -178,6 +183,12 @@ func Read(ctx context.Context, kv jetstream.KeyValue, patterns []string, f func(
 			return ctx.Err()
 		}
 	}
+}
+
+// ReadKeys is [Read] of the keys alone: the server sends each matching
+// key's last message without its value (f's value is nil).
+func ReadKeys(ctx context.Context, kv jetstream.KeyValue, patterns []string, f func(key string, value []byte, rev uint64)) error {
+	return read(ctx, kv, patterns, f, jetstream.IgnoreDeletes(), jetstream.MetaOnly())
 }
 
 // The compose.State methods: each reads what it answers from, then asks

@@ -1,0 +1,276 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/asks"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/jsonhead"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/lookup"
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
+)
+
+func init() { commands = append(commands, newStatusCmd) }
+
+// statusStates are the provision states status counts, in its columns'
+// order.
+var statusStates = []mesh.State{mesh.Provided, mesh.Asked, mesh.Waits, mesh.Failed, mesh.Retiring}
+
+// nodeStatus is one node's row of status.
+type nodeStatus struct {
+	Node   string         `json:"node"`
+	Plans  int            `json:"plans"`
+	States map[string]int `json:"states"`
+	// Odd counts the node's provision keys whose value does not decode or
+	// names no state the spec has.
+	Odd      int      `json:"odd,omitempty"`
+	Held     []string `json:"held"`
+	OpenAsks []string `json:"open-asks"`
+}
+
+// meshStatus is what status shows: the seat, then one row per node.
+type meshStatus struct {
+	Seat  lookup.Seat   `json:"seat"`
+	Nodes []*nodeStatus `json:"nodes"`
+	// Notes say what could not be read (a bucket not made yet, the ask
+	// router not answering).
+	Notes []string `json:"notes,omitempty"`
+}
+
+func newStatusCmd() *cobra.Command {
+	var bf busFlags
+	var node, output string
+	cmd := &cobra.Command{
+		Use:   "status [--node N]",
+		Short: "The mesh at a glance: the seat, and per node its plans, provisions per state, held modules and open asks",
+		Long: `status shows the seat (who holds its lease, since when, and when it last wrote: its last
+composition that changed a key), then one line per node: its plans, its provisions counted per state,
+its held modules and its open asks (by the node of the key each is about).
+
+It reads what the counts need and nothing else: the keys of the plans and the placement (not their
+values), the state of each provision, the refusals, the ask router's open asks and the seat's lease.
+--node N reads only that node's keys.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(output, "table", "wide", "json", "yaml"); err != nil {
+				return err
+			}
+			if node != "" && !mesh.ValidName(node) {
+				return usageError{fmt.Errorf("status: --node %q is no node's name (lower-case [a-z0-9][a-z0-9-]*)", node)}
+			}
+			nc, js, err := bf.connect("cli-status")
+			if err != nil {
+				return fmt.Errorf("status: %w", err)
+			}
+			defer nc.Close()
+			ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
+			defer cancel()
+			st, err := readStatus(ctx, nc, js, node)
+			if err != nil {
+				return fmt.Errorf("status: %w", err)
+			}
+			for _, n := range st.Notes {
+				fmt.Fprintln(cmd.ErrOrStderr(), "status:", n)
+			}
+			switch output {
+			case "json", "yaml":
+				return writeData(cmd.OutOrStdout(), output, st)
+			}
+			return writeStatus(cmd.OutOrStdout(), st, time.Now(), output == "wide")
+		},
+	}
+	cmd.Flags().StringVar(&node, "node", "", "only this node")
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "table, wide (whole cells), json or yaml")
+	bf.add(cmd)
+	return cmd
+}
+
+// readStatus reads the mesh's status, narrowed to node when it is not "".
+func readStatus(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, node string) (meshStatus, error) {
+	var st meshStatus
+	seat, err := lookup.ReadSeat(ctx, js)
+	if err != nil {
+		return st, err
+	}
+	st.Seat = seat
+	patterns := []string{">"}
+	if node != "" {
+		patterns = []string{node, node + ".>"}
+	}
+	nodes := map[string]*nodeStatus{}
+	of := func(n string) *nodeStatus {
+		ns := nodes[n]
+		if ns == nil {
+			ns = &nodeStatus{Node: n, States: map[string]int{}, Held: []string{}, OpenAsks: []string{}}
+			nodes[n] = ns
+		}
+		return ns
+	}
+	// read reads the keys of bucket matching patterns, with their values
+	// unless keysOnly.
+	read := func(bucket string, keysOnly bool, f func(key string, v []byte)) error {
+		kv, err := js.KeyValue(ctx, bucket)
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			st.Notes = append(st.Notes, fmt.Sprintf("bucket %s does not exist yet (has the seat run?)", bucket))
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("bucket %s: %w", bucket, err)
+		}
+		read := lookup.Read
+		if keysOnly {
+			read = lookup.ReadKeys
+		}
+		return read(ctx, kv, patterns, func(key string, v []byte, _ uint64) { f(key, v) })
+	}
+	nodeOf := func(key string) *nodeStatus {
+		n, _, _ := strings.Cut(key, ".")
+		return of(n)
+	}
+	if node == "" {
+		if err := read(mesh.PlacementBucket, true, func(key string, _ []byte) { of(key) }); err != nil {
+			return st, err
+		}
+	} else {
+		of(node)
+	}
+	if err := read(mesh.PlansBucket, true, func(key string, _ []byte) { nodeOf(key).Plans++ }); err != nil {
+		return st, err
+	}
+	var heads jsonhead.HeadReader
+	err = read(mesh.ProvisionsBucket, false, func(key string, v []byte) {
+		ns := nodeOf(key)
+		h, err := heads.Read(v, jsonhead.HeadState, nil)
+		if err != nil {
+			var p mesh.Provision
+			if jsonhead.Decode(v, &p) != nil {
+				ns.Odd++
+				return
+			}
+			h.State = p.State
+		}
+		if !known(h.State) {
+			ns.Odd++
+			return
+		}
+		ns.States[string(h.State)]++
+	})
+	if err != nil {
+		return st, err
+	}
+	if err := read(mesh.RefusedBucket, true, func(key string, _ []byte) {
+		if k, err := mesh.ParseRefusalKey(key); err == nil {
+			ns := of(k.Node)
+			ns.Held = append(ns.Held, k.Module)
+		}
+	}); err != nil {
+		return st, err
+	}
+	l, err := asks.List(ctx, nc, mesh.RecordOpen)
+	if err != nil {
+		st.Notes = append(st.Notes, fmt.Sprintf("open asks not known: %v", err))
+	}
+	for _, rec := range l.Records {
+		key, _ := strings.CutPrefix(rec.Ask.About, "provision.")
+		n, _, _ := strings.Cut(key, ".")
+		if node != "" && n != node {
+			continue
+		}
+		ns := of(n)
+		ns.OpenAsks = append(ns.OpenAsks, rec.Ask.ID)
+	}
+	for _, ns := range nodes {
+		sort.Strings(ns.Held)
+		sort.Strings(ns.OpenAsks)
+		st.Nodes = append(st.Nodes, ns)
+	}
+	sort.Slice(st.Nodes, func(i, j int) bool { return st.Nodes[i].Node < st.Nodes[j].Node })
+	return st, nil
+}
+
+// known reports whether s is one of the spec's provision states.
+func known(s mesh.State) bool {
+	for _, k := range statusStates {
+		if s == k {
+			return true
+		}
+	}
+	return false
+}
+
+// writeStatus writes the seat's line, the mesh's totals and a table of
+// the nodes.
+func writeStatus(w io.Writer, st meshStatus, now time.Time, wide bool) error {
+	fmt.Fprintln(w, st.Seat.Says(now))
+	total := map[string]int{}
+	plans, held, open, odd, provs := 0, 0, 0, 0, 0
+	for _, ns := range st.Nodes {
+		plans += ns.Plans
+		held += len(ns.Held)
+		open += len(ns.OpenAsks)
+		odd += ns.Odd
+		for s, n := range ns.States {
+			total[s] += n
+			provs += n
+		}
+	}
+	var counts []string
+	for _, s := range statusStates {
+		if total[string(s)] > 0 {
+			counts = append(counts, fmt.Sprintf("%d %s", total[string(s)], s))
+		}
+	}
+	if odd > 0 {
+		counts = append(counts, fmt.Sprintf("%d odd", odd))
+	}
+	sum := fmt.Sprintf("mesh: %d nodes, %d plans, %d provisions", len(st.Nodes), plans, provs+odd)
+	if len(counts) > 0 {
+		sum += " (" + strings.Join(counts, ", ") + ")"
+	}
+	fmt.Fprintf(w, "%s, %d held, %d open asks\n", sum, held, open)
+	if len(st.Nodes) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	header := []string{"NODE", "PLANS"}
+	for _, s := range statusStates {
+		header = append(header, strings.ToUpper(string(s)))
+	}
+	header = append(header, "HELD", "OPEN ASKS")
+	rows := make([][]string, 0, len(st.Nodes))
+	for _, ns := range st.Nodes {
+		r := []string{ns.Node, strconv.Itoa(ns.Plans)}
+		for _, s := range statusStates {
+			r = append(r, count(ns.States[string(s)]))
+		}
+		r = append(r, listOf(ns.Held), listOf(ns.OpenAsks))
+		rows = append(rows, r)
+	}
+	return writeTable(w, header, rows, wide)
+}
+
+// count is n, or "-" for none.
+func count(n int) string {
+	if n == 0 {
+		return "-"
+	}
+	return strconv.Itoa(n)
+}
+
+// listOf is "n: a, b", or "-" for none.
+func listOf(s []string) string {
+	if len(s) == 0 {
+		return "-"
+	}
+	return strconv.Itoa(len(s)) + ": " + strings.Join(s, ", ")
+}

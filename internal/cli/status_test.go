@@ -1,0 +1,111 @@
+package cli
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus/bustest"
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
+)
+
+// TestStatus runs the homelab with vaultwarden removed from ace (its keys
+// retiring and asked): status counts each node's plans and provisions per
+// state as get reads them, names ace's open asks, and says the seat's
+// lease; --node ace is that one row; -o yaml says the same as -o json.
+func TestStatus(t *testing.T) {
+	s := bustest.Server(t)
+	startRouter(t, s)
+	st := startSeat(t, s, homelabFile)
+	if _, errOut, err := run(t, "apply", "-f", withoutVaultwarden(t), "--yes", "--nats", s.URL()); err != nil {
+		t.Fatalf("apply: %v (%s)", err, errOut)
+	}
+	waitSeat(t, s, st)
+	bustest.WaitFor(t, 0, "vaultwarden's keys asked", func() bool {
+		out, _, err := run(t, "asks", "-o", "json", "--nats", s.URL())
+		return err == nil && strings.Contains(out, "retire-ace-vaultwarden-database")
+	})
+
+	// What get reads, counted per node and state.
+	out, _, err := run(t, "get", "provisions", "-o", "json", "--nats", s.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var provs map[string]mesh.Provision
+	if err := json.Unmarshal([]byte(out), &provs); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]map[string]int{}
+	for key, p := range provs {
+		n, _, _ := strings.Cut(key, ".")
+		if want[n] == nil {
+			want[n] = map[string]int{}
+		}
+		want[n][string(p.State)]++
+	}
+	if want["ace"][string(mesh.Retiring)] == 0 {
+		t.Fatalf("ace has no retiring key: %v", want["ace"])
+	}
+	out, _, err = run(t, "get", "plans", "-o", "json", "--nats", s.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plans map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(out), &plans); err != nil {
+		t.Fatal(err)
+	}
+	wantPlans := map[string]int{}
+	for key := range plans {
+		n, _, _ := strings.Cut(key, ".")
+		wantPlans[n]++
+	}
+
+	out, errOut, err := run(t, "status", "-o", "json", "--nats", s.URL())
+	if err != nil {
+		t.Fatalf("status: %v (%s)", err, errOut)
+	}
+	var got meshStatus
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("status -o json = %s: %v", out, err)
+	}
+	if !got.Seat.Held || got.Seat.Holder == "" {
+		t.Errorf("status: seat %+v; want held, with its holder", got.Seat)
+	}
+	var names []string
+	for _, ns := range got.Nodes {
+		names = append(names, ns.Node)
+		if ns.Plans != wantPlans[ns.Node] {
+			t.Errorf("status: %s has %d plans; get plans has %d", ns.Node, ns.Plans, wantPlans[ns.Node])
+		}
+		for _, state := range statusStates {
+			if ns.States[string(state)] != want[ns.Node][string(state)] {
+				t.Errorf("status: %s has %d %s; get provisions has %d", ns.Node, ns.States[string(state)], state, want[ns.Node][string(state)])
+			}
+		}
+		open := strings.Join(ns.OpenAsks, " ")
+		if ns.Node == "ace" != strings.Contains(open, "retire-ace-vaultwarden-database") {
+			t.Errorf("status: %s's open asks %v", ns.Node, ns.OpenAsks)
+		}
+	}
+	if strings.Join(names, " ") != "ace control g14 shanks" {
+		t.Errorf("status: nodes %v; want ace control g14 shanks", names)
+	}
+
+	out, _, err = run(t, "status", "--nats", s.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(out, "\n")
+	if !strings.HasPrefix(lines[0], "seat: "+got.Seat.Holder+" holds the lease since ") || !strings.HasPrefix(lines[1], "mesh: 4 nodes, ") ||
+		!strings.HasPrefix(lines[3], "NODE") || !strings.Contains(lines[3], "PROVIDED") || !strings.Contains(out, "retire-ace-vaultwarden-database") {
+		t.Errorf("status printed:\n%s", out)
+	}
+
+	out, _, err = run(t, "status", "--node", "ace", "-o", "yaml", "--nats", s.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "\nnodes:\n  - node: ace\n") || strings.Contains(out, "node: g14") || !strings.Contains(out, "held: true") {
+		t.Errorf("status --node ace -o yaml:\n%s", out)
+	}
+}
