@@ -103,7 +103,7 @@ func TestClientNotInMesh(t *testing.T) {
 func TestFitRows(t *testing.T) {
 	header := []string{"NODE", "KEY", "WHY"}
 	rows := [][]string{{"ace", "ace.gitea.database.main", strings.Repeat("w", 200)}}
-	got := fitRows(header, rows, tableWidth)
+	got := fitRows(header, rows, defaultWidth)
 	// NODE (4) + KEY (23) + two gaps of 2 leave 89 columns for WHY.
 	if n := len([]rune(got[0][2])); n != 89 {
 		t.Errorf("cut WHY is %d columns; want 89: %q", n, got[0][2])
@@ -111,8 +111,41 @@ func TestFitRows(t *testing.T) {
 	if got[0][0] != "ace" || got[0][1] != "ace.gitea.database.main" || !strings.HasSuffix(got[0][2], "w…") {
 		t.Errorf("fitRows cut %q; want only WHY cut, ending in …", got[0])
 	}
-	if same := fitRows(header, [][]string{{"a", "b", "c"}}, tableWidth); same[0][2] != "c" {
+	if same := fitRows(header, [][]string{{"a", "b", "c"}}, defaultWidth); same[0][2] != "c" {
 		t.Errorf("fitRows changed a narrow table: %q", same[0])
+	}
+}
+
+// TestTableKeepsKeysWhole cuts a table to a width narrower than its key:
+// the key and ask id stay whole and the other cells are cut; the width is
+// $COLUMNS, else 120 for an output that is not a terminal.
+func TestTableKeepsKeysWhole(t *testing.T) {
+	header := []string{"ASK", "KEY", "STATE", "WHY"}
+	key := "node-0001.bookmarks-1.credential.postgres_database"
+	ask := "retire-node-0001-bookmarks-1-credential-postgres_database-1796010250"
+	rows := [][]string{{ask, key, "retiring (not asked yet)", strings.Repeat("w", 200)}}
+	got := fitRows(header, rows, 60)
+	if got[0][0] != ask || got[0][1] != key {
+		t.Errorf("fitRows to 60 columns cut the ask or the key: %q", got[0])
+	}
+	if got[0][2] != "retiring …" || !strings.HasSuffix(got[0][3], "w…") || len([]rune(got[0][3])) != minColumn {
+		t.Errorf("fitRows to 60 columns = %q; want STATE and WHY cut to %d columns", got[0], minColumn)
+	}
+
+	t.Setenv("COLUMNS", "")
+	var b strings.Builder
+	if n := tableWidth(&b); n != defaultWidth {
+		t.Errorf("tableWidth of a buffer with no COLUMNS = %d; want %d", n, defaultWidth)
+	}
+	t.Setenv("COLUMNS", "200")
+	if n := tableWidth(&b); n != 200 {
+		t.Errorf("tableWidth with COLUMNS=200 = %d; want 200", n)
+	}
+	if err := writeTable(&b, header, rows, false); err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Split(strings.TrimRight(b.String(), "\n"), "\n"); len([]rune(lines[1])) != 200 {
+		t.Errorf("a table written with COLUMNS=200 is %d columns wide; want 200:\n%s", len([]rune(lines[1])), b.String())
 	}
 }
 

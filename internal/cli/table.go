@@ -2,27 +2,52 @@ package cli
 
 import (
 	"io"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"unicode/utf8"
+
+	"golang.org/x/term"
 )
 
-// tableWidth is the width, in columns, that tables fit unless -o wide is
-// given.
-const tableWidth = 120
+// defaultWidth is the width, in columns, that tables fit when $COLUMNS
+// does not say one and the output is not a terminal.
+const defaultWidth = 120
+
+// tableWidth returns the width a table written to w fits: $COLUMNS when
+// it is a number of at least 20, else the terminal's width when w is one,
+// else defaultWidth.
+func tableWidth(w io.Writer) int {
+	if n, err := strconv.Atoi(os.Getenv("COLUMNS")); err == nil && n >= 20 {
+		return n
+	}
+	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		if n, _, err := term.GetSize(int(f.Fd())); err == nil && n >= 20 {
+			return n
+		}
+	}
+	return defaultWidth
+}
+
+// wholeColumns are the columns a table never cuts, by their header: the
+// things an operator copies (a key, an ask id, the names a key is made of).
+var wholeColumns = map[string]bool{"KEY": true, "ODD KEY": true, "ASK": true, "NODE": true, "MODULE": true, "OPEN ASKS": true}
 
 // minColumn is the narrowest a column is cut to when a table does not fit.
 const minColumn = 10
 
 // writeTable writes header and rows as columns two spaces apart. Unless
 // wide, the widest columns are cut (their cells end in "…") until a line
-// fits tableWidth; a table that cannot fit with every column at
-// minColumn is cut that far.
+// fits [tableWidth]; a table that cannot fit with every column at
+// minColumn is cut that far. A column of [wholeColumns] is never cut: a
+// table with a long key is wider than the terminal rather than cut it.
 func writeTable(w io.Writer, header []string, rows [][]string, wide bool) error {
 	if !wide {
-		rows = fitRows(header, rows, tableWidth)
-		header = fitRows(header, [][]string{header}, tableWidth)[0]
+		width := tableWidth(w)
+		rows = fitRows(header, rows, width)
+		header = fitRows(header, [][]string{header}, width)[0]
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	io.WriteString(tw, strings.Join(header, "\t")+"\n")
@@ -56,13 +81,13 @@ func fitRows(header []string, rows [][]string, width int) [][]string {
 	}
 	limit := append([]int(nil), widths...)
 	for total() > width {
-		widest := 0
+		widest := -1
 		for i := range widths {
-			if widths[i] > widths[widest] {
+			if !wholeColumns[header[i]] && (widest < 0 || widths[i] > widths[widest]) {
 				widest = i
 			}
 		}
-		if widths[widest] <= minColumn {
+		if widest < 0 || widths[widest] <= minColumn {
 			break
 		}
 		widths[widest]--
