@@ -88,7 +88,11 @@ type busFlags struct {
 	// domain is --domain: the JetStream domain reached through a leafnode
 	// server ("" on the mesh's servers).
 	domain string
-	log    *slog.Logger // nil means slog.Default()
+	// context is --context: the nats CLI's context to connect with (see
+	// resolve); from says where url came from when not --nats ("context
+	// NAME", "$NATS_URL"), "" for --nats or the default.
+	context, from string
+	log           *slog.Logger // nil means slog.Default()
 	// replicas is the replica count of the buckets the command makes
 	// (--replicas, see addReplicas); 0 for a command without the flag.
 	replicas replicas
@@ -117,9 +121,20 @@ func (f *busFlags) addReplicas(cmd *cobra.Command) {
 }
 
 func (f *busFlags) add(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.url, "nats", "nats://127.0.0.1:4222", "URL of the mesh's NATS server")
+	cmd.Flags().StringVar(&f.url, "nats", "nats://127.0.0.1:4222", "URL of the mesh's NATS server (else the context's url, else $NATS_URL)")
 	cmd.Flags().StringVar(&f.domain, "domain", "", "the JetStream domain of the mesh's servers, for a connection to an edge node's leafnode server (auth gen --domain); empty on the servers themselves")
-	cmd.Flags().StringVar(&f.creds, "creds", "", "NATS credentials file (an operator's command without it uses the operator's that up writes, DATA/auth/operator.creds, when there is one)")
+	cmd.Flags().StringVar(&f.creds, "creds", "", "NATS credentials file (else the context's creds, else $NATS_CREDS; an operator's command without any uses the operator's that up writes, DATA/auth/operator.creds, when there is one)")
+	cmd.Flags().StringVar(&f.context, "context", "", "the nats CLI's context to connect with (~/.config/nats/context/NAME.json: its url and creds; default $NATS_CONTEXT)")
+	pre := cmd.PreRunE
+	cmd.PreRunE = func(c *cobra.Command, args []string) error {
+		if err := f.resolve(c.Flags()); err != nil {
+			return err
+		}
+		if pre != nil {
+			return pre(c, args)
+		}
+		return nil
+	}
 }
 
 // connect dials the bus as component name. A server that cannot be
@@ -167,6 +182,8 @@ func (f *busFlags) explain(err error) error {
 		return fmt.Errorf("the NATS server at %s refused a connection without credentials: pass --creds FILE (up writes the operator's in DATA/auth/operator.creds): %w", f.url, err)
 	case errors.Is(err, nats.ErrAuthorization):
 		return fmt.Errorf("the NATS server at %s refused the credentials in %s: are they this mesh's (up writes them in DATA/auth, auth gen in its -o)? %w", f.url, f.credsOrDefault(), err)
+	case errors.Is(err, nats.ErrNoServers) && f.from != "":
+		return fmt.Errorf("no NATS server answers at %s (from %s): is it running? pass --nats URL", f.url, f.from)
 	case errors.Is(err, nats.ErrNoServers):
 		return fmt.Errorf("no NATS server answers at %s: is `up` running? pass --nats URL", f.url)
 	case errors.Is(err, assemble.ErrNoJetStream):
