@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -45,6 +46,12 @@ type Dial struct {
 	// Log receives the connection's asynchronous errors (a denied publish
 	// is only ever reported there) and reconnects. Nil means slog.Default().
 	Log *slog.Logger
+	// OnRefused, if set, is called on the connection's goroutine with each
+	// permissions violation the server reports (wrapping
+	// nats.ErrPermissionViolation, naming the subject), at once: a command
+	// whose request was refused fails then, rather than wait for a reply
+	// that never comes. It must not block.
+	OnRefused func(err error)
 }
 
 // A connection pings its server every PingInterval and takes it as dead
@@ -112,6 +119,10 @@ func dial(d Dial) (*nats.Conn, error) {
 			subject := ""
 			if sub != nil {
 				subject = sub.Subject
+			}
+			if d.OnRefused != nil && errors.Is(err, nats.ErrPermissionViolation) {
+				d.OnRefused(err)
+				return // the command says it
 			}
 			log.Error("bus: asynchronous error", "component", d.Name, "subject", subject, "err", err)
 		}),

@@ -131,7 +131,7 @@ func newGetCmd() *cobra.Command {
 			for _, n := range ans.Notes {
 				fmt.Fprintln(cmd.ErrOrStderr(), "get:", n)
 			}
-			sayNoSeat(cmd.Context(), js, cmd.ErrOrStderr(), "get")
+			bf.sayNoSeat(cmd.Context(), js, cmd.ErrOrStderr(), "get")
 			if output == "json" {
 				return writeGetJSON(cmd.OutOrStdout(), cmd.ErrOrStderr(), ans)
 			}
@@ -239,14 +239,14 @@ func asJSON(v []byte) json.RawMessage {
 // reports whether the key is asked for; a non-empty why makes it odd.
 // A bucket that does not exist yet is no error: it is said in the notes.
 func readBucket(ctx context.Context, js jetstream.JetStream, bucket string, check func(key string, value []byte) (keep bool, why string)) (getAnswer, error) {
-	return readKeys(ctx, js, bucket, []string{">"}, check)
+	return readBucketKeys(ctx, js, bucket, []string{">"}, check)
 }
 
-// readKeys reads the keys of bucket that match patterns (">" for every
+// readBucketKeys reads the keys of bucket that match patterns (">" for every
 // key, "<node>" and "<node>.>" for a node's) as readBucket does: the server
 // sends only the matching keys, so a node's keys cost what they are, not
 // what the bucket is.
-func readKeys(ctx context.Context, js jetstream.JetStream, bucket string, patterns []string, check func(key string, value []byte) (keep bool, why string)) (getAnswer, error) {
+func readBucketKeys(ctx context.Context, js jetstream.JetStream, bucket string, patterns []string, check func(key string, value []byte) (keep bool, why string)) (getAnswer, error) {
 	var ans getAnswer
 	kv, err := js.KeyValue(ctx, bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
@@ -270,15 +270,16 @@ func readKeys(ctx context.Context, js jetstream.JetStream, bucket string, patter
 	return ans, nil
 }
 
-// nodeKeys are the key patterns of q's node ("<node>" and "<node>.>": its
-// keys, and the odd keys that could be its), or ">" when q names no node.
-// A key out of shape under no node's name is listed only when get is not
-// narrowed by node.
+// nodeKeys are the key patterns of q's node ("<node>.>": its keys, and
+// the odd keys under its name), or ">" when q names no node. One pattern,
+// which a node's client may read (a consumer filtered to "<node>.>"); a
+// key out of shape that is not under "<node>." is listed only when get is
+// not narrowed by node.
 func (q *getQuery) nodeKeys() []string {
 	if q.node == "" {
 		return []string{">"}
 	}
-	return []string{q.node, q.node + ".>"}
+	return []string{q.node + ".>"}
 }
 
 // decode decodes a stored value strictly, its names exact (spec 2,
@@ -311,7 +312,7 @@ func matches(filter string, values ...string) bool {
 // their node and module, narrowed by q; v returns a fresh value and the
 // node and module it names.
 func readNodeModule(ctx context.Context, q *getQuery, bucket string, v func(value []byte) (node, module, why string)) (getAnswer, error) {
-	return readKeys(ctx, q.js, bucket, q.nodeKeys(), func(key string, value []byte) (bool, string) {
+	return readBucketKeys(ctx, q.js, bucket, q.nodeKeys(), func(key string, value []byte) (bool, string) {
 		k, err := mesh.ParseNodeModule(key)
 		if err != nil {
 			return false, "key out of shape: " + err.Error()
@@ -341,7 +342,7 @@ func readPlans(ctx context.Context, q *getQuery) (getAnswer, error) {
 func readRefused(ctx context.Context, q *getQuery) (getAnswer, error) {
 	// The module token of a refusal key is escaped: a module held for a
 	// name that is not valid has a refusal too.
-	return readKeys(ctx, q.js, mesh.RefusedBucket, q.nodeKeys(), func(key string, value []byte) (bool, string) {
+	return readBucketKeys(ctx, q.js, mesh.RefusedBucket, q.nodeKeys(), func(key string, value []byte) (bool, string) {
 		k, err := mesh.ParseRefusalKey(key)
 		if err != nil {
 			return false, "key out of shape: " + err.Error()
@@ -364,7 +365,7 @@ func readRefused(ctx context.Context, q *getQuery) (getAnswer, error) {
 // by module on either side: a provision is shown when its consumer is on
 // the node, and when its consumer or its provider is the module.
 func readProvisions(ctx context.Context, q *getQuery) (getAnswer, error) {
-	return readKeys(ctx, q.js, mesh.ProvisionsBucket, q.nodeKeys(), func(key string, value []byte) (bool, string) {
+	return readBucketKeys(ctx, q.js, mesh.ProvisionsBucket, q.nodeKeys(), func(key string, value []byte) (bool, string) {
 		k, err := mesh.ParseProvisionKey(key)
 		if err != nil {
 			return false, "key out of shape: " + err.Error()

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"sync"
 	"syscall"
 
 	"github.com/nats-io/nats.go"
@@ -65,11 +66,21 @@ func isUsage(err error) bool {
 }
 
 // markRan wraps the RunE of cmd and of its subcommands, so that an error a
-// command returns while it runs is told from one cobra returns before.
+// command returns while it runs is told from one cobra returns before. A
+// command whose context the server's refusal ended ([refusedError]) fails
+// with the refusal, whatever its request then returned, even when it went
+// on.
 func markRan(cmd *cobra.Command) {
 	if run := cmd.RunE; run != nil {
 		cmd.RunE = func(c *cobra.Command, args []string) error {
-			if err := run(c, args); err != nil {
+			err := run(c, args)
+			var refused *refusedError
+			if errors.As(context.Cause(c.Context()), &refused) {
+				// Even when the command went on: what it printed may
+				// lack what it was refused.
+				err = refused
+			}
+			if err != nil {
 				return ranError{err}
 			}
 			return nil
@@ -79,6 +90,27 @@ func markRan(cmd *cobra.Command) {
 		markRan(sub)
 	}
 }
+
+// refusedError is a permission the NATS server refused the command's
+// connection (a publish or subscribe its user may not make), said as soon
+// as the server reports it.
+type refusedError struct {
+	err   error  // wraps nats.ErrPermissionViolation, naming the subject
+	creds string // the credentials file used, "" for none
+}
+
+func (e *refusedError) Error() string {
+	user := "a connection without credentials"
+	if e.creds != "" {
+		user = "the user of " + e.creds
+		if u := bus.CredsUser(e.creds); u != "" {
+			user = "the user " + u + " (" + e.creds + ")"
+		}
+	}
+	return fmt.Sprintf("the NATS server refused %s: %v: this user may not do that; run the command as a party that may (--creds FILE, or --context NAME; an operator's are DATA/auth/operator.creds; who may do what: docs/trust.md)", user, e.err)
+}
+
+func (e *refusedError) Unwrap() error { return e.err }
 
 // busFlags are the flags every subcommand that talks to a running mesh
 // takes.
@@ -92,6 +124,12 @@ type busFlags struct {
 	// resolve); from says where url came from when not --nats ("context
 	// NAME", "$NATS_URL"), "" for --nats or the default.
 	context, from string
+	// refuse ends the command's context with a *refusedError (see
+	// connect); set in the command's PreRunE. While aside is set (see
+	// tolerate), a refusal ends aside's context instead.
+	refuse context.CancelCauseFunc
+	mu     sync.Mutex
+	aside  context.CancelCauseFunc
 	log           *slog.Logger // nil means slog.Default()
 	// replicas is the replica count of the buckets the command makes
 	// (--replicas, see addReplicas); 0 for a command without the flag.
@@ -130,6 +168,9 @@ func (f *busFlags) add(cmd *cobra.Command) {
 		if err := f.resolve(c.Flags()); err != nil {
 			return err
 		}
+		ctx, cancel := context.WithCancelCause(c.Context())
+		c.SetContext(ctx)
+		f.refuse = cancel
 		if pre != nil {
 			return pre(c, args)
 		}
@@ -145,7 +186,9 @@ func (f *busFlags) connect(name string) (*nats.Conn, jetstream.JetStream, error)
 	if log == nil {
 		log = slog.Default()
 	}
-	nc, js, err := bus.Connect(bus.Dial{URL: f.url, Creds: f.credsOrDefault(), Name: name, Log: log, Replicas: int(f.replicas), Domain: f.domain})
+	d := bus.Dial{URL: f.url, Creds: f.credsOrDefault(), Name: name, Log: log, Replicas: int(f.replicas), Domain: f.domain}
+	d.OnRefused = f.refusedBy(d.Creds)
+	nc, js, err := bus.Connect(d)
 	if err != nil {
 		return nil, nil, f.explain(err)
 	}
@@ -166,11 +209,51 @@ func (f *busFlags) connectAsk(name string) (*nats.Conn, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	nc, err := bus.ConnectIn(bus.Dial{URL: f.url, Creds: f.credsOrDefault(), Name: name, Log: log}, access.Requests)
+	creds := f.credsOrDefault()
+	nc, err := bus.ConnectIn(bus.Dial{URL: f.url, Creds: creds, Name: name, Log: log, OnRefused: f.refusedBy(creds)}, access.Requests)
 	if err != nil {
 		return nil, f.explain(err)
 	}
 	return nc, nil
+}
+
+// refusedBy returns the OnRefused of a connection made with creds: it
+// ends the command's context (or tolerate's) with a *refusedError; nil
+// before the command's PreRunE set f.refuse.
+func (f *busFlags) refusedBy(creds string) func(error) {
+	if f.refuse == nil {
+		return nil
+	}
+	return func(err error) {
+		f.mu.Lock()
+		end := f.refuse
+		if f.aside != nil {
+			end = f.aside
+		}
+		f.mu.Unlock()
+		end(&refusedError{err: err, creds: creds})
+	}
+}
+
+// tolerate runs do with a context of ctx that a refusal of the server
+// ends (at once, as it ends a command's) without failing the command: for
+// what a command adds when its user may (the seat's line of get and why).
+// It returns the refusal, or nil.
+func (f *busFlags) tolerate(ctx context.Context, do func(ctx context.Context)) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	f.mu.Lock()
+	f.aside = cancel
+	f.mu.Unlock()
+	do(ctx)
+	f.mu.Lock()
+	f.aside = nil
+	f.mu.Unlock()
+	var refused *refusedError
+	if errors.As(context.Cause(ctx), &refused) {
+		return refused
+	}
+	return nil
 }
 
 // explain adds a hint to an error of connecting: a server that cannot be

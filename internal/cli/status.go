@@ -105,7 +105,7 @@ func readStatus(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, node
 	st.Seat = seat
 	patterns := []string{">"}
 	if node != "" {
-		patterns = []string{node, node + ".>"}
+		patterns = []string{node + ".>"}
 	}
 	nodes := map[string]*nodeStatus{}
 	of := func(n string) *nodeStatus {

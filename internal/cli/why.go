@@ -50,7 +50,7 @@ each branch last, indented by how far it is:
 				return fmt.Errorf("why: %w", err)
 			}
 			defer nc.Close()
-			sayNoSeat(cmd.Context(), js, cmd.ErrOrStderr(), "why")
+			bf.sayNoSeat(cmd.Context(), js, cmd.ErrOrStderr(), "why")
 			st := lookup.New(cmd.Context(), js)
 			steps, err := why.Walk(st, args[0])
 			if rerr := st.Err(); rerr != nil {
@@ -109,9 +109,15 @@ func ago(d time.Duration) string { return lookup.Ago(d) }
 // sayNoSeat says on w, after prefix, when no seat holds the lease and when
 // the seat last wrote (lookup.ReadSeat: a few requests whatever the
 // mesh's size), since a read view then shows what the last seat left. It
-// says nothing when a seat holds it, and a read that fails is said.
-func sayNoSeat(ctx context.Context, js jetstream.JetStream, w io.Writer, prefix string) {
-	s, err := lookup.ReadSeat(ctx, js)
+// says nothing when a seat holds it, nor when the server refuses the
+// command's user the seat's bucket (a node's client); another failed
+// read is said.
+func (f *busFlags) sayNoSeat(ctx context.Context, js jetstream.JetStream, w io.Writer, prefix string) {
+	var s lookup.Seat
+	var err error
+	if refused := f.tolerate(ctx, func(ctx context.Context) { s, err = lookup.ReadSeat(ctx, js) }); refused != nil {
+		return
+	}
 	if err != nil {
 		fmt.Fprintf(w, "%s: where the seat stands is not known: %v\n", prefix, err)
 		return

@@ -163,12 +163,26 @@ func Read(ctx context.Context, kv jetstream.KeyValue, patterns []string, f func(
 }
 
 func read(ctx context.Context, kv jetstream.KeyValue, patterns []string, f func(key string, value []byte, rev uint64), opts ...jetstream.WatchOpt) error {
-	// WatchFiltered writes the bucket's prefix into the slice it is given.
-	w, err := kv.WatchFiltered(ctx, append([]string(nil), patterns...), opts...)
-	if err != nil {
-		return err
+	// One watch per pattern: a consumer of one filter is made on a subject
+	// that names its filter, which a user allowed only some keys (a node's
+	// client: <node>.>) may be allowed to make; one of several filters is
+	// not.
+	for _, p := range patterns {
+		w, err := kv.Watch(ctx, p, opts...)
+		if err != nil {
+			return err
+		}
+		err = drain(ctx, w, f)
+		w.Stop()
+		if err != nil {
+			return err
+		}
 	}
-	defer w.Stop()
+	return nil
+}
+
+// drain calls f with each value w sends until its initial values are done.
+func drain(ctx context.Context, w jetstream.KeyWatcher, f func(key string, value []byte, rev uint64)) error {
 	for {
 		select {
 		case e, ok := <-w.Updates():
@@ -239,6 +253,14 @@ func (s *State) Manifest(digest string) (*mesh.Manifest, error) {
 func (s *State) Entry(provider, key string) (mesh.Entry, bool, error) {
 	s.get(mesh.BoundBucket(provider), key)
 	return s.m.Entry(provider, key)
+}
+
+// Lost is what a State that read the entry once knows of it before a
+// deletion: nothing, as for the seat started after the deletion (the
+// bucket keeps no value under a delete marker).
+func (s *State) Lost(provider, key string) (mesh.Entry, bool) {
+	s.get(mesh.BoundBucket(provider), key)
+	return s.m.Lost(provider, key)
 }
 
 func (s *State) Provision(key string) (mesh.Provision, bool) {
