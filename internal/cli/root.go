@@ -130,7 +130,7 @@ type busFlags struct {
 	refuse context.CancelCauseFunc
 	mu     sync.Mutex
 	aside  context.CancelCauseFunc
-	log           *slog.Logger // nil means slog.Default()
+	log    *slog.Logger // nil means slog.Default()
 	// replicas is the replica count of the buckets the command makes
 	// (--replicas, see addReplicas); 0 for a command without the flag.
 	replicas replicas

@@ -73,9 +73,7 @@ values), the state of each provision, the refusals, the ask router's open asks a
 				return fmt.Errorf("status: %w", err)
 			}
 			defer nc.Close()
-			ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
-			defer cancel()
-			st, err := readStatus(ctx, nc, js, node)
+			st, err := readStatus(cmd.Context(), nc, js, node)
 			if err != nil {
 				return fmt.Errorf("status: %w", err)
 			}
@@ -176,7 +174,9 @@ func readStatus(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, node
 	}); err != nil {
 		return st, err
 	}
-	l, err := asks.List(ctx, nc, mesh.RecordOpen)
+	actx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	l, err := asks.List(actx, nc, mesh.RecordOpen)
 	if err != nil {
 		st.Notes = append(st.Notes, fmt.Sprintf("open asks not known: %v", err))
 	}
