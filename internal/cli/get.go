@@ -31,6 +31,12 @@ type getKind struct {
 	// decode) with why. Notes are said on stderr (a bucket that does not
 	// exist yet).
 	read func(ctx context.Context, q *getQuery) (getAnswer, error)
+	// bucket is the bucket a kind read from one is read from ("" for a
+	// kind the seat's verb answers), and check sorts each of its keys for
+	// q: keep reports whether it is asked for; a non-empty why makes it
+	// odd. Only such kinds take KEY and --watch.
+	bucket string
+	check  func(q *getQuery) func(key string, value []byte) (keep bool, why string)
 	// header names the table's columns; row gives an item's cells.
 	header []string
 	row    func(it getItem) []string
@@ -45,6 +51,9 @@ type getQuery struct {
 	node, module string
 	// contributor and collection narrow collect (see getverb.go).
 	contributor, collection string
+	// key is the one key asked for (get KIND KEY), "" for all; state
+	// narrows provisions to one state (--state).
+	key, state string
 	// nc and js are the connection the command dialed: js for kinds that
 	// read buckets, nc for kinds that ask a verb.
 	nc *nats.Conn
@@ -74,34 +83,38 @@ type getAnswer struct {
 func init() {
 	getKinds["plans"] = getKind{
 		short:  "each placed module's plan on its node (" + mesh.PlansBucket + ")",
-		read:   readPlans,
+		bucket: mesh.PlansBucket,
+		check:  checkPlan,
 		header: []string{"NODE", "MODULE", "FP", "DIRS", "PORTS", "SECRETS", "CONFIG", "CONTRIBUTES", "PROVISIONS"},
 		row:    planRow,
 	}
 	getKinds["provisions"] = getKind{
 		short:  "every provision between a consumer and a provider, with its state and why (" + mesh.ProvisionsBucket + ")",
-		read:   readProvisions,
+		bucket: mesh.ProvisionsBucket,
+		check:  checkProvision,
 		header: []string{"NODE", "KEY", "STATE", "FOR", "PROVIDER", "WHY"},
 		row:    provisionRow,
 	}
 	getKinds["refused"] = getKind{
 		short:  "the modules held, with why (" + mesh.RefusedBucket + ")",
-		read:   readRefused,
+		bucket: mesh.RefusedBucket,
+		check:  checkRefusal,
 		header: []string{"NODE", "MODULE", "WHY", "SINCE"},
 		row:    refusalRow,
 	}
 }
 
-// newGetCmd returns "get WHAT": read what the seat keeps.
+// newGetCmd returns "get WHAT [KEY]": read what the seat keeps.
 func newGetCmd() *cobra.Command {
 	var bf busFlags
 	var q getQuery
 	var output string
+	var watch bool
 	cmd := &cobra.Command{
-		Use:   "get " + strings.Join(kindNames(), "|"),
+		Use:   "get " + strings.Join(kindNames(), "|") + " [KEY]",
 		Short: "Show what the mesh keeps: " + strings.Join(kindNames(), ", "),
 		Long:  getLong(),
-		Args:  cobra.MaximumNArgs(1),
+		Args:  cobra.MaximumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return writeKinds(cmd.OutOrStdout())
@@ -110,11 +123,29 @@ func newGetCmd() *cobra.Command {
 			if !ok {
 				return usageError{fmt.Errorf("get: unknown %q; want one of %s", args[0], strings.Join(kindNames(), ", "))}
 			}
-			if output != "table" && output != "wide" && output != "json" {
-				return usageError{fmt.Errorf("get: -o %q; want table, wide or json", output)}
+			if err := checkOutput(output, "table", "wide", "json", "yaml"); err != nil {
+				return err
 			}
 			if q.node != "" && !mesh.ValidName(q.node) {
 				return usageError{fmt.Errorf("get: --node %q is no node's name (lower-case [a-z0-9][a-z0-9-]*), so it would narrow to nothing", q.node)}
+			}
+			if len(args) == 2 {
+				if kind.bucket == "" {
+					return usageError{fmt.Errorf("get %s takes no KEY: only plans, provisions and refused are read by key", args[0])}
+				}
+				if !validKey(args[1]) {
+					return usageError{fmt.Errorf("get %s: %q is no key (tokens of [-_=a-zA-Z0-9] joined by dots)", args[0], args[1])}
+				}
+				q.key = args[1]
+			}
+			if q.state != "" && args[0] != "provisions" {
+				return usageError{fmt.Errorf("get %s: --state narrows provisions only", args[0])}
+			}
+			if q.state != "" && !known(mesh.State(q.state)) {
+				return usageError{fmt.Errorf("get: --state %q; want one of asked, provided, failed, waits, retiring", q.state)}
+			}
+			if watch && kind.bucket == "" {
+				return usageError{fmt.Errorf("get %s: --watch follows plans, provisions and refused only", args[0])}
 			}
 			nc, js, err := bf.connect("get")
 			if err != nil {
@@ -122,7 +153,7 @@ func newGetCmd() *cobra.Command {
 			}
 			defer nc.Close()
 			q.bus, q.nc, q.js = &bf, nc, js
-			ans, err := kind.read(cmd.Context(), &q)
+			ans, err := readKind(cmd.Context(), kind, &q)
 			if err != nil {
 				return fmt.Errorf("get %s: %w", args[0], err)
 			}
@@ -132,19 +163,48 @@ func newGetCmd() *cobra.Command {
 				fmt.Fprintln(cmd.ErrOrStderr(), "get:", n)
 			}
 			bf.sayNoSeat(cmd.Context(), js, cmd.ErrOrStderr(), "get")
-			if output == "json" {
-				return writeGetJSON(cmd.OutOrStdout(), cmd.ErrOrStderr(), ans)
+			switch {
+			case q.key != "" && len(ans.Items) == 0 && len(ans.Odd) == 0 && !watch:
+				return fmt.Errorf("get %s %s: no such key in %s", args[0], q.key, kind.bucket)
+			case output == "json" || output == "yaml":
+				err = writeGetData(cmd.OutOrStdout(), cmd.ErrOrStderr(), output, ans)
+			default:
+				err = writeGetTable(cmd.OutOrStdout(), args[0], kind, ans, output == "wide")
 			}
-			return writeGetTable(cmd.OutOrStdout(), args[0], kind, ans, output == "wide")
+			if err != nil || !watch {
+				return err
+			}
+			return watchKind(cmd.Context(), cmd.OutOrStdout(), kind, &q, output)
 		},
 	}
 	cmd.Flags().StringVar(&q.node, "node", "", "only this node's keys (provisions: those whose consumer is on it, not those it provides)")
 	cmd.Flags().StringVar(&q.module, "module", "", "only this module's keys (provisions: those it consumes or provides)")
+	cmd.Flags().StringVar(&q.state, "state", "", "provisions: only those in this state (asked, provided, failed, waits, retiring)")
 	cmd.Flags().StringVar(&q.contributor, "contributor", "", "collect: only this contributor's items")
 	cmd.Flags().StringVar(&q.collection, "collection", "", "collect: only the items of this collection (its name, e.g. shell:zsh:normal)")
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "table (fits 120 columns, long cells cut), wide (whole cells) or json (an object: key -> value as stored)")
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "table (fits the terminal, $COLUMNS or 120; keys whole, other cells cut), wide (whole cells), json or yaml (an object: key -> value as stored)")
+	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "after what is there, print each change as it happens (plans, provisions, refused), until Ctrl-C")
 	bf.add(cmd)
 	return cmd
+}
+
+// validKey reports whether key can be a key of a bucket: tokens of
+// [-_=a-zA-Z0-9] joined by single dots (no wildcard).
+func validKey(key string) bool {
+	if key == "" {
+		return false
+	}
+	for _, tok := range strings.Split(key, ".") {
+		if tok == "" {
+			return false
+		}
+		for _, r := range tok {
+			if !(r == '-' || r == '_' || r == '=' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func kindNames() []string {
@@ -154,6 +214,15 @@ func kindNames() []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// readKind reads what kind shows for q: from its bucket (the keys of q's
+// patterns), or through its read.
+func readKind(ctx context.Context, kind getKind, q *getQuery) (getAnswer, error) {
+	if kind.bucket == "" {
+		return kind.read(ctx, q)
+	}
+	return readBucketKeys(ctx, q.js, kind.bucket, q.patterns(), kind.check(q))
 }
 
 func getLong() string {
@@ -206,10 +275,10 @@ func writeGetTable(w io.Writer, what string, kind getKind, ans getAnswer, wide b
 	return nil
 }
 
-// writeGetJSON writes one object, key -> value as stored (indented; a
-// value that is not JSON as a JSON string), keys sorted, and says the odd
-// keys on errw.
-func writeGetJSON(w, errw io.Writer, ans getAnswer) error {
+// writeGetData writes one object, key -> value as stored (indented; a
+// value that is not JSON as a JSON string), keys sorted, as JSON or, for
+// output "yaml", as YAML; it says the odd keys on errw.
+func writeGetData(w, errw io.Writer, output string, ans getAnswer) error {
 	obj := map[string]json.RawMessage{}
 	for _, it := range ans.Items {
 		obj[it.Key] = asJSON(it.Value)
@@ -222,6 +291,9 @@ func writeGetJSON(w, errw io.Writer, ans getAnswer) error {
 	b, err := json.MarshalIndent(obj, "", "  ")
 	if err != nil {
 		return fmt.Errorf("get: encode: %w", err)
+	}
+	if output == "yaml" {
+		return writeYAML(w, b)
 	}
 	_, err = fmt.Fprintf(w, "%s\n", b)
 	return err
@@ -282,6 +354,15 @@ func (q *getQuery) nodeKeys() []string {
 	return []string{q.node + ".>"}
 }
 
+// patterns are the key patterns a bucket kind reads for q: the one key
+// asked for, or [getQuery.nodeKeys].
+func (q *getQuery) patterns() []string {
+	if q.key != "" {
+		return []string{q.key}
+	}
+	return q.nodeKeys()
+}
+
 // decode decodes a stored value strictly, its names exact (spec 2,
 // [jsonhead.Decode]), saying why it does not, or why its names are not the
 // spec's.
@@ -308,11 +389,11 @@ func matches(filter string, values ...string) bool {
 	return false
 }
 
-// readNodeModule reads a bucket keyed <node>.<module> whose values name
-// their node and module, narrowed by q; v returns a fresh value and the
-// node and module it names.
-func readNodeModule(ctx context.Context, q *getQuery, bucket string, v func(value []byte) (node, module, why string)) (getAnswer, error) {
-	return readBucketKeys(ctx, q.js, bucket, q.nodeKeys(), func(key string, value []byte) (bool, string) {
+// checkNodeModule sorts the keys of a bucket keyed <node>.<module> whose
+// values name their node and module, narrowed by q; v returns a fresh
+// value and the node and module it names.
+func checkNodeModule(q *getQuery, v func(value []byte) (node, module, why string)) func(key string, value []byte) (bool, string) {
+	return func(key string, value []byte) (bool, string) {
 		k, err := mesh.ParseNodeModule(key)
 		if err != nil {
 			return false, "key out of shape: " + err.Error()
@@ -328,21 +409,21 @@ func readNodeModule(ctx context.Context, q *getQuery, bucket string, v func(valu
 			return false, fmt.Sprintf("value is of %s on %s, not of its key", module, node)
 		}
 		return true, ""
-	})
+	}
 }
 
-func readPlans(ctx context.Context, q *getQuery) (getAnswer, error) {
-	return readNodeModule(ctx, q, mesh.PlansBucket, func(value []byte) (string, string, string) {
+func checkPlan(q *getQuery) func(key string, value []byte) (bool, string) {
+	return checkNodeModule(q, func(value []byte) (string, string, string) {
 		var p mesh.Plan
 		why := decode(value, &p)
 		return p.Node, p.Module, why
 	})
 }
 
-func readRefused(ctx context.Context, q *getQuery) (getAnswer, error) {
+func checkRefusal(q *getQuery) func(key string, value []byte) (bool, string) {
 	// The module token of a refusal key is escaped: a module held for a
 	// name that is not valid has a refusal too.
-	return readBucketKeys(ctx, q.js, mesh.RefusedBucket, q.nodeKeys(), func(key string, value []byte) (bool, string) {
+	return func(key string, value []byte) (bool, string) {
 		k, err := mesh.ParseRefusalKey(key)
 		if err != nil {
 			return false, "key out of shape: " + err.Error()
@@ -358,14 +439,15 @@ func readRefused(ctx context.Context, q *getQuery) (getAnswer, error) {
 			return false, fmt.Sprintf("value is of %s on %s, not of its key", r.Module, r.Node)
 		}
 		return true, ""
-	})
+	}
 }
 
-// readProvisions narrows by the key's node (the consumer's node) only, and
-// by module on either side: a provision is shown when its consumer is on
-// the node, and when its consumer or its provider is the module.
-func readProvisions(ctx context.Context, q *getQuery) (getAnswer, error) {
-	return readBucketKeys(ctx, q.js, mesh.ProvisionsBucket, q.nodeKeys(), func(key string, value []byte) (bool, string) {
+// checkProvision narrows by the key's node (the consumer's node) only, by
+// module on either side, and by state: a provision is shown when its
+// consumer is on the node, when its consumer or its provider is the
+// module, and when its state is the one asked for.
+func checkProvision(q *getQuery) func(key string, value []byte) (bool, string) {
+	return func(key string, value []byte) (bool, string) {
 		k, err := mesh.ParseProvisionKey(key)
 		if err != nil {
 			return false, "key out of shape: " + err.Error()
@@ -374,8 +456,8 @@ func readProvisions(ctx context.Context, q *getQuery) (getAnswer, error) {
 		if why := decode(value, &p); why != "" {
 			return matches(q.node, k.Node) && matches(q.module, k.Consumer), why
 		}
-		return matches(q.node, k.Node) && matches(q.module, k.Consumer, p.Provider.Module), ""
-	})
+		return matches(q.node, k.Node) && matches(q.module, k.Consumer, p.Provider.Module) && matches(q.state, string(p.State)), ""
+	}
 }
 
 func planRow(it getItem) []string {

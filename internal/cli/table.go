@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"slices"
@@ -44,6 +45,8 @@ const minColumn = 10
 // minColumn is cut that far. A column of [wholeColumns] is never cut: a
 // table with a long key is wider than the terminal rather than cut it.
 func writeTable(w io.Writer, header []string, rows [][]string, wide bool) error {
+	// Escaped first, so that the widths are those printed.
+	header, rows = escapeRows(header), escapeAll(rows)
 	if !wide {
 		width := tableWidth(w)
 		rows = fitRows(header, rows, width)
@@ -107,4 +110,61 @@ func fitRows(header []string, rows [][]string, width int) [][]string {
 		out[i] = nr
 	}
 	return out
+}
+
+// escapeRows returns the cells of r escaped (escapeControl).
+func escapeRows(r []string) []string {
+	out := make([]string, len(r))
+	for i, c := range r {
+		out[i] = escapeControl(c)
+	}
+	return out
+}
+
+func escapeAll(rows [][]string) [][]string {
+	out := make([][]string, len(rows))
+	for i, r := range rows {
+		out[i] = escapeRows(r)
+	}
+	return out
+}
+
+// escapeControl returns s with every control character (C0 but none
+// kept, DEL, C1), every byte that is not UTF-8 and every bidirectional
+// override written as an escape (\x1b, \u202e), so that a value a provider
+// wrote (an entry's why) cannot move the cursor, recolour or rewrite the
+// operator's terminal, nor break a table's lines. Other text is unchanged.
+func escapeControl(s string) string {
+	clean := true
+	for _, r := range s {
+		if needsEscape(r) {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case r < 0x80 && needsEscape(r):
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case needsEscape(r):
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
+}
+
+// needsEscape reports whether r is written as an escape by escapeControl.
+func needsEscape(r rune) bool {
+	return r < 0x20 || r == 0x7f || r >= 0x80 && r <= 0x9f || r == utf8.RuneError ||
+		r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069
 }

@@ -96,7 +96,7 @@ func writeSteps(w io.Writer, steps []why.Step, now time.Time) error {
 			b.WriteString(": ")
 		}
 		b.WriteString(s.Says)
-		if _, err := fmt.Fprintln(w, b.String()); err != nil {
+		if _, err := fmt.Fprintln(w, escapeControl(b.String())); err != nil {
 			return err
 		}
 	}
