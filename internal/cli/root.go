@@ -304,6 +304,9 @@ func Root() *cobra.Command {
 	for _, add := range commands {
 		root.AddCommand(add())
 	}
+	root.Version = version()
+	root.SetVersionTemplate("mesh-provisioner {{.Version}}\n")
+	addCompletion(root)
 	markRan(root)
 	return root
 }
