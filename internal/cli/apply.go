@@ -24,7 +24,7 @@ func init() { commands = append(commands, newApplyCmd) }
 func newApplyCmd() *cobra.Command {
 	var bf busFlags
 	var file string
-	var yes, dryRun bool
+	var yes, dryRun, detailed bool
 	var output string
 	cmd := &cobra.Command{
 		Use:   "apply -f MESHFILE",
@@ -38,7 +38,9 @@ and modules stay). Applying the same file again writes nothing.
 --dry-run writes nothing: it reads the live mesh once, takes the file's changes into a copy of it, and
 composes every node they touch with the seat's own code, as the seat would, until nothing is left to do.
 It prints per node the plans, provisions and refusals that would be written, removed or turn retiring,
-and the asks that would be raised (-o json too). What providers answer afterwards is not foreseen.
+and the asks that would be raised (-o json too), each marked + (added), ~ (changed) or - (removed),
+coloured on a terminal ($NO_COLOR leaves it plain). What providers answer afterwards is not foreseen.
+With --detailed-exitcode it exits 0 when nothing would change, 2 when something would, 1 on an error.
 
 A file that would no longer place most of the mesh (more than half of the modules placed now)
 asks first, saying how many keys it removes and which modules it unplaces: type "yes" to go on.
@@ -59,6 +61,9 @@ asks first, saying how many keys it removes and which modules it unplaces: type 
 			for _, w := range f.Warnings {
 				fmt.Fprintln(cmd.ErrOrStderr(), meshfile.Located(file, meshfile.Error{Line: w.Line, Msg: "warning: " + w.Msg}))
 			}
+			if detailed && !dryRun {
+				return usageError{errors.New("apply: --detailed-exitcode goes with --dry-run")}
+			}
 			if output != "table" && output != "json" {
 				return usageError{fmt.Errorf("apply: -o %q; want table or json", output)}
 			}
@@ -68,7 +73,7 @@ asks first, saying how many keys it removes and which modules it unplaces: type 
 			}
 			defer nc.Close()
 			if dryRun {
-				return runDry(cmd, js, f, output)
+				return runDry(cmd, js, f, output, detailed)
 			}
 			if !yes {
 				current, err := meshfile.Current(cmd.Context(), js)
@@ -115,6 +120,7 @@ asks first, saying how many keys it removes and which modules it unplaces: type 
 	cmd.Flags().StringVarP(&file, "file", "f", "", "the mesh file (YAML) to apply")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "write nothing: compose the file against a copy of the live mesh as the seat would, and print what it would write per node")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "with --dry-run: table or json")
+	cmd.Flags().BoolVar(&detailed, "detailed-exitcode", false, "with --dry-run: exit 0 when the seat would change nothing, 2 when it would change something, 1 on an error (as terraform plan -detailed-exitcode)")
 	cmd.Flags().BoolVar(&yes, "yes", false, "apply a file that no longer places most of the mesh without asking")
 	bf.add(cmd)
 	bf.addReplicas(cmd)

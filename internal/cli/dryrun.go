@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -57,7 +59,11 @@ func dryRun(ctx context.Context, js jetstream.JetStream, f *meshfile.File, now t
 // which holds the seat's own keys and the providers' entries only of the
 // nodes the run reads (dryrun.RunLoaded says which it needed and lacked:
 // they are read, by subject, and the run made again); nothing written.
-func runDry(cmd *cobra.Command, js jetstream.JetStream, f *meshfile.File, output string) error {
+//
+// With detailed, a run that would change something returns [errChanges]
+// (exit code 2, as Terraform's plan -detailed-exitcode), one that would
+// change nothing nil (0); an error is 1.
+func runDry(cmd *cobra.Command, js jetstream.JetStream, f *meshfile.File, output string, detailed bool) error {
 	rep, d, _, odd, err := dryRun(cmd.Context(), js, f, time.Now())
 	if err != nil {
 		return fmt.Errorf("apply --dry-run: %w", err)
@@ -65,26 +71,71 @@ func runDry(cmd *cobra.Command, js jetstream.JetStream, f *meshfile.File, output
 	for _, o := range odd {
 		fmt.Fprintln(cmd.ErrOrStderr(), "apply --dry-run: odd key left as it is:", o)
 	}
-	out := cmd.OutOrStdout()
+	if err := writeDry(cmd.OutOrStdout(), f.Name, d, rep, output); err != nil {
+		return err
+	}
+	if detailed && rep.Changed() {
+		return errChanges
+	}
+	return nil
+}
+
+// errChanges is what apply --dry-run --detailed-exitcode returns when the
+// seat would change something: exit code 2, nothing more said.
+var errChanges = exitCode(2)
+
+// exitCode is an error that is only an exit code: Run exits with it and
+// prints nothing.
+type exitCode int
+
+func (e exitCode) Error() string { return fmt.Sprintf("exit code %d", int(e)) }
+
+// markers are the signs of a dry run's changes, as Terraform's: + a key
+// added, ~ changed, - removed; each with its colour on a terminal.
+var markers = map[dryrun.Op]struct{ sign, colour string }{
+	dryrun.Add:    {"+", "\x1b[32m"},
+	dryrun.Update: {"~", "\x1b[33m"},
+	dryrun.Remove: {"-", "\x1b[31m"},
+}
+
+// writeDry prints a dry run's report: JSON, or a line of what the file
+// changes and a table with each change's marker (coloured on a terminal,
+// unless $NO_COLOR is set).
+func writeDry(w io.Writer, name string, d *meshfile.Diff, rep *dryrun.Report, output string) error {
 	if output == "json" {
-		enc := json.NewEncoder(out)
+		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		return enc.Encode(rep)
 	}
-	fmt.Fprintf(out, "dry run of %s: %s to write, %d to remove; nothing written\n", f.Name, countKeys(len(d.Puts)), len(d.Removes))
+	fmt.Fprintf(w, "dry run of %s: %s to write, %d to remove; nothing written\n", name, countKeys(len(d.Puts)), len(d.Removes))
 	if !rep.Changed() {
-		fmt.Fprintln(out, "the seat would write nothing")
+		fmt.Fprintln(w, "the seat would write nothing")
 		return nil
 	}
 	var rows [][]string
 	for _, c := range rep.Changes {
-		rows = append(rows, []string{c.Node, would(c), c.Key, c.Why})
+		rows = append(rows, []string{markers[c.Op].sign, c.Node, would(c), c.Key, c.Why})
 	}
-	if err := writeTable(out, []string{"NODE", "WOULD", "KEY", "WHY"}, rows, false); err != nil {
+	var b strings.Builder
+	if err := writeTable(&b, []string{" ", "NODE", "WOULD", "KEY", "WHY"}, rows, false, tableWidth(w)); err != nil {
 		return err
 	}
+	colour := writesTerminal(w) && os.Getenv("NO_COLOR") == ""
+	for i, line := range strings.SplitAfter(b.String(), "\n") {
+		if colour && i > 0 && line != "" {
+			for _, m := range markers {
+				if strings.HasPrefix(line, m.sign+" ") {
+					line = m.colour + m.sign + "\x1b[0m" + line[len(m.sign):]
+					break
+				}
+			}
+		}
+		if _, err := io.WriteString(w, line); err != nil {
+			return err
+		}
+	}
 	if len(rep.Odd) > 0 {
-		fmt.Fprintln(out, "odd:", strings.Join(rep.Odd, "; "))
+		fmt.Fprintln(w, "odd:", strings.Join(rep.Odd, "; "))
 	}
 	return nil
 }

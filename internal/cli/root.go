@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -34,10 +35,16 @@ func Run(args []string) int {
 	if err == nil {
 		return 0
 	}
+	var code exitCode
+	if errors.As(err, &code) {
+		return int(code)
+	}
 	fmt.Fprintln(os.Stderr, "mesh-provisioner:", err)
-	if isUsage(err) {
+	if isUsage(err) && !slices.Contains(args, "--detailed-exitcode") {
 		return 2
 	}
+	// With --detailed-exitcode, 2 means changes (Terraform's codes): a
+	// usage error is 1 as any error.
 	return 1
 }
 

@@ -32,6 +32,12 @@ func tableWidth(w io.Writer) int {
 	return defaultWidth
 }
 
+// writesTerminal reports whether w is a terminal.
+func writesTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && isTerminal(f)
+}
+
 // wholeColumns are the columns a table never cuts, by their header: the
 // things an operator copies (a key, an ask id, the names a key is made of).
 var wholeColumns = map[string]bool{"KEY": true, "ODD KEY": true, "ASK": true, "NODE": true, "MODULE": true, "OPEN ASKS": true}
@@ -44,11 +50,18 @@ const minColumn = 10
 // fits [tableWidth]; a table that cannot fit with every column at
 // minColumn is cut that far. A column of [wholeColumns] is never cut: a
 // table with a long key is wider than the terminal rather than cut it.
-func writeTable(w io.Writer, header []string, rows [][]string, wide bool) error {
+//
+// width, when given, is the width to fit instead of [tableWidth]'s (for a
+// table written to a buffer first).
+func writeTable(w io.Writer, header []string, rows [][]string, wide bool, width ...int) error {
 	// Escaped first, so that the widths are those printed.
 	header, rows = escapeRows(header), escapeAll(rows)
 	if !wide {
-		width := tableWidth(w)
+		fit := tableWidth(w)
+		if len(width) > 0 {
+			fit = width[0]
+		}
+		width := fit
 		rows = fitRows(header, rows, width)
 		header = fitRows(header, [][]string{header}, width)[0]
 	}
