@@ -71,8 +71,9 @@ func newAsksCmd() *cobra.Command {
 				return err
 			}
 			views := make([]askView, 0, len(l.Records))
+			provs, _ := js.KeyValue(ctx, mesh.ProvisionsBucket) // nil: no provider shown
 			for _, rec := range l.Records {
-				v := viewOf(ctx, js, rec.Ask)
+				v := viewOf(ctx, provs, rec.Ask)
 				v.State, v.Warrant = rec.State, rec.Warrant
 				views = append(views, v)
 			}
@@ -99,21 +100,20 @@ func newAsksCmd() *cobra.Command {
 	return cmd
 }
 
-// viewOf finds the provision key an ask is about and that key's provider.
-// An ask about something else, or a key no longer in the bucket, has no
-// provider.
-func viewOf(ctx context.Context, js jetstream.JetStream, a mesh.Ask) askView {
+// viewOf finds the provision key an ask is about and that key's provider
+// (one get of the key in provs). An ask about something else, or a key no
+// longer in the bucket, has no provider.
+func viewOf(ctx context.Context, provs jetstream.KeyValue, a mesh.Ask) askView {
 	v := askView{Ask: a}
 	key, ok := strings.CutPrefix(a.About, "provision.")
 	if !ok {
 		return v
 	}
 	v.Key = key
-	kv, err := js.KeyValue(ctx, mesh.ProvisionsBucket)
-	if err != nil {
+	if provs == nil {
 		return v
 	}
-	e, err := kv.Get(ctx, key)
+	e, err := provs.Get(ctx, key)
 	if err != nil {
 		return v
 	}
