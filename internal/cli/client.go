@@ -60,11 +60,12 @@ command (with the client's own rights: whoever writes the module's manifest deci
 			// the placement: the check would only be refused.
 			if _, js := r.Conn(); js != nil && bf.creds == "" {
 				if why := notInMesh(cmd.Context(), js, node); why != "" {
-					fmt.Fprintf(cmd.ErrOrStderr(), "client: %s; it waits for plans of %s\n", why, node)
+					log.Warn("client: "+why+"; it waits for its plans", "node", node)
 				}
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "client of %s: root %s, quarantine %s\n", node, c.Root(), c.Quarantine())
+			log.Info("client: running", "node", node, "root", c.Root(), "quarantine", c.Quarantine())
 			<-r.Done()
+			log.Info("client: stopped", "node", node, "err", r.Err())
 			return r.Err()
 		},
 	}

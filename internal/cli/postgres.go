@@ -57,6 +57,7 @@ provisions bucket the seat makes; an unreachable PostgreSQL server makes its key
 			}
 			log.Info("postgres: provider running", "node", node, "nats", bf.url)
 			<-r.Done()
+			log.Info("postgres: provider stopped", "node", node, "err", r.Err())
 			return r.Err()
 		},
 	}

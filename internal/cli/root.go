@@ -27,6 +27,9 @@ import (
 // process's exit code: 0 on success, 1 on an error (printed to stderr), 2 on
 // a usage error.
 func Run(args []string) int {
+	// One log format everywhere: what a package logs through
+	// slog.Default() is written as every component's logger writes.
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	root := Root()

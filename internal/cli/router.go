@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -40,9 +39,10 @@ queue group.`,
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(cmd.ErrOrStderr(), "router: health on http://%s/healthz\n", at)
+				log.Info("router: health served", "url", "http://"+at.String()+"/healthz")
 			}
 			<-r.Done()
+			log.Info("router: stopped", "err", r.Err())
 			return r.Err()
 		},
 	}

@@ -46,6 +46,7 @@ provided and its asks to be recorded.`,
 			}
 			log.Info("serve: the seat runs; waiting for its lease", "nats", bf.url)
 			<-sr.Done()
+			log.Info("serve: the seat stopped", "err", sr.Err())
 			return sr.Err()
 		},
 	}

@@ -47,8 +47,9 @@ provisions buckets the seat makes.`,
 			if err != nil {
 				return bf.explain(err)
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "vault: running on %s (store %s)\n", node, dir)
+			log.Info("vault: running", "node", node, "store", dir)
 			<-r.Done()
+			log.Info("vault: stopped", "node", node, "err", r.Err())
 			return r.Err()
 		},
 	}

@@ -53,6 +53,7 @@ can open the page answers as that user, so keep it on loopback or behind your ow
 				return err
 			}
 			<-cmd.Context().Done()
+			log.Info("web: stopped", "listen", listen)
 			return nil
 		},
 	}
