@@ -108,7 +108,7 @@ func completeAsk(cmd *cobra.Command, args []string, toComplete string) ([]string
 	if f.resolve(fs) != nil {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
-	nc, _, err := f.connect("cli-complete")
+	nc, err := f.connectAsk("cli-complete")
 	if err != nil {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}

@@ -68,7 +68,12 @@ values), the state of each provision, the refusals, the ask router's open asks a
 			if node != "" && !mesh.ValidName(node) {
 				return usageError{fmt.Errorf("status: --node %q is no node's name (lower-case [a-z0-9][a-z0-9-]*)", node)}
 			}
-			nc, js, err := bf.connect("cli-status")
+			snc, js, err := bf.connect("cli-status")
+			if err != nil {
+				return fmt.Errorf("status: %w", err)
+			}
+			defer snc.Close()
+			nc, err := bf.connectAsk("cli-status")
 			if err != nil {
 				return fmt.Errorf("status: %w", err)
 			}
@@ -93,7 +98,9 @@ values), the state of each provision, the refusals, the ask router's open asks a
 	return cmd
 }
 
-// readStatus reads the mesh's status, narrowed to node when it is not "".
+// readStatus reads the mesh's status, narrowed to node when it is not "":
+// the buckets through js, the open asks through nc (a connection in the
+// requests account, where the router's verb is asked).
 func readStatus(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, node string) (meshStatus, error) {
 	var st meshStatus
 	seat, err := lookup.ReadSeat(ctx, js)
