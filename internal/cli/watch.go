@@ -28,6 +28,14 @@ type watchEvent struct {
 // one document per change. Only changes after the watch starts are
 // printed: what was there is the table already printed.
 func watchKind(ctx context.Context, w io.Writer, kind getKind, q *getQuery, output string) error {
+	err := follow(ctx, w, kind, q, output)
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return nil // Ctrl-C: the watch ends as asked, wherever it was
+	}
+	return err
+}
+
+func follow(ctx context.Context, w io.Writer, kind getKind, q *getQuery, output string) error {
 	kv, err := q.js.KeyValue(ctx, kind.bucket)
 	if err != nil {
 		return fmt.Errorf("get --watch: bucket %s: %w", kind.bucket, err)
@@ -56,9 +64,6 @@ func watchKind(ctx context.Context, w io.Writer, kind getKind, q *getQuery, outp
 	for {
 		select {
 		case <-ctx.Done():
-			if errors.Is(ctx.Err(), context.Canceled) {
-				return nil // Ctrl-C: the watch ends as asked
-			}
 			return ctx.Err()
 		case e := <-updates:
 			ev := watchEvent{Op: "put", Key: e.Key()}
