@@ -177,9 +177,12 @@ func (w *walker) provision(key string, depth int) {
 // answers the offer by entries, else its have.
 func (w *walker) provider(key string, p mesh.Provision, depth int) {
 	pr := p.Provider
-	if nodes := w.st.NodesOf(pr.Module); !slices.Contains(nodes, pr.Node) {
+	// The provider's node's placement answers whether it is still there;
+	// only a provider that left asks where it is now (every node's
+	// placement): a walk reads what its answer needs.
+	if placed, _ := w.st.Placed(pr.Node); !slices.Contains(placed, pr.Module) {
 		// Whatever its entry or have still say, it answers nothing.
-		w.add(Step{Depth: depth, What: StepProvider, Key: pr.Module, Says: saysProviderLeft(pr, nodes)})
+		w.add(Step{Depth: depth, What: StepProvider, Key: pr.Module, Says: saysProviderLeft(pr, w.st.NodesOf(pr.Module))})
 		return
 	}
 	d, ok := w.st.Trunk(pr.Module)
