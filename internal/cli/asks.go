@@ -47,8 +47,8 @@ func newAsksCmd() *cobra.Command {
 			"option chosen, who chose it and when (or that it expired, or was withdrawn and why): the audit trail.",
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if output != "table" && output != "wide" && output != "json" {
-				return usageError{fmt.Errorf("-o %q: want table, wide or json", output)}
+			if err := checkOutput(output, "table", "wide", "json", "yaml"); err != nil {
+				return err
 			}
 			snc, js, err := bf.connect("cli-asks")
 			if err != nil {
@@ -77,10 +77,8 @@ func newAsksCmd() *cobra.Command {
 				v.State, v.Warrant = rec.State, rec.Warrant
 				views = append(views, v)
 			}
-			if output == "json" {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(struct {
+			if output == "json" || output == "yaml" {
+				return writeData(cmd.OutOrStdout(), output, struct {
 					Asks []askView  `json:"asks"`
 					Odd  []asks.Odd `json:"odd,omitempty"`
 				}{views, l.Odd})
@@ -96,7 +94,7 @@ func newAsksCmd() *cobra.Command {
 	}
 	bf.add(cmd)
 	cmd.Flags().BoolVar(&all, "all", false, "every ask, answered and expired too, with its warrant (who, when, option)")
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table (fits 120 columns), wide or json")
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table (fits the terminal; ids and keys whole), wide, json or yaml")
 	return cmd
 }
 

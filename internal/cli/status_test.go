@@ -101,6 +101,14 @@ func TestStatus(t *testing.T) {
 		t.Errorf("status printed:\n%s", out)
 	}
 
+	out, _, err = run(t, "asks", "-o", "yaml", "--nats", s.URL())
+	if err != nil || !strings.HasPrefix(out, "asks:\n  - ask:\n      id: retire-ace-vaultwarden-") {
+		t.Errorf("asks -o yaml = %q, %v", out, err)
+	}
+	out, _, err = run(t, "why", "ace.vaultwarden.database", "-o", "yaml", "--nats", s.URL())
+	if err != nil || !strings.HasPrefix(out, "key: ace.vaultwarden.database\nsteps:\n  - depth: 0\n") {
+		t.Errorf("why -o yaml = %q, %v", out, err)
+	}
 	out, _, err = run(t, "status", "--node", "ace", "-o", "yaml", "--nats", s.URL())
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -42,8 +41,8 @@ each branch last, indented by how far it is:
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != "table" && output != "json" {
-				return usageError{fmt.Errorf("why: -o %q; want table or json", output)}
+			if err := checkOutput(output, "table", "json", "yaml"); err != nil {
+				return err
 			}
 			nc, js, err := bf.connect("cli-why")
 			if err != nil {
@@ -59,10 +58,8 @@ each branch last, indented by how far it is:
 			if err != nil {
 				return err
 			}
-			if output == "json" {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(struct {
+			if output == "json" || output == "yaml" {
+				return writeData(cmd.OutOrStdout(), output, struct {
 					Key   string     `json:"key"`
 					Steps []why.Step `json:"steps"`
 				}{args[0], steps})
@@ -70,7 +67,7 @@ each branch last, indented by how far it is:
 			return writeSteps(cmd.OutOrStdout(), steps, time.Now())
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "table (one line per step) or json")
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "table (one line per step), json or yaml")
 	bf.add(cmd)
 	return cmd
 }
