@@ -75,8 +75,18 @@ asks first, saying how many keys it removes and which modules it unplaces: type 
 			if dryRun {
 				return runDry(cmd, js, f, output, detailed)
 			}
+			// A cluster just formed, or electing a leader, does not
+			// answer for a while: each read and the apply are tried again
+			// (the apply writes only what still differs), as components
+			// do.
+			say := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 			if !yes {
-				current, err := meshfile.Current(cmd.Context(), js)
+				var current map[string]map[string][]byte
+				err := bus.Retry(cmd.Context(), applyRetry, say, "read the mesh", func() error {
+					var err error
+					current, err = meshfile.Current(cmd.Context(), js)
+					return err
+				})
 				if err != nil {
 					return fmt.Errorf("apply: %w", err)
 				}
@@ -87,11 +97,7 @@ asks first, saying how many keys it removes and which modules it unplaces: type 
 					}
 				}
 			}
-			// A cluster just formed, or electing a leader, does not
-			// answer for a while: the apply is tried again (it writes
-			// only what still differs), as components do.
 			var st meshfile.Stats
-			say := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 			err = bus.Retry(cmd.Context(), applyRetry, say, "apply "+file, func() error {
 				var err error
 				st, err = meshfile.Apply(cmd.Context(), js, f, time.Now())
