@@ -66,4 +66,3 @@ func TestTemplatesAreRenderedAndReloadedWhenAllowed(t *testing.T) {
 		})
 	}
 }
-
