@@ -157,10 +157,15 @@ func (p *Page) serveEvents(w http.ResponseWriter, r *http.Request) {
 	since, _ := strconv.ParseUint(r.URL.Query().Get("v"), 10, 64)
 	ctx := r.Context()
 	var last *screen
+	settle := coalesce
 	for {
 		version, changed := p.watch()
 		if last == nil || version != last.Version {
+			start := time.Now()
 			sc, err := p.view(ctx, q)
+			// A view that takes long to make (a search of every key) is
+			// made at most every twice its time.
+			settle = max(coalesce, 2*time.Since(start))
 			if err != nil {
 				p.log.Error("web: rendering the page's view", "err", err)
 				return
@@ -199,7 +204,7 @@ func (p *Page) serveEvents(w http.ResponseWriter, r *http.Request) {
 		select { // let a burst of changes settle
 		case <-ctx.Done():
 			return
-		case <-time.After(coalesce):
+		case <-time.After(settle):
 		}
 	}
 }

@@ -41,18 +41,19 @@ type index struct {
 	states   map[mesh.State]int
 	openAsks int
 
-	consumes map[string]keySet // node -> provision keys of that node
-	provides map[string]keySet // node -> provision keys whose provider is on it
-	byModule map[string]keySet // module -> provision keys it consumes or provides
-	planned  map[string]keySet // module -> nodes with a plan of it
-	plansOf  map[string]keySet // node -> modules it has a plan of
-	heldOf   map[string]keySet // node -> refusal keys
-	asksOf   map[string]keySet // node -> open ask ids about its provisions
+	byState  map[mesh.State]keySet // state -> provision keys in it
+	consumes map[string]keySet     // node -> provision keys of that node
+	provides map[string]keySet     // node -> provision keys whose provider is on it
+	byModule map[string]keySet     // module -> provision keys it consumes or provides
+	planned  map[string]keySet     // module -> nodes with a plan of it
+	plansOf  map[string]keySet     // node -> modules it has a plan of
+	heldOf   map[string]keySet     // node -> refusal keys
+	asksOf   map[string]keySet     // node -> open ask ids about its provisions
 }
 
 func newIndex() index {
 	return index{
-		nodes: map[string]*nodeSum{}, states: map[mesh.State]int{},
+		nodes: map[string]*nodeSum{}, states: map[mesh.State]int{}, byState: map[mesh.State]keySet{},
 		consumes: map[string]keySet{}, provides: map[string]keySet{}, byModule: map[string]keySet{},
 		planned: map[string]keySet{}, plansOf: map[string]keySet{}, heldOf: map[string]keySet{},
 		asksOf: map[string]keySet{},
@@ -124,6 +125,10 @@ func (x *index) addProvision(key string, p mesh.Provision) {
 		add(x.consumes, node, key)
 	}
 	x.states[p.State]++
+	if x.byState[p.State] == nil {
+		x.byState[p.State] = keySet{}
+	}
+	x.byState[p.State][key] = struct{}{}
 	if p.Provider.Node != "" {
 		x.node(p.Provider.Node).Provides++
 		add(x.provides, p.Provider.Node, key)
@@ -147,6 +152,12 @@ func (x *index) dropProvision(key string, p mesh.Provision) {
 	}
 	if x.states[p.State]--; x.states[p.State] <= 0 {
 		delete(x.states, p.State)
+	}
+	if s := x.byState[p.State]; s != nil {
+		delete(s, key)
+		if len(s) == 0 {
+			delete(x.byState, p.State)
+		}
 	}
 	if s, ok := x.nodes[p.Provider.Node]; ok {
 		s.Provides--

@@ -308,6 +308,12 @@ func TestPageAtTenThousandNodes(t *testing.T) {
 	if got := text(tctx, "#found .count"); got != strconv.Itoa(m.counts[mesh.Failed]) {
 		t.Errorf("state:failed module:app-a found %s keys; want %d", got, m.counts[mesh.Failed])
 	}
+	within(t, tab, "searching node:control state:waits",
+		chromedp.Navigate(hs.URL+"/?q="+url.QueryEscape("node:control state:waits")),
+		chromedp.WaitVisible(chromedp.CSS(`#found`)))
+	if got := text(tctx, "#found .count"); got != strconv.Itoa(m.counts[mesh.Waits]) {
+		t.Errorf("node:control state:waits found %s keys; want every waiting key control provides, %d", got, m.counts[mesh.Waits])
+	}
 
 	// A change reaches an open summary as a delta of what it shows.
 	within(t, tab, "the summary again", chromedp.Navigate(hs.URL+"/"), chromedp.WaitVisible(chromedp.CSS(`#live.on`)))

@@ -284,13 +284,64 @@ func (p *Page) searchParts(sc *screen, q query) {
 		}
 	}
 	var found []string
-	for key, pv := range p.provs {
+	each := func(key string, pv mesh.Provision) {
 		if matches(terms, key, pv) {
 			found = append(found, key)
 		}
 	}
+	if cands, ok := p.candidates(terms); ok {
+		for _, set := range cands {
+			for key := range set {
+				if pv, ok := p.provs[key]; ok {
+					each(key, pv)
+				}
+			}
+		}
+	} else {
+		for key, pv := range p.provs {
+			each(key, pv)
+		}
+	}
 	sort.Strings(found)
 	sc.Parts = append(sc.Parts, p.provsPart(q, "found", "Provisions", "No provision matches.", found))
+}
+
+// candidates returns the index sets that hold every key the most narrowing
+// field term of a search (state:, node:, module:) can match, no key in two
+// of them (node: gives the node's own keys and, apart, the keys it
+// provides to others), and false when the search has no field term: then
+// every key is read.
+func (p *Page) candidates(terms []term) ([]keySet, bool) {
+	var best []keySet
+	size := -1
+	for _, t := range terms {
+		var sets []keySet
+		switch t.field {
+		case "state":
+			sets = []keySet{p.idx.byState[mesh.State(t.value)]}
+		case "module":
+			sets = []keySet{p.idx.byModule[t.value]}
+		case "node":
+			own := p.idx.consumes[t.value]
+			other := keySet{}
+			for k := range p.idx.provides[t.value] {
+				if !has(own, k) {
+					other[k] = struct{}{}
+				}
+			}
+			sets = []keySet{own, other}
+		default:
+			continue
+		}
+		n := 0
+		for _, s := range sets {
+			n += len(s)
+		}
+		if size < 0 || n < size {
+			best, size = sets, n
+		}
+	}
+	return best, size >= 0
 }
 
 // keyPart is what the page shows of one key.
