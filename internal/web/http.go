@@ -34,9 +34,6 @@ var tmpl = template.Must(template.New("page.html").Funcs(template.FuncMap{
 		}
 		return strings.ToUpper(s[:1]) + s[1:]
 	},
-	// age and until are replaced per rendering with the page's clock.
-	"age":   func(time.Time) string { return "" },
-	"until": func(time.Time) string { return "" },
 }).ParseFS(assets, "assets/page.html"))
 
 // coalesce is how long the event stream waits after a change before it
@@ -121,7 +118,7 @@ func (p *Page) servePage(w http.ResponseWriter, r *http.Request) {
 	sc, err := p.view(r.Context(), parseQuery(r.URL.Query()))
 	var b []byte
 	if err == nil {
-		b, err = execute("page", pageData{screen: sc, User: p.cfg.User}, p.cfg.Now().UTC())
+		b, err = execute("page", pageData{screen: sc, User: p.cfg.User})
 	}
 	if err != nil {
 		p.log.Error("web: rendering the page", "err", err)

@@ -38,6 +38,7 @@ func (s keySet) sorted() []string {
 type index struct {
 	nodes    map[string]*nodeSum
 	sorted   []string // the node names, sorted; nil when a node came or went
+	keys     []string // the provision keys, sorted; nil when a key came or went
 	states   map[mesh.State]int
 	openAsks int
 
@@ -116,6 +117,19 @@ func provisionNames(key string, p mesh.Provision) (node, consumer string) {
 		return k.Node, k.Consumer
 	}
 	return p.Consumer.Node, p.Consumer.Module
+}
+
+// provisionKeys returns every provision key, sorted, given the page's
+// provisions. The slice is the index's own.
+func (x *index) provisionKeys(provs map[string]mesh.Provision) []string {
+	if x.keys == nil {
+		x.keys = make([]string, 0, len(provs))
+		for k := range provs {
+			x.keys = append(x.keys, k)
+		}
+		sort.Strings(x.keys)
+	}
+	return x.keys
 }
 
 func (x *index) addProvision(key string, p mesh.Provision) {

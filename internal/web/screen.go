@@ -283,26 +283,33 @@ func (p *Page) searchParts(sc *screen, q query) {
 			sc.Parts = append(sc.Parts, section(q, "found-modules", "modules", "Modules", "", mods, func(r moduleRow) string { return r.Module }))
 		}
 	}
+	// The keys are read in order: from the narrowest index set when it is
+	// small, else from every key, sorted once for every search.
 	var found []string
-	each := func(key string, pv mesh.Provision) {
-		if matches(terms, key, pv) {
-			found = append(found, key)
-		}
+	cands, narrowed := p.candidates(terms)
+	n := 0
+	for _, set := range cands {
+		n += len(set)
 	}
-	if cands, ok := p.candidates(terms); ok {
+	if narrowed && n < len(p.provs)/8 {
 		for _, set := range cands {
 			for key := range set {
-				if pv, ok := p.provs[key]; ok {
-					each(key, pv)
+				if pv, ok := p.provs[key]; ok && matches(terms, key, pv) {
+					found = append(found, key)
 				}
 			}
 		}
+		sort.Strings(found)
 	} else {
-		for key, pv := range p.provs {
-			each(key, pv)
+		for _, key := range p.idx.provisionKeys(p.provs) {
+			if narrowed && !inAny(cands, key) || !keyMayMatch(terms, key) {
+				continue
+			}
+			if pv, ok := p.provs[key]; ok && matches(terms, key, pv) {
+				found = append(found, key)
+			}
 		}
 	}
-	sort.Strings(found)
 	sc.Parts = append(sc.Parts, p.provsPart(q, "found", "Provisions", "No provision matches.", found))
 }
 
@@ -342,6 +349,15 @@ func (p *Page) candidates(terms []term) ([]keySet, bool) {
 		}
 	}
 	return best, size >= 0
+}
+
+func inAny(sets []keySet, key string) bool {
+	for _, s := range sets {
+		if has(s, key) {
+			return true
+		}
+	}
+	return false
 }
 
 // keyPart is what the page shows of one key.
@@ -404,13 +420,13 @@ func (p *Page) renderScreen(sc *screen, now time.Time) error {
 		pt := &sc.Parts[i]
 		for j := range pt.Items {
 			it := &pt.Items[j]
-			b, err := execute("row-"+pt.Kind, rowData{ID: it.ID, R: it.Row, Token: p.token, Now: now}, now)
+			b, err := execute("row-"+pt.Kind, rowData{ID: it.ID, R: it.Row, Token: p.token, Now: now})
 			if err != nil {
 				return err
 			}
 			it.HTML = template.HTML(b)
 		}
-		b, err := execute("part", partData{part: pt, Token: p.token, Now: now}, now)
+		b, err := execute("part", partData{part: pt, Token: p.token, Now: now})
 		if err != nil {
 			return err
 		}
@@ -435,18 +451,12 @@ type partData struct {
 	Now   time.Time
 }
 
-// execute runs the template name over data with the clock now.
-func execute(name string, data any, now time.Time) ([]byte, error) {
-	t, err := tmpl.Clone()
-	if err != nil {
-		return nil, err
-	}
-	t.Funcs(template.FuncMap{
-		"age":   func(at time.Time) string { return age(now, at) },
-		"until": func(at time.Time) string { return until(now, at) },
-	})
+// execute runs the template name over data. Times are rendered absolute
+// (the script shows them as ages), so that a row's HTML changes only when
+// the row does.
+func execute(name string, data any) ([]byte, error) {
 	var b bytes.Buffer
-	if err := t.ExecuteTemplate(&b, name, data); err != nil {
+	if err := tmpl.ExecuteTemplate(&b, name, data); err != nil {
 		return nil, fmt.Errorf("web: render %s: %w", name, err)
 	}
 	return b.Bytes(), nil

@@ -246,10 +246,31 @@ func matches(terms []term, key string, p mesh.Provision) bool {
 		case "key":
 			ok = strings.Contains(key, t.value)
 		default:
-			ok = strings.Contains(strings.ToLower(key), t.value) || string(p.State) == t.value ||
+			ok = containsLower(key, t.value) || string(p.State) == t.value ||
 				strings.Contains(p.Provider.Module, t.value) || strings.Contains(p.Provider.Node, t.value)
 		}
 		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// containsLower reports whether s, in lower case, holds the lower-case
+// word w; a key in shape is lower case already and is not copied.
+func containsLower(s, w string) bool {
+	if strings.Contains(s, w) {
+		return true
+	}
+	return strings.ToLower(s) != s && strings.Contains(strings.ToLower(s), w)
+}
+
+// keyMayMatch reports whether key can meet the plain words of a search
+// before its value is read: it holds each word, or the word may match the
+// value instead (a state, the provider's names).
+func keyMayMatch(terms []term, key string) bool {
+	for _, t := range terms {
+		if t.field == "key" && !strings.Contains(key, t.value) {
 			return false
 		}
 	}
@@ -286,15 +307,4 @@ func age(now, t time.Time) string {
 	default:
 		return fmt.Sprintf("%dd", int(d/(24*time.Hour)))
 	}
-}
-
-// until says how long until t: "in 6d", or "due" once past.
-func until(now, t time.Time) string {
-	if t.IsZero() {
-		return "-"
-	}
-	if !t.After(now) {
-		return "due"
-	}
-	return "in " + age(now, now.Add(-t.Sub(now)))
 }

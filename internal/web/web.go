@@ -162,7 +162,8 @@ func (p *Page) take(ch bus.Change) {
 	delete(p.odd, oddKey)
 	switch ch.Bucket {
 	case mesh.ProvisionsBucket:
-		if old, ok := p.provs[ch.Key]; ok {
+		old, had := p.provs[ch.Key]
+		if had {
 			p.idx.dropProvision(ch.Key, old)
 			delete(p.provs, ch.Key)
 		}
@@ -174,6 +175,9 @@ func (p *Page) take(ch bus.Change) {
 				p.provs[ch.Key] = v
 				p.idx.addProvision(ch.Key, v)
 			}
+		}
+		if _, has := p.provs[ch.Key]; has != had {
+			p.idx.keys = nil // a key came or went
 		}
 	case mesh.PlansBucket:
 		if old, ok := p.plans[ch.Key]; ok {

@@ -16,11 +16,16 @@
     return Math.floor(s / 86400) + "d";
   }
 
+  // Rows carry absolute times (so that a row's HTML changes only when the
+  // row does); the page shows them as ages, and expiries as "in 6d".
   function refreshAges() {
     const now = Date.now();
-    for (const t of content.querySelectorAll("td > time[datetime]")) {
+    for (const t of content.querySelectorAll("time.ago[datetime], time.until[datetime]")) {
       const at = Date.parse(t.getAttribute("datetime"));
-      if (!isNaN(at) && at > 0) t.textContent = age(now - at);
+      if (isNaN(at) || at <= 0) continue;
+      t.title = t.getAttribute("datetime");
+      if (t.classList.contains("ago")) t.textContent = age(now - at);
+      else t.textContent = at <= now ? "due" : "in " + age(at - now);
     }
   }
 
@@ -74,6 +79,7 @@
     });
     es.addEventListener("delta", (ev) => apply(JSON.parse(ev.data)));
   }
+  refreshAges();
   connect();
   setInterval(refreshAges, 15000);
 })();
