@@ -63,9 +63,11 @@ func TestIndexFollowsChanges(t *testing.T) {
 // rows are the same sends the changed row alone; a part whose rows changed
 // is sent whole.
 func TestDiffSendsOnlyWhatChanged(t *testing.T) {
-	p := newPage(context.Background(), Config{Now: func() time.Time { return time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC) }})
+	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	p := newPage(context.Background(), Config{Now: func() time.Time { return now }})
 	put := func(key string, st mesh.State) {
-		b, _ := json.Marshal(mesh.Provision{Provision: "x", Consumer: mesh.Ref{Module: "app", Node: "n1"}, State: st})
+		b, _ := json.Marshal(mesh.Provision{Provision: "x", Consumer: mesh.Ref{Module: "app", Node: "n1"}, State: st,
+			At: time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)})
 		p.take(bus.Change{Bucket: mesh.ProvisionsBucket, Key: key, Value: b})
 	}
 	put("n1.app.a", mesh.Waits)
@@ -79,6 +81,7 @@ func TestDiffSendsOnlyWhatChanged(t *testing.T) {
 		return sc
 	}
 	old := view()
+	now = now.Add(time.Hour) // an unchanged row is not sent again for its age
 	put("n1.app.b", mesh.Provided)
 	d := diff(old, view())
 	ids := map[string]bool{}
