@@ -160,7 +160,7 @@ func (p *Page) summaryOf() summary {
 	now := p.cfg.Now()
 	return summary{Nodes: len(p.idx.nodes), Provisions: len(p.provs), Plans: len(p.plans),
 		Held: len(p.refusals), Asks: p.idx.openAsks, Counts: countStates(p.idx.states, ""),
-		Seat: p.seat.says(now), NoSeat: p.seat.known && !p.seat.held, Now: now}
+		Seat: p.seat.says(now), NoSeat: p.seat.known && p.seat.err == "" && !p.seat.Held, Now: now}
 }
 
 // build makes the screen of q from one reading of the page's state, its

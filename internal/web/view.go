@@ -286,25 +286,3 @@ func containsAll(s string, words []string) bool {
 	}
 	return true
 }
-
-// age says how long ago t was, in the largest whole unit: "40s", "12m",
-// "3h", "5d". A zero t is "-".
-func age(now, t time.Time) string {
-	if t.IsZero() {
-		return "-"
-	}
-	d := now.Sub(t)
-	switch {
-	case d < time.Minute:
-		if d < 0 {
-			d = 0
-		}
-		return fmt.Sprintf("%ds", int(d/time.Second))
-	case d < time.Hour:
-		return fmt.Sprintf("%dm", int(d/time.Minute))
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh", int(d/time.Hour))
-	default:
-		return fmt.Sprintf("%dd", int(d/(24*time.Hour)))
-	}
-}

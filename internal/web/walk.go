@@ -2,31 +2,27 @@ package web
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"sort"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/compose"
-	"github.com/mesh-provisioner/mesh-provisioner/internal/state"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/lookup"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/why"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
-	"github.com/mesh-provisioner/mesh-provisioner/mesh/token"
 )
 
 // walkState is the [compose.State] a key's why walk reads: the
 // provisions, refusals, ask records and which nodes have a plan of a
 // module from the page's own state (it follows them), everything else
 // (entries, haves, wants, modules, manifests, builds, a plan's value) from
-// the bus, by key ([busReads]): a walk costs the keys it passes, not the
-// mesh.
+// the bus, by key ([lookup.State]): a walk costs the keys it passes, not
+// the mesh.
 type walkState struct {
-	*busReads
+	*lookup.State
 	p *Page
 }
+
+var _ compose.State = walkState{}
 
 // NodesOf returns the nodes that have a plan of module or hold it: the
 // nodes the seat composed it on, which are those it is placed on (the
@@ -127,105 +123,10 @@ const walkTimeout = 5 * time.Second
 func (p *Page) walk(ctx context.Context, key string) ([]why.Step, error) {
 	ctx, cancel := context.WithTimeout(ctx, walkTimeout)
 	defer cancel()
-	b := &busReads{ctx: ctx, js: p.cfg.JS, Mesh: state.New(), kvs: map[string]jetstream.KeyValue{}, got: map[string]bool{}}
-	steps, err := why.Walk(walkState{busReads: b, p: p}, key)
-	if b.err != nil {
-		steps = append(steps, why.Step{What: "error", Says: "the walk may miss a step: " + b.err.Error()})
+	b := lookup.New(ctx, p.cfg.JS)
+	steps, err := why.Walk(walkState{State: b, p: p}, key)
+	if b.Err() != nil {
+		steps = append(steps, why.Step{What: "error", Says: "the walk may miss a step: " + b.Err().Error()})
 	}
 	return steps, err
-}
-
-// busReads is a [compose.State] that reads each key from the bus the first
-// time it is asked for (a get by key) into a [state.Mesh], the seat's own
-// reader, so that a key reads as the seat reads it. It is for one walk.
-type busReads struct {
-	*state.Mesh
-	ctx context.Context
-	js  jetstream.JetStream
-	kvs map[string]jetstream.KeyValue // nil for a bucket that does not exist
-	got map[string]bool               // "<bucket> <key>" read
-	err error                         // the first read that failed
-}
-
-var _ compose.State = walkState{}
-
-// get reads key of bucket once.
-func (b *busReads) get(bucket, key string) {
-	id := bucket + " " + key
-	if b.got[id] || b.js == nil {
-		return
-	}
-	b.got[id] = true
-	kv, ok := b.kvs[bucket]
-	if !ok {
-		var err error
-		kv, err = b.js.KeyValue(b.ctx, bucket)
-		if err != nil {
-			kv = nil
-			if !errors.Is(err, jetstream.ErrBucketNotFound) && b.err == nil {
-				b.err = fmt.Errorf("bucket %s: %w", bucket, err)
-			}
-		}
-		b.kvs[bucket] = kv
-	}
-	if kv == nil {
-		return
-	}
-	e, err := kv.Get(b.ctx, key)
-	switch {
-	case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, jetstream.ErrInvalidKey):
-	case err != nil:
-		if b.err == nil {
-			b.err = fmt.Errorf("get %s %s: %w", bucket, key, err)
-		}
-	default:
-		b.Mesh.Take(bus.Change{Bucket: bucket, Key: key, Value: e.Value(), Revision: e.Revision()})
-	}
-}
-
-func (b *busReads) Placed(node string) ([]string, error) {
-	b.get(mesh.PlacementBucket, node)
-	return b.Mesh.Placed(node)
-}
-
-func (b *busReads) Want(node, module string) (string, bool, error) {
-	b.get(mesh.WantsBucket, mesh.WantKey{Node: node, Module: module}.String())
-	return b.Mesh.Want(node, module)
-}
-
-func (b *busReads) Have(node, module string) (mesh.Have, bool, error) {
-	b.get(mesh.HaveBucket, mesh.HaveKey{Node: node, Module: module}.String())
-	return b.Mesh.Have(node, module)
-}
-
-func (b *busReads) Build(module, fp string) (mesh.Build, bool) {
-	b.get(mesh.BuildsBucket, mesh.BuildKey{Module: module, Fingerprint: fp}.String())
-	return b.Mesh.Build(module, fp)
-}
-
-func (b *busReads) Trunk(module string) (string, bool) {
-	b.get(mesh.ModulesBucket, module)
-	return b.Mesh.Trunk(module)
-}
-
-func (b *busReads) Manifest(digest string) (*mesh.Manifest, error) {
-	b.get(mesh.ManifestsBucket, token.Escape(digest))
-	return b.Mesh.Manifest(digest)
-}
-
-func (b *busReads) Entry(provider, key string) (mesh.Entry, bool, error) {
-	b.get(mesh.BoundBucket(provider), key)
-	return b.Mesh.Entry(provider, key)
-}
-
-// Lost is what a walk that read the entry once knows of it before a
-// deletion: nothing (the bucket keeps no value under a delete marker).
-func (b *busReads) Lost(provider, key string) (mesh.Entry, bool) {
-	b.get(mesh.BoundBucket(provider), key)
-	return b.Mesh.Lost(provider, key)
-}
-
-func (b *busReads) Plan(key string) ([]byte, bool) {
-	b.get(mesh.PlansBucket, key)
-	return b.Mesh.Plan(key)
 }

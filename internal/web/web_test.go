@@ -433,13 +433,13 @@ func TestPageSaysWhenNoSeatHoldsTheLease(t *testing.T) {
 	ctx, cancel := context.WithTimeout(tab, 30*time.Second)
 	defer cancel()
 	said, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#summary #seat`)))
-	if err != nil || !strings.Contains(said, "holds the lease since") || !strings.Contains(said, "last composed") {
+	if err != nil || !strings.Contains(said, "holds the lease since") || !strings.Contains(said, "last wrote") {
 		t.Errorf("the page says of the seat %q, %v; want who holds the lease since when, and when it last composed", said, err)
 	}
 	r.stopSeat()
 	within(t, tab, "the page to say no seat holds the lease", chromedp.WaitVisible(chromedp.CSS(`#summary #noseat`)))
 	said, err = chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#summary #noseat`)))
-	if err != nil || !strings.Contains(said, "No seat holds the lease") || !strings.Contains(said, "last composed") {
+	if err != nil || !strings.Contains(said, "no seat holds the lease") || !strings.Contains(said, "last wrote") {
 		t.Errorf("the page says %q, %v; want that no seat holds the lease, and since when the seat last composed", said, err)
 	}
 }
