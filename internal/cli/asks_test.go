@@ -154,7 +154,7 @@ func TestAsksUsage(t *testing.T) {
 	for _, args := range [][]string{
 		{"answer", "only-an-id"},
 		{"asks", "extra"},
-		{"asks", "-o", "yaml"},
+		{"asks", "-o", "xml"},
 	} {
 		if code := cli.Run(args); code != 2 {
 			t.Errorf("Run(%q) = %d; want 2 (usage)", args, code)
