@@ -219,9 +219,9 @@ func TestGetEmptyAndUsage(t *testing.T) {
 	if !isUsage(err) || !strings.Contains(err.Error(), "plans, provisions, refused") {
 		t.Errorf("get nonsense = %v; want a usage error naming the kinds", err)
 	}
-	_, _, err = run(t, "get", "plans", "-o", "yaml", "--nats", s.URL())
-	if !isUsage(err) {
-		t.Errorf("get -o yaml = %v; want a usage error", err)
+	_, _, err = run(t, "get", "plans", "-o", "xml", "--nats", s.URL())
+	if err == nil || !isUsage(err) {
+		t.Errorf("get -o xml = %v; want a usage error", err)
 	}
 	_, _, err = run(t, "get", "provisions", "--node", "NoSuch", "--nats", s.URL())
 	if !isUsage(err) || !strings.Contains(err.Error(), `--node "NoSuch" is no node's name`) {
