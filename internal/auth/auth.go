@@ -94,7 +94,8 @@ const SystemAccountName = "SYS"
 // servers: dir/system/mesh-auth.creds, made by [Authority.SystemCreds].
 const PushUser = "mesh-auth"
 
-// DefaultExpiry is the life of a user's JWT when [Options.Expiry] is zero.
+// DefaultExpiry is the life of a user's JWT when [Options.Expiry] is zero
+// and the directory keeps none.
 const DefaultExpiry = 30 * 24 * time.Hour
 
 // Options configures [Gen] and [Open].
@@ -110,14 +111,15 @@ type Options struct {
 	// into a new ConfigFile's jetstream block, and every user of the
 	// storage account may also call JetStream's API in it
 	// ("$JS.<domain>.API.x" beside each "$JS.API.x" it may). Empty means
-	// none.
+	// what the directory's [SettingsFile] says, else none.
 	Domain string
 	// Source names what the parties come from (the mesh file), for the
 	// configuration's header.
 	Source string
 	// Expiry is the life of the users' JWTs: each is renewed (signed
 	// anew, same key) once a third of it is left. Zero means
-	// [DefaultExpiry]; below zero, JWTs never expire.
+	// what the directory's [SettingsFile] says, else [DefaultExpiry];
+	// below zero, JWTs never expire.
 	Expiry time.Duration
 	// Now is the time of the revocations and expiries; zero means the
 	// clock's, read at each act.
@@ -151,6 +153,51 @@ func (opts Options) normal(dir string) (Options, error) {
 		*p = abs
 	}
 	return opts, nil
+}
+
+// SettingsFile keeps, in a directory [Open] opened, the options every
+// later act must sign with the same: {"domain": "...", "expiry": "720h0m0s"}.
+// An Options field left zero takes its value from there.
+const SettingsFile = "settings.json"
+
+// settings are what [SettingsFile] holds.
+type settings struct {
+	Domain string `json:"domain,omitempty"`
+	Expiry string `json:"expiry,omitempty"`
+}
+
+// kept returns opts with its zero Domain and Expiry taken from dir's
+// [SettingsFile], when there is one.
+func (opts Options) kept(dir string) (Options, error) {
+	path := filepath.Join(dir, SettingsFile)
+	b, err := readIfThere(path)
+	if err != nil || b == nil {
+		return opts, err
+	}
+	var st settings
+	if err := json.Unmarshal(b, &st); err != nil {
+		return opts, fmt.Errorf("auth: %s: %w", path, err)
+	}
+	if opts.Domain == "" {
+		opts.Domain = st.Domain
+	}
+	if opts.Expiry == 0 && st.Expiry != "" {
+		if opts.Expiry, err = time.ParseDuration(st.Expiry); err != nil {
+			return opts, fmt.Errorf("auth: %s: expiry: %w", path, err)
+		}
+	}
+	return opts, nil
+}
+
+// keep writes opts' Domain and Expiry into dir's [SettingsFile] (unless it
+// holds them).
+func (opts Options) keep(dir string) error {
+	b, err := json.Marshal(settings{Domain: opts.Domain, Expiry: opts.Expiry.String()})
+	if err != nil {
+		return fmt.Errorf("auth: %w", err)
+	}
+	_, err = writeIfChanged(filepath.Join(dir, SettingsFile), append(b, '\n'), 0o600)
+	return err
 }
 
 // now returns Options.Now, or the clock's time when it is zero.

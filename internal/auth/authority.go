@@ -71,6 +71,9 @@ func Open(dir string, opts Options) (*Authority, error) {
 		return nil, err
 	}
 	var err error
+	if opts, err = opts.kept(dir); err != nil {
+		return nil, err
+	}
 	if opts, err = opts.normal(dir); err != nil {
 		return nil, err
 	}
@@ -78,6 +81,9 @@ func Open(dir string, opts Options) (*Authority, error) {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("auth: %w", err)
 		}
+	}
+	if err := opts.keep(dir); err != nil {
+		return nil, err
 	}
 	a := &Authority{dir: dir, opts: opts, accounts: map[string]*account{}}
 	op, made, err := loadOrMake(filepath.Join(dir, KeysDir, "operator.nk"), nkeys.PrefixByteOperator)
@@ -95,6 +101,10 @@ func Open(dir string, opts Options) (*Authority, error) {
 	}
 	return a, nil
 }
+
+// Domain returns the JetStream domain the authority signs for (see
+// [Options.Domain]), "" for none.
+func (a *Authority) Domain() string { return a.opts.Domain }
 
 // Dir returns the directory of the authority.
 func (a *Authority) Dir() string { return a.dir }

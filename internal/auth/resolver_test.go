@@ -438,3 +438,43 @@ func TestRotateRefusesTheOldKey(t *testing.T) {
 		t.Error("client-n1's new key is refused")
 	}
 }
+
+// TestGenKeepsItsSettings: a directory made with a domain and an expiry
+// keeps them for a later run given neither (as node join runs it): that run
+// signs nothing anew, and a new party's JWT has the domain's API and the
+// same life.
+func TestGenKeepsItsSettings(t *testing.T) {
+	dir := t.TempDir()
+	f, err := meshfile.Parse("test.yaml", []byte(testMesh))
+	if err != nil {
+		t.Fatal(err)
+	}
+	parties, err := access.Parties(auth.MeshOf(f, operators))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := auth.Gen(dir, without(parties, "client-n2"), auth.Options{Domain: "hub", Expiry: 48 * time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := auth.Gen(dir, parties, auth.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res.Signed, []string{"client-n2"}) {
+		t.Errorf("Gen with no options signed %v anew; want only the new client-n2", res.Signed)
+	}
+	token, err := jwt.ParseDecoratedJWT(mustRead(t, res.Creds["client-n2"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	uc, err := jwt.DecodeUserClaims(token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if uc.Expires-uc.IssuedAt != int64((48 * time.Hour).Seconds()) {
+		t.Errorf("client-n2's JWT lives %d s; want 48 h as the directory keeps", uc.Expires-uc.IssuedAt)
+	}
+	if !slices.ContainsFunc(uc.Pub.Allow, func(s string) bool { return strings.HasPrefix(s, "$JS.hub.API.") }) {
+		t.Errorf("client-n2 may publish %v; want JetStream's API in the domain hub too", uc.Pub.Allow)
+	}
+}

@@ -108,7 +108,7 @@ connections are closed and its old credentials refused on every server.`,
 					fmt.Fprintf(out, "server: nats-server -c %s\n", path)
 				}
 			}
-			if err := writeLeaves(out, leaves, domain, dir, file, parties, res); err != nil {
+			if err := writeLeaves(out, leaves, res.Authority.Domain(), dir, file, parties, res); err != nil {
 				return err
 			}
 			if p.url == "" {
@@ -123,10 +123,10 @@ connections are closed and its old credentials refused on every server.`,
 	fl.StringVarP(&dir, "output", "o", "", "the directory to write into (created, mode 0700; refused when others may write it)")
 	fl.StringVar(&store, "store", "", "JetStream store directory written into a new "+auth.ConfigFile+" (default DIR/jetstream)")
 	fl.StringArrayVar(&operators, "operator", nil, "an operator's user name (repeat for several; default operator)")
-	fl.DurationVar(&expiry, "expiry", auth.DefaultExpiry, "life of each user's JWT; renewed by gen or \"auth renew\" once a third is left")
+	fl.DurationVar(&expiry, "expiry", 0, "life of each user's JWT, renewed by gen or \"auth renew\" once a third is left (default 720h, or what DIR keeps from the last run given one)")
 	p.add(cmd, "push")
 	c.add(cmd)
-	fl.StringVar(&domain, "domain", "", "the JetStream domain of the mesh's servers (written into new server files; the users may also call JetStream's API in it): needed by --leaf")
+	fl.StringVar(&domain, "domain", "", "the JetStream domain of the mesh's servers (written into new server files; the users may also call JetStream's API in it; kept in DIR for later runs): needed by --leaf")
 	fl.StringArrayVar(&leaves, "leaf", nil, "an edge node's leafnode server, NODE[:PORT]=URL[,URL...] with the hub's leafnode URLs (nats-leaf://host:7422): writes DIR/"+auth.LeavesDir+"/NODE/"+auth.ConfigFile+" when missing")
 	return cmd
 }
@@ -279,7 +279,7 @@ server makes it do when the old JWT expires. Nothing needs pushing: the accounts
 		},
 	}
 	cmd.Flags().StringVarP(&dir, "output", "o", "", "the directory auth gen wrote")
-	cmd.Flags().DurationVar(&expiry, "expiry", auth.DefaultExpiry, "life of each renewed JWT")
+	cmd.Flags().DurationVar(&expiry, "expiry", 0, "life of each renewed JWT (default what DIR keeps, else 720h)")
 	return cmd
 }
 
@@ -332,7 +332,7 @@ func newAuthRotateCmd() *cobra.Command {
 	fl.StringVarP(&file, "file", "f", "", "the mesh file")
 	fl.StringVarP(&dir, "output", "o", "", "the directory auth gen wrote")
 	fl.StringArrayVar(&operators, "operator", nil, "an operator's user name (repeat for several; default operator)")
-	fl.DurationVar(&expiry, "expiry", auth.DefaultExpiry, "life of the new JWT")
+	fl.DurationVar(&expiry, "expiry", 0, "life of the new JWT (default what DIR keeps, else 720h)")
 	p.add(cmd, "push")
 	return cmd
 }
