@@ -357,6 +357,11 @@ func (a *Assembly) StartClient(ctx context.Context, cfg client.Config) (*Running
 	var c *client.Client
 	r, err := a.start(ctx, Component{Role: Client, Node: cfg.Node}, func(cs conns) (func() error, error) {
 		cfg.NC, cfg.JS = cs.nc, cs.js
+		if cs.ask != nil {
+			// It asks the vault's verbs (to render) as its user in
+			// the requests account.
+			cfg.NC = cs.ask
+		}
 		var err error
 		c, err = client.New(cfg)
 		if err != nil {

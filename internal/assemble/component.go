@@ -111,9 +111,9 @@ func (c Component) Answers() bool {
 }
 
 // Asks reports whether the component asks verbs as it runs (the seat asks
-// the ask router, the postgres provider the vault): it has a user in the
-// requests account.
-func (c Component) Asks() bool { return c.Role == Seat || c.Role == Postgres }
+// the ask router, the postgres provider and a node's client the vault): it
+// has a user in the requests account.
+func (c Component) Asks() bool { return c.Role == Seat || c.Role == Postgres || c.Role == Client }
 
 // CheckUser returns an error when user (the name in the credentials the
 // component is given) is not the component's own ([Component.User]), or,

@@ -100,7 +100,9 @@ func (c *Client) applyTemplates(ctx context.Context, module string, plan mesh.Pl
 	c.followTemplated()
 	creds, changed, problems := c.templates(ctx, module, plan, rec.Dirs)
 	rec.Credentials = creds
-	if len(plan.Reload) == 0 {
+	// A file not rendered is no file to reload: the reload waits for
+	// every template.
+	if len(plan.Reload) == 0 || len(problems) > 0 {
 		return problems
 	}
 	if !changed && old.Reloaded {

@@ -26,19 +26,25 @@ func TestTemplatesAreRenderedAndReloadedWhenAllowed(t *testing.T) {
 			{Dir: "config", File: "broken.conf", Text: "x=${nosuch:thing}\n"},
 		},
 		Reload: []string{"sh", "-c", "echo reloaded >> reloads.log"}}
-	putPlan(t, ctx, plans, plan)
 	rec := reader(t, ctx, s, mesh.AppliedBucket)
 
 	for _, c := range []struct {
 		name   string
 		reload bool
+		broken bool // the plan holds a template that does not render
 		says   string
 		runs   int
 	}{
-		{"no reloads", false, `the reload "sh -c echo reloaded >> reloads.log" was not run: this client runs no reload commands`, 0},
-		{"reloads", true, "", 1},
+		{"a template not rendered", true, true, "", 0},
+		{"no reloads", false, false, `the reload "sh -c echo reloaded >> reloads.log" was not run: this client runs no reload commands`, 0},
+		{"reloads", true, false, "", 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			p := plan
+			if !c.broken {
+				p.Templates = p.Templates[:1]
+			}
+			putPlan(t, ctx, plans, p)
 			root := t.TempDir()
 			r := start(t, s, "ace", root, func(cfg *client.Config) { cfg.Reload = c.reload })
 			defer r.stop()
@@ -46,7 +52,8 @@ func TestTemplatesAreRenderedAndReloadedWhenAllowed(t *testing.T) {
 			bustest.WaitFor(t, 0, "wiki.conf rendered and the record written", func() bool {
 				b, _ := os.ReadFile(file)
 				a, ok := rec.Get("ace.wiki")
-				return string(b) == "listen=8080\n" && ok && strings.Contains(string(a.Value), "broken.conf")
+				return string(b) == "listen=8080\n" && ok && strings.Contains(string(a.Value), "broken.conf") == c.broken &&
+					strings.Contains(string(a.Value), root)
 			})
 			if fi, _ := os.Stat(file); fi.Mode().Perm() != 0o600 {
 				t.Errorf("wiki.conf mode = %v; want 0600", fi.Mode().Perm())
@@ -56,8 +63,8 @@ func TestTemplatesAreRenderedAndReloadedWhenAllowed(t *testing.T) {
 			}
 			a, _ := applied(t, rec, "ace.wiki")
 			problems := strings.Join(a.Problems, "\n")
-			if !strings.Contains(problems, "template config/broken.conf not rendered") || !strings.Contains(problems, c.says) || a.Reloaded != c.reload {
-				t.Errorf("applied = %+v; want broken.conf said, %q, reloaded %v", a, c.says, c.reload)
+			if strings.Contains(problems, "template config/broken.conf not rendered") != c.broken || !strings.Contains(problems, c.says) || a.Reloaded != (c.runs > 0) {
+				t.Errorf("applied = %+v; want broken.conf said %v, %q, reloaded %v", a, c.broken, c.says, c.runs > 0)
 			}
 			log, _ := os.ReadFile(filepath.Join(root, "wiki", "reloads.log"))
 			if n := strings.Count(string(log), "reloaded"); n != c.runs {
