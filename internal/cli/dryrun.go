@@ -99,7 +99,8 @@ var markers = map[dryrun.Op]struct{ sign, colour string }{
 }
 
 // writeDry prints a dry run's report: JSON, or a line of what the file
-// changes and a table with each change's marker (coloured on a terminal,
+// changes (its keys, in the buckets apply writes) and what the seat would
+// change (the rows below it), then a table with each change's marker (coloured on a terminal,
 // unless $NO_COLOR is set).
 func writeDry(w io.Writer, name string, d *meshfile.Diff, rep *dryrun.Report, output string) error {
 	if output == "json" {
@@ -107,7 +108,16 @@ func writeDry(w io.Writer, name string, d *meshfile.Diff, rep *dryrun.Report, ou
 		enc.SetIndent("", "  ")
 		return enc.Encode(rep)
 	}
-	fmt.Fprintf(w, "dry run of %s: %s to write, %d to remove; nothing written\n", name, countKeys(len(d.Puts)), len(d.Removes))
+	seatWrites, seatRemoves := 0, 0
+	for _, c := range rep.Changes {
+		if c.Op == dryrun.Remove {
+			seatRemoves++
+		} else {
+			seatWrites++
+		}
+	}
+	fmt.Fprintf(w, "dry run of %s: the file writes %s and removes %d; the seat would write %s and remove %d (below); nothing written\n",
+		name, countKeys(len(d.Puts)), len(d.Removes), countKeys(seatWrites), seatRemoves)
 	if !rep.Changed() {
 		fmt.Fprintln(w, "the seat would write nothing")
 		return nil

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"sort"
 	"strings"
@@ -54,6 +55,20 @@ func TestApplyDryRunIsExact(t *testing.T) {
 	if err != nil || !strings.Contains(table, "plan removed") ||
 		!strings.Contains(table, "provision retiring, ask raised") {
 		t.Errorf("apply --dry-run printed:\n%s (%v)", table, err)
+	}
+	// Its first line counts the file's keys and, apart, the seat's keys
+	// the rows below it list.
+	writes, removes := 0, 0
+	for _, c := range rep.Changes {
+		if c.Op == dryrun.Remove {
+			removes++
+		} else {
+			writes++
+		}
+	}
+	seatSays := fmt.Sprintf("; the seat would write %s and remove %d (below); nothing written", countKeys(writes), removes)
+	if first, _, _ := strings.Cut(table, "\n"); !strings.Contains(first, "the file writes ") || !strings.HasSuffix(first, seatSays) {
+		t.Errorf("apply --dry-run's first line = %q; want the file's keys, then %q", first, seatSays)
 	}
 
 	if _, _, err := run(t, "apply", "-f", path, "--nats", s.URL()); err != nil {
