@@ -24,9 +24,16 @@ type query struct {
 	Pages                map[string]int
 }
 
+// maxSearch is the longest search the page takes, in bytes: each word
+// is matched against every key.
+const maxSearch = 256
+
 func parseQuery(v url.Values) query {
 	q := query{Q: strings.TrimSpace(v.Get("q")), Node: v.Get("node"), Module: v.Get("module"),
 		Key: v.Get("key"), Pages: map[string]int{}}
+	if len(q.Q) > maxSearch {
+		q.Q = strings.ToValidUTF8(q.Q[:maxSearch], "")
+	}
 	for name, vals := range v {
 		if sec, ok := strings.CutSuffix(name, "-page"); ok && len(vals) > 0 {
 			if n, err := strconv.Atoi(vals[0]); err == nil && n > 1 {
