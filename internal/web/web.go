@@ -15,7 +15,9 @@
 // rows (see [PageSize]). The page stays live by server-sent events on
 // /events: after a change the stream renders its view again and sends
 // only the parts that differ (a row, a node's counts, the summary line),
-// never the whole view or mesh again. Answers go to the ask router on
+// never the whole view or mesh again. Every 2 s it reads where the seat
+// stands ([lookup.ReadSeat]) and says when no seat holds the lease, and
+// since when the seat last wrote. Answers go to the ask router on
 // mesh-asks.answer.<user> through [asks.Answer]; the answer endpoint takes
 // only same-origin POSTs that carry the page's token.
 package web
