@@ -58,6 +58,9 @@ type Result struct {
 	// Retired are keys to delete: approved with yes, and their provider's
 	// entry is gone.
 	Retired []string
+	// RetiredWhy says, per key of Retired, what its provider removed
+	// ([retire.WhyRetired]): the seat logs it as it deletes the key.
+	RetiredWhy map[string]string
 	// Withdrawn maps keys needed again before the operator answered to the
 	// asks they no longer need: the seat withdraws them from the router.
 	Withdrawn map[string]string
@@ -406,6 +409,17 @@ func (c *composer) at(m string, b mesh.Build) string {
 			if problem != "" {
 				c.res.Problems = append(c.res.Problems, problem)
 				n.NoProvider = problem
+				// A credential still needed stays needed, following its
+				// provider: asked, saying that it has none (spec 4), never
+				// retiring because its vault left.
+				if old, ok := c.st.Provision(ck); ok {
+					cn := c.need()
+					*cn = Need{
+						Key: ck, Provision: mesh.CredentialProvision, Local: ck[len(ck)-local:], Consumer: holder,
+						Provider: old.Provider, NoProvider: problem,
+					}
+					c.needs = append(c.needs, cn)
+				}
 			} else {
 				cn := c.need()
 				*cn = Need{

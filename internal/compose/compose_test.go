@@ -109,6 +109,9 @@ func take(m *state.Mesh, res *compose.Result) {
 		v, _ := json.Marshal(p)
 		m.Take(bus.Change{Bucket: mesh.ProvisionsBucket, Key: k, Value: v})
 	}
+	for _, k := range res.Retired {
+		m.Take(bus.Change{Bucket: mesh.ProvisionsBucket, Key: k, Deleted: true})
+	}
 }
 
 // kept is what the seat keeps after composing a mesh, as stored.

@@ -260,8 +260,8 @@ func (j *judge) retiring(key string, p mesh.Provision, raise bool) {
 		if p.Warrant.Option != retire.Yes {
 			return
 		}
-		if !j.entryKept(key, p) {
-			j.res.Retired = append(j.res.Retired, key)
+		if how, done := j.removed(key, p); done {
+			j.retired(key, p, how)
 			return
 		}
 		np := p
@@ -327,13 +327,17 @@ func (j *judge) retiring(key string, p mesh.Provision, raise bool) {
 			return
 		}
 		approved := np.Warrant != nil && np.Warrant.Option == retire.Yes
-		kept := approved && j.entryKept(key, np)
-		if kept {
-			np.Why = withoutNotes(np.Why) + j.notRemoved(key, np)
+		var how retire.Removal
+		done := false
+		if approved {
+			how, done = j.removed(key, np)
+			if !done {
+				np.Why = withoutNotes(np.Why) + j.notRemoved(key, np)
+			}
 		}
 		j.put(key, p, true, np)
-		if approved && !kept {
-			j.res.Retired = append(j.res.Retired, key)
+		if done {
+			j.retired(key, np, how)
 		}
 	}
 }
@@ -349,18 +353,70 @@ func (j *judge) raise(k mesh.ProvisionKey, p *mesh.Provision) {
 		}
 		at = at.Add(time.Second)
 	}
-	a := retire.Ask(k, *p, at, j.opts.askTTL)
+	a := retire.AskFor(k, *p, j.removal(k.String(), *p), at, j.opts.askTTL)
 	p.Ask = a.ID
 	j.res.Asks = append(j.res.Asks, a)
 }
 
-// providerGone returns what the why of a key approved with yes adds while
-// its provider keeps its entry but is no longer placed on its node, or not
-// running there: nobody will remove the entry. Empty otherwise.
-func (j *judge) providerGone(p mesh.Provision) string {
-	if !slices.Contains(j.st.NodesOf(p.Provider.Module), p.Provider.Node) {
-		return whyApprovedNotPlaced(p.Provider)
+// removal says what the provider of the retiring key can remove on yes
+// (the ask promises no more): nothing when it answers by its have or keeps
+// no entry for the key, nothing either when it left its node with its
+// entry, else its entry and what it set up.
+func (j *judge) removal(key string, p mesh.Provision) retire.Removal {
+	if pman, err := j.trunk(p.Provider.Module); err == nil {
+		if offer, ok := pman.Offer(p.Provision); ok && !pman.ByEntries(offer) {
+			return retire.RemovesNothing
+		}
 	}
+	if !j.entryKept(key, p) {
+		return retire.NothingGiven
+	}
+	if !placedOn(j.st.NodesOf(p.Provider.Module), p.Provider.Node) {
+		return retire.ProviderGone
+	}
+	return retire.RemovesEntry
+}
+
+// removed reports whether a key approved with yes is done (its provider
+// keeps no entry for it, or left its node with it: nothing running will
+// remove it) and what its provider removed.
+func (j *judge) removed(key string, p mesh.Provision) (retire.Removal, bool) {
+	if j.entryKept(key, p) {
+		if placedOn(j.st.NodesOf(p.Provider.Module), p.Provider.Node) {
+			return retire.RemovesEntry, false
+		}
+		return retire.ProviderGone, true
+	}
+	if pman, err := j.trunk(p.Provider.Module); err == nil {
+		if offer, ok := pman.Offer(p.Provision); ok && !pman.ByEntries(offer) {
+			return retire.RemovesNothing, true
+		}
+	}
+	// Its entry is gone: removed by its provider when the key still says
+	// what an entry said (a reference) or the entry's loss was seen.
+	if _, lost := j.st.Lost(p.Provider.Module, key); lost || p.Reference != nil {
+		return retire.RemovesEntry, true
+	}
+	return retire.NothingGiven, true
+}
+
+// retired lists key as retired, saying what its provider removed (how).
+func (j *judge) retired(key string, p mesh.Provision, how retire.Removal) {
+	j.res.Retired = append(j.res.Retired, key)
+	k, err := mesh.ParseProvisionKey(key)
+	if err != nil {
+		return
+	}
+	if j.res.RetiredWhy == nil {
+		j.res.RetiredWhy = map[string]string{}
+	}
+	j.res.RetiredWhy[key] = retire.WhyRetired(k, p, how)
+}
+
+// providerGone returns what the why of a key approved with yes adds while
+// its provider, placed on its node, keeps its entry but is not running
+// there: it does not remove the entry yet. Empty otherwise.
+func (j *judge) providerGone(p mesh.Provision) string {
 	h, ok, err := j.st.Have(p.Provider.Node, p.Provider.Module)
 	switch {
 	case err != nil:
@@ -414,7 +470,12 @@ func (j *judge) put(key string, old mesh.Provision, had bool, p mesh.Provision) 
 // taken again where the outcome says the same.
 func (j *judge) outcome(n *Need, old *mesh.Provision) (mesh.State, string, *mesh.Reference) {
 	if n.NoProvider != "" {
-		j.why = appendWhyNoProvider(j.why[:0], n.DependsOn[0], n.NoProvider)
+		if len(n.DependsOn) == 0 {
+			// The credential itself: its vault is gone or not chosen.
+			j.why = appendWhyHasNoProvider(j.why[:0], n.Provider, n.NoProvider)
+		} else {
+			j.why = appendWhyNoProvider(j.why[:0], n.DependsOn[0], n.NoProvider)
+		}
 		return mesh.Asked, j.text(old.Why), nil
 	}
 	// A provider that left its node answers nothing, whatever its entry

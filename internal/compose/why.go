@@ -295,6 +295,16 @@ func appendWhyNoProvider(b []byte, key, problem string) []byte {
 	return append(b, problem...)
 }
 
+// appendWhyHasNoProvider is the why of a credential key still needed
+// whose vault is gone or not chosen: "asked of mesh-vault on gamma: no node
+// runs mesh-vault, so the credential K has no provider".
+func appendWhyHasNoProvider(b []byte, provider mesh.Ref, problem string) []byte {
+	b = append(b, "asked of "...)
+	b = appendRef(b, provider)
+	b = append(b, ": "...)
+	return append(b, problem...)
+}
+
 func appendWhyNotRunning(b []byte, provider mesh.Ref) []byte {
 	b = append(b, "waits for "...)
 	b = appendRef(b, provider)
@@ -359,6 +369,13 @@ func whyAfterDependents(deps []string) string {
 	return noteAfterDependents + strings.Join(deps, ", ")
 }
 
+// AfterDependents returns the keys a retiring key's why says it waits
+// for before it is asked about ("k1, k2"), and whether it says so.
+func AfterDependents(why string) (string, bool) {
+	_, deps, ok := strings.Cut(why, noteAfterDependents)
+	return deps, ok
+}
+
 // withoutAfterDependents takes off what whyAfterDependents added.
 func withoutAfterDependents(why string) string {
 	base, _, _ := strings.Cut(why, noteAfterDependents)
@@ -375,11 +392,6 @@ func withoutNotes(why string) string {
 func whyYesBeforeDependents(key string, w *mesh.Warrant, deps []string) string {
 	return fmt.Sprintf("the warrant %q of ask %s for key %s is not taken: %s still depend on it; "+
 		"it is asked again once they are retired", w.Option, w.Ask, key, strings.Join(deps, ", "))
-}
-
-func whyApprovedNotPlaced(provider mesh.Ref) string {
-	return fmt.Sprintf("%s%s is not placed on %s any more, so nobody removes its entry in %s: "+
-		"place it there again, or delete the entry", noteApproved, provider.Module, provider.Node, mesh.BoundBucket(provider.Module))
 }
 
 func whyApprovedNotRemoved(provider mesh.Ref, entryWhy string) string {

@@ -44,12 +44,42 @@ func ID(key mesh.ProvisionKey, now time.Time) string {
 // for this key and ask id. Headline, explanation and details are written for
 // a person who has not read the docs. Asker is [Asker].
 func Ask(key mesh.ProvisionKey, p mesh.Provision, now time.Time, ttl time.Duration) mesh.Ask {
+	return AskFor(key, p, RemovesEntry, now, ttl)
+}
+
+// Removal is what the provider of a retiring key can remove when the
+// operator answers yes: its ask promises that and nothing more.
+type Removal int
+
+const (
+	// RemovesEntry: the provider is placed on its node and keeps an entry
+	// for the key; it removes what it set up (a credential, a login) and
+	// then its entry.
+	RemovesEntry Removal = iota
+	// RemovesNothing: the provider answers the offer by its have (it runs
+	// or not) and keeps nothing for the consumer: yes drops the key only.
+	RemovesNothing
+	// NothingGiven: the provider answers by entries but keeps none for the
+	// key (it never answered it, or removed it already): yes drops the key.
+	NothingGiven
+	// ProviderGone: the provider is no longer placed on its node and still
+	// keeps an entry: nothing running removes what it set up; yes drops the
+	// key, and the operator cleans the rest by hand.
+	ProviderGone
+)
+
+// AskFor is [Ask] for a key whose provider can remove what how says: the
+// explanation and the Remove option say what yes does, never more.
+func AskFor(key mesh.ProvisionKey, p mesh.Provision, how Removal, now time.Time, ttl time.Duration) mesh.Ask {
 	if ttl <= 0 {
 		ttl = DefaultTTL
 	}
 	k := key.String()
 	id := ID(key, now)
 	t := describe(key, p)
+	if how != RemovesEntry {
+		t = describeNoRemoval(key, p, how)
+	}
 	return mesh.Ask{
 		ID:          id,
 		Headline:    t.headline,
@@ -65,6 +95,24 @@ func Ask(key mesh.ProvisionKey, p mesh.Provision, now time.Time, ttl time.Durati
 		},
 		Asker: Asker,
 	}
+}
+
+// ProviderOf returns the provider an ask of a retiring key names in its
+// details ("; provider <module> on <node>"), and whether it names one.
+func ProviderOf(a mesh.Ask) (mesh.Ref, bool) {
+	_, rest, ok := strings.Cut(a.Details, "; provider ")
+	if !ok {
+		return mesh.Ref{}, false
+	}
+	module, rest, ok := strings.Cut(rest, " on ")
+	if !ok {
+		return mesh.Ref{}, false
+	}
+	node, _, _ := strings.Cut(rest, ".")
+	if !mesh.ValidName(module) || !mesh.ValidName(node) {
+		return mesh.Ref{}, false
+	}
+	return mesh.Ref{Module: module, Node: node}, true
 }
 
 // About returns what the ask of the provision key is about:

@@ -7,9 +7,80 @@ import (
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
 
-// WhyRetired is the why the seat says when it deletes a key approved with
-// "yes" whose provider's entry is gone.
-const WhyRetired = "retired: its provider removed its credential on the operator's warrant"
+// WhyRetired is the why the seat says when it deletes the key k of p,
+// approved with "yes": what its provider removed, as how says (a credential
+// only where there is one), and what is left to clean by hand when its
+// provider left with it.
+func WhyRetired(k mesh.ProvisionKey, p mesh.Provision, how Removal) string {
+	at := p.Provider.Module + " on " + p.Provider.Node
+	switch how {
+	case RemovesNothing:
+		return "retired on the operator's warrant: " + at + " answers " + k.Provision +
+			" by running and keeps nothing for " + p.Consumer.Module + ", so nothing was removed"
+	case NothingGiven:
+		return "retired on the operator's warrant: " + at + " kept no entry for it, so there was nothing to remove"
+	case ProviderGone:
+		return "retired on the operator's warrant: " + at + " left " + p.Provider.Node +
+			" with its entry, and nothing removed it: " + CleanByHand(k, p)
+	}
+	if k.Provision == mesh.CredentialProvision {
+		return "retired on the operator's warrant: " + at + " removed the credential"
+	}
+	return "retired on the operator's warrant: " + at + " removed what it set up for " + p.Consumer.Module
+}
+
+// CleanByHand says what is left when the provider of key k left its node
+// with its entry: the entry and what it made.
+func CleanByHand(k mesh.ProvisionKey, p mesh.Provision) string {
+	made := "what it set up for " + p.Consumer.Module + ", such as a login"
+	if k.Provision == mesh.CredentialProvision {
+		made = "the credential it keeps in its store"
+	}
+	return "clean by hand its entry " + k.String() + " in " + mesh.BoundBucket(p.Provider.Module) + " and " + made
+}
+
+// describeNoRemoval writes the texts of the ask for a key whose provider
+// removes nothing on yes (how is not [RemovesEntry]).
+func describeNoRemoval(key mesh.ProvisionKey, p mesh.Provision, how Removal) texts {
+	consumer, cnode := p.Consumer.Module, p.Consumer.Node
+	if consumer == "" {
+		consumer, cnode = key.Consumer, key.Node
+	}
+	at := p.Provider.Module + " on " + p.Provider.Node
+	what := key.Provision + paren(key.Local)
+	no := "Nothing is removed: the key stays retiring, and you are not asked again until it changes."
+	head := describe(key, p).headline // the question stays; what yes does is what differs
+	needs := fmt.Sprintf("%s on %s no longer needs the %s of %s (key %s). ", consumer, cnode, what, at, key)
+	stays := fmt.Sprintf(" The %s itself and its data stay where they are.", key.Provision)
+	if key.Provision == mesh.CredentialProvision {
+		stays = " What the credential gives access to and its data stay where they are."
+	}
+	switch how {
+	case RemovesNothing:
+		return texts{
+			headline: head,
+			explanation: needs + fmt.Sprintf("%s answers it by running and keeps nothing for %s, so nothing is removed: "+
+				"if you agree, the key is dropped and %s keeps running as it is.", at, consumer, p.Provider.Module) + stays,
+			yes: fmt.Sprintf("The key is dropped; nothing of %s is removed.", at),
+			no:  no,
+		}
+	case NothingGiven:
+		return texts{
+			headline: head,
+			explanation: needs + fmt.Sprintf("%s keeps no entry for it (it never answered it, or removed it already), "+
+				"so there is nothing for it to remove: if you agree, the key is dropped.", at) + stays,
+			yes: fmt.Sprintf("The key is dropped; %s has nothing to remove for it.", at),
+			no:  no,
+		}
+	}
+	return texts{
+		headline: head,
+		explanation: needs + fmt.Sprintf("%s is no longer placed on %s, so nothing running can remove what it set up "+
+			"for %s. If you agree, the key is dropped; %s.", p.Provider.Module, p.Provider.Node, consumer, CleanByHand(key, p)) + stays,
+		yes: fmt.Sprintf("The key is dropped; nothing removes what %s set up: %s.", at, CleanByHand(key, p)),
+		no:  no,
+	}
+}
 
 // The whys of [Decide]. Each names the key, and the ask and option where
 // there is one; every refusal ends by saying the key is left as it was.

@@ -643,7 +643,7 @@ func (s *Seat) composeNode(ctx context.Context, node string, d *dirty) {
 	s.mesh.Composed(res)
 	start := time.Now()
 	w := writes{plans: res.Plans, plansGone: res.PlansRemoved, refusals: res.Refusals, refusalsGone: res.RefusalsRemoved,
-		provs: res.Provisions, retired: res.Retired}
+		provs: res.Provisions, retired: res.Retired, retiredWhy: res.RetiredWhy}
 	s.write(ctx, w, d, func(changed int, wrote map[string]bool) {
 		s.raise(written(res.Asks, wrote))
 		s.withdraw(res.Withdrawn)
@@ -694,7 +694,7 @@ func (s *Seat) judgeKeys(ctx context.Context, keys []string, d *dirty) {
 			}
 		}
 		if last {
-			w.retired = res.Retired
+			w.retired, w.retiredWhy = res.Retired, res.RetiredWhy
 		}
 		s.write(ctx, w, d, func(_ int, wrote map[string]bool) {
 			for _, k := range part {

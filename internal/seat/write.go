@@ -10,7 +10,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
-	"github.com/mesh-provisioner/mesh-provisioner/internal/retire"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
 
@@ -49,7 +48,8 @@ type writes struct {
 	refusals     map[string]mesh.Refusal
 	refusalsGone []string
 	provs        map[string]mesh.Provision
-	retired      []string // provision keys approved with yes whose entry is gone: deleted
+	retired      []string          // provision keys approved with yes whose entry is gone: deleted
+	retiredWhy   map[string]string // what each retired key's provider removed (logged)
 }
 
 func (w *writes) empty() bool {
@@ -128,7 +128,7 @@ func (s *Seat) write(ctx context.Context, w writes, d *dirty, then func(n int, w
 		for _, k := range w.refusalsGone {
 			f.deleted += s.del(ctx, mesh.RefusedBucket, k, d)
 		}
-		f.deleted += s.retireAll(ctx, w.retired, d)
+		f.deleted += s.retireAll(ctx, w.retired, w.retiredWhy, d)
 	}
 	if f.landed {
 		if then != nil {
@@ -591,7 +591,7 @@ func (s *Seat) ownEcho(ch bus.Change) bool {
 // retireAll deletes keys approved with yes whose provider's entry is gone,
 // and returns how many it deleted. The nodes of the keys they depended on
 // are composed again: a shared credential may now be unneeded.
-func (s *Seat) retireAll(ctx context.Context, keys []string, d *dirty) int {
+func (s *Seat) retireAll(ctx context.Context, keys []string, whys map[string]string, d *dirty) int {
 	n := 0
 	for _, k := range keys {
 		p, _ := s.mesh.Provision(k)
@@ -601,7 +601,7 @@ func (s *Seat) retireAll(ctx context.Context, keys []string, d *dirty) int {
 			}
 		}
 		if s.del(ctx, mesh.ProvisionsBucket, k, d) == 1 {
-			s.log.Info("seat: "+retire.WhyRetired, "key", k)
+			s.log.Info("seat: retired", "key", k, "why", whys[k])
 			n++
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/compose"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/retire"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
 
@@ -134,7 +135,13 @@ func (w *walker) notKept(k mesh.ProvisionKey) bool {
 	if yes == nil {
 		return false
 	}
-	w.add(Step{What: StepProvision, Key: key, State: stateRetired, Says: saysRetired})
+	pr, named := retire.ProviderOf(yes.Ask)
+	kept := false
+	if named {
+		_, kept, _ = w.st.Entry(pr.Module, key)
+	}
+	clean := retire.CleanByHand(k, mesh.Provision{Consumer: mesh.Ref{Module: k.Consumer, Node: k.Node}, Provider: pr})
+	w.add(Step{What: StepProvision, Key: key, State: stateRetired, Says: saysRetired(yes.Ask, pr, kept, clean)})
 	w.add(Step{Depth: 1, What: StepAsk, Key: yes.Ask.ID, State: yes.Warrant.Option, Says: saysRemovedBy(*yes), Since: yes.Warrant.At})
 	return true
 }
@@ -248,6 +255,10 @@ func (w *walker) ask(key string, p mesh.Provision, depth int) {
 		return
 	}
 	if p.Ask == "" {
+		if deps, ok := compose.AfterDependents(p.Why); ok {
+			w.add(Step{Depth: depth, What: StepAsk, Says: saysAfterDependents(deps)})
+			return
+		}
 		w.add(Step{Depth: depth, What: StepAsk, Says: saysNoAsk})
 		return
 	}

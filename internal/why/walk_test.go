@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/retire"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/state"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
@@ -222,9 +223,13 @@ func TestWalk(t *testing.T) {
 			},
 		},
 		{
+			// The ask said what its provider could remove: here nothing,
+			// postgres never answered the key (no credential to remove).
 			name: "a retired key",
 			setup: func(b *builder) {
-				a := mesh.Ask{ID: "retire-g14-grafana-database-2", About: "provision." + grafanaDB, Headline: "Remove grafana's database access?", Expires: at.Add(time.Hour)}
+				a := retire.AskFor(mesh.ProvisionKey{Node: "g14", Consumer: "grafana", Provision: "database"},
+					mesh.Provision{Consumer: mesh.Ref{Module: "grafana", Node: "g14"}, Provider: postgres}, retire.NothingGiven, at, time.Hour)
+				a.ID, a.Headline = "retire-g14-grafana-database-2", "Remove grafana's database access?"
 				b.put(mesh.RecordsBucket, "retire-g14-grafana-database-1", mesh.Record{State: mesh.RecordExpired,
 					Ask: mesh.Ask{ID: "retire-g14-grafana-database-1", About: a.About, Expires: at}})
 				b.put(mesh.RecordsBucket, a.ID, mesh.Record{State: mesh.RecordAnswered, Ask: a,
@@ -232,8 +237,40 @@ func TestWalk(t *testing.T) {
 			},
 			key: grafanaDB,
 			want: []line{
-				{0, StepProvision, grafanaDB, "no longer kept: the seat deleted it once its provider removed its credential on the operator's warrant", "retired"},
+				{0, StepProvision, grafanaDB, "no longer kept: the seat deleted it on the operator's warrant; its Remove said: The key is dropped; postgres on control has nothing to remove for it.", "retired"},
 				{1, StepAsk, "retire-g14-grafana-database-2", "removed on the answer yes of alice at 2026-12-01 00:01Z to retire-g14-grafana-database-2: Remove grafana's database access?", "yes"},
+			},
+		},
+		{
+			// Its vault left gamma with the credential's entry: the key
+			// went on the yes, and the why says what is left by hand.
+			name: "a retired key whose provider left with its entry",
+			setup: func(b *builder) {
+				k := mesh.ProvisionKey{Node: "gamma", Consumer: "app", Provision: mesh.CredentialProvision, Local: "postgres_database"}
+				gone := mesh.Ref{Module: "mesh-vault", Node: "gamma"}
+				a := retire.AskFor(k, mesh.Provision{Consumer: mesh.Ref{Module: "app", Node: "gamma"}, Provider: gone}, retire.ProviderGone, at, time.Hour)
+				b.put(mesh.RecordsBucket, a.ID, mesh.Record{State: mesh.RecordAnswered, Ask: a,
+					Warrant: &mesh.RecordWarrant{Ask: a.ID, Outcome: mesh.OutcomeChosen, Option: "yes", By: mesh.Identity{Who: "alice"}, At: at.Add(time.Minute)}})
+				b.put(mesh.BoundBucket("mesh-vault"), k.String(), mesh.Entry{State: mesh.Provided, VaultName: "v", Generation: 1})
+			},
+			key: "gamma.app.credential.postgres_database",
+			want: []line{
+				{0, StepProvision, "gamma.app.credential.postgres_database", "no longer kept: the seat deleted it on the operator's warrant, but mesh-vault on gamma left gamma with its entry and nothing removed it: " +
+					"clean by hand its entry gamma.app.credential.postgres_database in mesh-vault_bound and the credential it keeps in its store", "retired"},
+				{1, StepAsk, "retire-gamma-app-credential-postgres_database-1796083200", "removed on the answer yes of alice at 2026-12-01 00:01Z to retire-gamma-app-credential-postgres_database-1796083200: Remove app's credential for postgres database?", "yes"},
+			},
+		},
+		{
+			// Its why and its walk agree: not asked until its dependents go.
+			name: "a retiring credential its database key still depends on",
+			setup: func(b *builder) {
+				b.provision(grafanaCred, mesh.Provision{Provider: vault, State: mesh.Retiring,
+					Why: "no build wanted or placed on g14 requires credential of mesh-vault on control any more; it is asked about once the keys that depend on it are retired: " + grafanaDB})
+			},
+			key: grafanaCred,
+			want: []line{
+				{0, StepProvision, grafanaCred, "no build wanted or placed on g14 requires credential of mesh-vault on control any more; it is asked about once the keys that depend on it are retired: " + grafanaDB, "retiring"},
+				{1, StepAsk, "", "not asked yet: it is asked about once the keys that depend on it are retired: " + grafanaDB, ""},
 			},
 		},
 		{

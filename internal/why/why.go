@@ -18,8 +18,29 @@ const (
 	roleProvider       = "provider"
 	roleConsumer       = "consumer"
 	stateRetired       = "retired"
-	saysRetired        = "no longer kept: the seat deleted it once its provider removed its credential on the operator's warrant"
 )
+
+// saysRetired says what became of a key deleted on the operator's yes to
+// ask a: what its Remove option said it does; or, when pr (its provider,
+// named by a) still keeps its entry, that it left its node with it and
+// what the operator cleans by hand (clean, from [retire.CleanByHand]).
+func saysRetired(a mesh.Ask, pr mesh.Ref, kept bool, clean string) string {
+	if kept {
+		return "no longer kept: the seat deleted it on the operator's warrant, but " + pr.Module + " on " + pr.Node +
+			" left " + pr.Node + " with its entry and nothing removed it: " + clean
+	}
+	s := "no longer kept: the seat deleted it on the operator's warrant"
+	if o, ok := a.Option("yes"); ok && o.Does != "" {
+		s += "; its Remove said: " + o.Does
+	}
+	return s
+}
+
+// saysAfterDependents says that a retiring key is asked about only once
+// the keys that depend on it (deps) are retired.
+func saysAfterDependents(deps string) string {
+	return "not asked yet: it is asked about once the keys that depend on it are retired: " + deps
+}
 
 // saysHeldKey says why the seat keeps no provision at k: its consumer is
 // held (r), and named says whether the refusal names k.
@@ -104,7 +125,7 @@ func saysEntry(pr mesh.Ref, state mesh.State, why string) string {
 }
 
 func saysEntryKept(pr mesh.Ref) string {
-	return pr.Module + " on " + pr.Node + " still keeps its entry: the key is deleted once it removes its credential"
+	return pr.Module + " on " + pr.Node + " still keeps its entry: the key is deleted once it removes it"
 }
 
 func saysHaveUndecodable(pr mesh.Ref, err error) string {
@@ -129,7 +150,7 @@ func saysHave(pr mesh.Ref, h mesh.Have, want string, hasWant bool) string {
 func saysWarrant(p mesh.Provision, w mesh.Warrant) string {
 	by := or(w.By.Who, w.By.Identity)
 	if w.Option == "yes" {
-		return "the operator " + strconv.Quote(by) + " answered yes (remove) to " + w.Ask + ": waiting for " + p.Provider.Module + " to remove its credential"
+		return "the operator " + strconv.Quote(by) + " answered yes (remove) to " + w.Ask + ": waiting for " + p.Provider.Module + " on " + p.Provider.Node + " to remove its entry"
 	}
 	return "kept: the operator " + strconv.Quote(by) + " answered " + w.Option + " to " + w.Ask + "; it is not asked again while nothing changes (unkeep asks again)"
 }

@@ -1,0 +1,143 @@
+package compose_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/compose"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/meshfile"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/retire"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/state"
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
+)
+
+// heldProvided loads heldMesh with every key of app provided.
+func heldProvided(t *testing.T) *state.Mesh {
+	t.Helper()
+	f, err := meshfile.Parse("held.yaml", []byte(heldMesh))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := loadFile(t, f)
+	put(t, m, mesh.BoundBucket("mesh-vault"), hDBCred, mesh.Entry{State: mesh.Provided, VaultName: "v", Generation: 1})
+	put(t, m, mesh.BoundBucket("postgres"), hDB, mesh.Entry{State: mesh.Provided, VaultName: hDBCred, Generation: 1})
+	put(t, m, mesh.HaveBucket, "n1.redis", running("r1"))
+	settle(t, m)
+	check(t, m, map[string]provState{hDB: {mesh.Provided, ""}, hCache: {mesh.Provided, ""}, hDBCred: {mesh.Provided, ""}})
+	return m
+}
+
+// The only vault unplaced while app still needs its credential: the
+// credential stays needed, asked with the problem's why (spec 4), never
+// retiring; its database key waits for it, saying the same.
+func TestCredentialStaysAskedWithNoVault(t *testing.T) {
+	m := heldProvided(t)
+	put(t, m, mesh.PlacementBucket, "n1", mesh.Placement{Modules: []mesh.PlacedModule{{Module: "postgres"}, {Module: "redis"}}})
+	last := settle(t, m)
+	const problem = "no node runs mesh-vault, so the credential " + hDBCred + " has no provider"
+	check(t, m, map[string]provState{
+		hDBCred: {mesh.Asked, "asked of mesh-vault on n1: " + problem},
+		hDB:     {mesh.Asked, "waits for " + hDBCred + ", which has no provider: " + problem},
+		hCache:  {mesh.Provided, ""},
+	})
+	if r := last["n2"]; r == nil || len(r.Asks) != 0 || len(r.Retiring) != 0 {
+		t.Errorf("n2's composition = %+v; want no key retiring and no ask", r)
+	}
+	if p, _ := m.Provision(hDBCred); p.Reference != nil {
+		t.Errorf("%s keeps reference %+v; want none (nothing provides it)", hDBCred, *p.Reference)
+	}
+	// The vault placed again on n3: the credential follows it (its entry
+	// in mesh-vault_bound answers it).
+	put(t, m, mesh.PlacementBucket, "n3", mesh.Placement{Modules: []mesh.PlacedModule{{Module: "mesh-vault"}}})
+	settle(t, m)
+	if p, _ := m.Provision(hDBCred); p.Provider != (mesh.Ref{Module: "mesh-vault", Node: "n3"}) || p.State != mesh.Provided {
+		t.Errorf("%s = %s of %+v; want provided by mesh-vault on n3", hDBCred, p.State, p.Provider)
+	}
+}
+
+// yes answers the ask of key yes, as the router records it, and re-judges
+// the key; it returns the judgement.
+func yes(t *testing.T, m *state.Mesh, key string) *compose.Result {
+	t.Helper()
+	p, _ := m.Provision(key)
+	a, ok := m.Record(p.Ask)
+	if !ok {
+		t.Fatalf("%s has no recorded ask (%q)", key, p.Ask)
+	}
+	a.State = mesh.RecordAnswered
+	a.Warrant = &mesh.RecordWarrant{Asker: retire.Asker, Ask: p.Ask, Outcome: mesh.OutcomeChosen, Option: retire.Yes,
+		Binds: mesh.ActDigest(key, p.Ask, retire.Yes), By: mesh.Identity{Who: "alice"}, At: at}
+	put(t, m, mesh.RecordsBucket, p.Ask, a)
+	res := compose.Judge(m, []string{key}, m.NeedOf, at)
+	take(m, res)
+	return res
+}
+
+// recordAsks records every ask a result raised, open, as the router does.
+func recordAsks(t *testing.T, m *state.Mesh, res map[string]*compose.Result) map[string]mesh.Ask {
+	t.Helper()
+	out := map[string]mesh.Ask{}
+	for _, r := range res {
+		for _, a := range r.Asks {
+			put(t, m, mesh.RecordsBucket, a.ID, mesh.Record{State: mesh.RecordOpen, Ask: a})
+			out[strings.TrimPrefix(a.About, "provision.")] = a
+		}
+	}
+	return out
+}
+
+// Each ask promises only what its provider can remove, and a yes retires
+// the key saying what was removed: redis (by have) removes nothing;
+// postgres removes what it set up once its entry goes; the vault that left
+// with its entry removes nothing, so the key goes on the yes and its why
+// says what to clean by hand.
+func TestRetiringSaysWhatItsProviderRemoves(t *testing.T) {
+	m := heldProvided(t)
+	// app leaves n2 and the vault leaves the mesh (its entry stays).
+	put(t, m, mesh.PlacementBucket, "n2", mesh.Placement{})
+	put(t, m, mesh.PlacementBucket, "n1", mesh.Placement{Modules: []mesh.PlacedModule{{Module: "postgres"}, {Module: "redis"}}})
+	asks := recordAsks(t, m, settle(t, m))
+	for key, want := range map[string]string{
+		hCache: "The key is dropped; nothing of redis on n1 is removed.",
+		hDB:    "postgres on n1 removes app's access to the database and hands what app owned to the database's owner; the database and its data stay.",
+	} {
+		if o, _ := asks[key].Option(retire.Yes); o.Does != want {
+			t.Errorf("ask of %s: Remove does %q; want %q", key, o.Does, want)
+		}
+	}
+	if _, ok := asks[hDBCred]; ok {
+		t.Errorf("%s asked while %s depends on it", hDBCred, hDB)
+	}
+
+	res := yes(t, m, hCache)
+	if w := res.RetiredWhy[hCache]; w != "retired on the operator's warrant: redis on n1 answers cache by running and keeps nothing for app, so nothing was removed" {
+		t.Errorf("retired %v, why of %s = %q", res.Retired, hCache, w)
+	}
+	if res = yes(t, m, hDB); len(res.Retired) != 0 {
+		t.Fatalf("%s retired while postgres keeps its entry", hDB)
+	}
+	tc := m.Take(bus.Change{Bucket: mesh.BoundBucket("postgres"), Key: hDB, Deleted: true})
+	res = compose.Judge(m, tc.Keys, m.NeedOf, at)
+	take(m, res)
+	if w := res.RetiredWhy[hDB]; w != "retired on the operator's warrant: postgres on n1 removed what it set up for app" {
+		t.Errorf("retired %v, why of %s = %q", res.Retired, hDB, w)
+	}
+
+	// Its dependent gone, the credential is asked about: the ask says its
+	// vault left with it, and what stays.
+	asks = recordAsks(t, m, settle(t, m))
+	const clean = "clean by hand its entry " + hDBCred + " in mesh-vault_bound and the credential it keeps in its store"
+	a := asks[hDBCred]
+	if o, _ := a.Option(retire.Yes); o.Does != "The key is dropped; nothing removes what mesh-vault on n1 set up: "+clean+"." ||
+		!strings.Contains(a.Explanation, "mesh-vault is no longer placed on n1, so nothing running can remove") {
+		t.Errorf("ask of %s = %q, Remove does %q; want it to say the vault left and what to clean", hDBCred, a.Explanation, o.Does)
+	}
+	res = yes(t, m, hDBCred)
+	if w := res.RetiredWhy[hDBCred]; w != "retired on the operator's warrant: mesh-vault on n1 left n1 with its entry, and nothing removed it: "+clean {
+		t.Errorf("retired %v, why of %s = %q", res.Retired, hDBCred, w)
+	}
+	if keys := m.ProvisionsOf("n2"); len(keys) != 0 {
+		t.Errorf("n2 keeps keys %v; want none", keys)
+	}
+}
