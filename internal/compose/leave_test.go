@@ -141,3 +141,28 @@ func TestRetiringSaysWhatItsProviderRemoves(t *testing.T) {
 		t.Errorf("n2 keeps keys %v; want none", keys)
 	}
 }
+
+// An ask raised while its provider was placed, answered yes after the
+// provider left its node with its entry: nothing running will remove the
+// entry, so the key goes on the warrant, its why saying what to clean by
+// hand (it stayed retiring for ever: "place it there again, or delete the
+// entry").
+func TestYesAfterTheProviderLeftRetires(t *testing.T) {
+	m := heldProvided(t)
+	put(t, m, mesh.PlacementBucket, "n2", mesh.Placement{})
+	asks := recordAsks(t, m, settle(t, m))
+	if o, _ := asks[hDB].Option(retire.Yes); !strings.HasPrefix(o.Does, "postgres on n1 removes app's access") {
+		t.Fatalf("ask of %s: Remove does %q; want postgres to remove app's access", hDB, o.Does)
+	}
+	put(t, m, mesh.PlacementBucket, "n1", mesh.Placement{Modules: []mesh.PlacedModule{{Module: "mesh-vault"}, {Module: "redis"}}})
+	settle(t, m)
+	res := yes(t, m, hDB)
+	want := "retired on the operator's warrant: postgres on n1 left n1 with its entry, and nothing removed it: " +
+		"clean by hand its entry " + hDB + " in postgres_bound and what it set up for app, such as a login"
+	if w := res.RetiredWhy[hDB]; w != want {
+		t.Errorf("retired %v, why of %s = %q; want %q", res.Retired, hDB, w, want)
+	}
+	if _, ok := m.Provision(hDB); ok {
+		t.Errorf("%s still kept", hDB)
+	}
+}
