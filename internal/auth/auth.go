@@ -507,7 +507,7 @@ func (a *Authority) revokeGone(users map[string]bool, now time.Time, res *Result
 			if err != nil {
 				return fmt.Errorf("auth: %w", err)
 			}
-			if _, err := a.revokeCreds(b, now); err != nil {
+			if _, err := a.revokeCreds(b, now, true); err != nil {
 				return fmt.Errorf("auth: revoked %s: %w", e.Name(), err)
 			}
 		}
@@ -528,7 +528,7 @@ func (a *Authority) revokeFile(user string, in access.Account, now time.Time) er
 	if err != nil {
 		return fmt.Errorf("auth: revoke %s: %w", user, err)
 	}
-	if _, err := a.revokeCreds(b, now); err != nil {
+	if _, err := a.revokeCreds(b, now, false); err != nil {
 		return fmt.Errorf("auth: revoke %s: %w", user, err)
 	}
 	gone := filepath.Join(a.dir, RevokedDir, string(in), user+CredsExt)

@@ -351,11 +351,13 @@ func (a *Authority) signClaims(acc *account, uc *jwt.UserClaims, uk userKeys, pa
 				return su, nil
 			}
 			if !same && (old.IssuerAccount == acc.pub || old.Issuer == acc.pub) {
-				// Other claims of this account: the old JWT is refused
-				// from the account's next push. The new one must be
-				// issued after it, a second later at most.
-				su.is.Revoked = a.revoke(acc, uk.pub, old.IssuedAt)
-				waitPast(old.IssuedAt)
+				// Other claims of this account: every JWT of the key
+				// issued up to now (the file's and any older copy) is
+				// refused from the account's next push. The new one
+				// must be issued after that, a second later at most.
+				t := max(old.IssuedAt, now.Unix())
+				su.is.Revoked = a.revoke(acc, uk.pub, t)
+				waitPast(t)
 				now = time.Now()
 			}
 		}
@@ -504,7 +506,7 @@ func (a *Authority) revokeUser(user string, now time.Time) (bool, error) {
 		if err != nil {
 			return false, fmt.Errorf("auth: revoke %s: %w", user, err)
 		}
-		c, err := a.revokeCreds(b, now)
+		c, err := a.revokeCreds(b, now, path == gone)
 		if err != nil {
 			return false, fmt.Errorf("auth: revoke %s: %w", user, err)
 		}
@@ -522,15 +524,21 @@ func (a *Authority) revokeUser(user string, now time.Time) (bool, error) {
 }
 
 // revokeCreds revokes in its account the user key of a credentials file,
-// and reports whether that changed the account: revoked at now when not
-// revoked yet.
-func (a *Authority) revokeCreds(b []byte, now time.Time) (bool, error) {
+// and reports whether that changed the account. A file of a party removed
+// now (gone false: it is still in dir) has every JWT of its key issued up
+// to now revoked, whatever earlier entry the key had (one a permission
+// change left is older than the JWTs signed since). A file already in
+// dir/revoked (gone true) has at least its own JWT revoked (its "iat"),
+// or now when it holds none that can be read and its key has no entry:
+// looking at it again changes nothing.
+func (a *Authority) revokeCreds(b []byte, now time.Time, gone bool) (bool, error) {
 	kp, err := credsUserKey(b)
 	if err != nil {
 		return false, err
 	}
 	pub := publicKey(kp)
 	acc := a.defaultAccount()
+	var iat int64
 	if uc, err := jwt.DecodeUserClaims(credsJWT(b)); err == nil {
 		issuer := uc.IssuerAccount
 		if issuer == "" {
@@ -539,14 +547,21 @@ func (a *Authority) revokeCreds(b []byte, now time.Time) (bool, error) {
 		if x := a.accountByPub(issuer); x != nil {
 			acc = x
 		}
+		iat = uc.IssuedAt
 	}
-	a.mu.Lock()
-	_, done := acc.revoked[pub]
-	a.mu.Unlock()
-	if done {
-		return false, nil
+	t := iat
+	if !gone {
+		t = max(t, now.Unix())
+	} else if t == 0 {
+		a.mu.Lock()
+		_, done := acc.revoked[pub]
+		a.mu.Unlock()
+		if done {
+			return false, nil
+		}
+		t = now.Unix()
 	}
-	return a.revoke(acc, pub, now.Unix()), nil
+	return a.revoke(acc, pub, t), nil
 }
 
 // defaultAccount returns the account of [AccountName].

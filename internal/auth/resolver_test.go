@@ -478,3 +478,73 @@ func TestGenKeepsItsSettings(t *testing.T) {
 		t.Errorf("client-n2 may publish %v; want JetStream's API in the domain hub too", uc.Pub.Allow)
 	}
 }
+
+// TestRemovedAfterNarrowedIsRefused: the module m moves off n1 (client-n1's
+// requests user is narrowed, its older JWTs revoked, the accounts pushed);
+// a copy of client-n1's requests file taken then, the node is removed.
+// Its key had an entry from the narrowing, older than the JWT signed
+// then: the removal revokes every JWT of the key issued up to now, so the
+// copy is refused at once, and still after DIR/revoked is deleted, Gen is
+// run again and the server started anew; client-n2's file connects.
+func TestRemovedAfterNarrowedIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	gen(t, dir)
+	store := t.TempDir()
+	srv := serve(t, dir, store)
+	f, err := meshfile.Parse("test.yaml", []byte(strings.Replace(strings.Replace(testMesh,
+		"n1: [mesh-vault, a, m]", "n1: [mesh-vault, a]", 1), "n2: [b, n]", "n2: [b, n, m]", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	parties, err := access.Parties(auth.MeshOf(f, operators))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := auth.Options{StoreDir: filepath.Join(dir, "js")}
+	res, err := auth.Gen(dir, parties, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(res.Narrowed, "client-n1") {
+		t.Fatalf("Gen narrowed %v; want client-n1 among them", res.Narrowed)
+	}
+	push(t, srv.URL(), res.Authority, res.Accounts)
+	held := copyFile(t, auth.AccountCredsPath(dir, access.Requests, "client-n1"))
+	neighbour := auth.AccountCredsPath(dir, access.Requests, "client-n2")
+	if refused(t, srv.URL(), held) {
+		t.Fatal("client-n1's requests file signed after the narrowing is refused before its removal")
+	}
+
+	left := without(parties, "client-n1")
+	res, err = auth.Gen(dir, left, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res.Revoked, []string{"client-n1"}) {
+		t.Fatalf("Gen revoked %v; want [client-n1]", res.Revoked)
+	}
+	push(t, srv.URL(), res.Authority, res.Accounts)
+	if !refused(t, srv.URL(), held) {
+		t.Error("client-n1's requests file connects after its removal was pushed")
+	}
+	if refused(t, srv.URL(), neighbour) {
+		t.Error("client-n2's requests file is refused; only client-n1 was removed")
+	}
+
+	if err := os.RemoveAll(filepath.Join(dir, auth.RevokedDir)); err != nil {
+		t.Fatal(err)
+	}
+	res, err = auth.Gen(dir, left, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	push(t, srv.URL(), res.Authority, res.Accounts)
+	srv.Shutdown()
+	fresh := serve(t, dir, store)
+	if !refused(t, fresh.URL(), held) {
+		t.Error("with DIR/revoked deleted and the server started anew, client-n1's requests file connects")
+	}
+	if refused(t, fresh.URL(), neighbour) {
+		t.Error("the server started anew refuses client-n2's requests file")
+	}
+}
