@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 	"github.com/mesh-provisioner/mesh-provisioner/internal/asks"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/jsonhead"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/lookup"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/provisioning"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
 
@@ -57,9 +59,11 @@ func newStatusCmd() *cobra.Command {
 composition that changed a key), then one line per node: its plans, its provisions counted per state,
 its held modules and its open asks (by the node of the key each is about).
 
-It reads what the counts need and nothing else: the keys of the plans and the placement (not their
-values), the state of each provision, the refusals, the ask router's open asks and the seat's lease.
---node N reads only that node's keys.`,
+The counts come from the seat (verb mesh-provisioner.provisioning, what "status"), which keeps them
+current as keys change: status reads the seat's lease and the ask router's open asks, and no other
+bucket. When no seat answers, status says so and counts from the buckets: the keys of the plans and
+the placement (not their values), the state of each provision and the refusals. --node N asks for
+(or reads) only that node.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkOutput(output, "table", "wide", "json", "yaml"); err != nil {
@@ -99,8 +103,11 @@ values), the state of each provision, the refusals, the ask router's open asks a
 }
 
 // readStatus reads the mesh's status, narrowed to node when it is not "":
-// the buckets through js, the open asks through nc (a connection in the
-// requests account, where the router's verb is asked).
+// the seat's lease through js; the counts from the seat's verb
+// (mesh-provisioner.provisioning, what "status", asked through nc, a
+// connection in the requests account), or, when no seat answers it, from
+// the buckets through js, said in a note; the open asks from the ask
+// router, through nc.
 func readStatus(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, node string) (meshStatus, error) {
 	var st meshStatus
 	seat, err := lookup.ReadSeat(ctx, js)
@@ -108,6 +115,100 @@ func readStatus(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, node
 		return st, err
 	}
 	st.Seat = seat
+	nodes, err := askStatus(ctx, nc, node)
+	if errors.Is(err, errNoSeatAnswers) && !seat.Held {
+		err = fmt.Errorf("no seat holds the lease: %w", err)
+	}
+	if err != nil {
+		st.Notes = append(st.Notes, fmt.Sprintf("%v: counted from the buckets", err))
+		if nodes, err = countStatus(ctx, js, node, &st); err != nil {
+			return st, err
+		}
+	}
+	of := func(n string) *nodeStatus {
+		ns := nodes[n]
+		if ns == nil {
+			ns = &nodeStatus{Node: n, States: map[string]int{}, Held: []string{}, OpenAsks: []string{}}
+			nodes[n] = ns
+		}
+		return ns
+	}
+	actx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	l, err := asks.List(actx, nc, mesh.RecordOpen)
+	if err != nil {
+		st.Notes = append(st.Notes, fmt.Sprintf("open asks not known: %v", err))
+	}
+	for _, rec := range l.Records {
+		key, _ := strings.CutPrefix(rec.Ask.About, "provision.")
+		n, _, _ := strings.Cut(key, ".")
+		if node != "" && n != node {
+			continue
+		}
+		ns := of(n)
+		ns.OpenAsks = append(ns.OpenAsks, rec.Ask.ID)
+	}
+	for _, ns := range nodes {
+		sort.Strings(ns.Held)
+		sort.Strings(ns.OpenAsks)
+		st.Nodes = append(st.Nodes, ns)
+	}
+	sort.Slice(st.Nodes, func(i, j int) bool { return st.Nodes[i].Node < st.Nodes[j].Node })
+	return st, nil
+}
+
+// errNoSeatAnswers is askStatus's error when no seat answers its verb.
+var errNoSeatAnswers = errors.New("no seat answers " + mesh.ProvisioningSubject)
+
+// askStatus asks the seat's verb for every node's counts (node's only
+// when it is not ""), page by page. It returns an error when no seat
+// answers, or the answer is an error or does not decode (a seat that does
+// not know what "status").
+func askStatus(ctx context.Context, nc *nats.Conn, node string) (map[string]*nodeStatus, error) {
+	nodes := map[string]*nodeStatus{}
+	req := provisioning.Request{What: provisioning.WhatStatus, Node: node}
+	for {
+		body, _ := json.Marshal(req) // plain strings always encode
+		rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+		msg, err := nc.RequestWithContext(rctx, mesh.ProvisioningSubject, body)
+		cancel()
+		if errors.Is(err, nats.ErrNoResponders) {
+			return nil, errNoSeatAnswers
+		}
+		if err != nil {
+			return nil, fmt.Errorf("asking %s: %w", mesh.ProvisioningSubject, err)
+		}
+		var r provisioning.Reply
+		if err := json.Unmarshal(msg.Data, &r); err != nil {
+			return nil, fmt.Errorf("the answer of %s does not decode: %w", mesh.ProvisioningSubject, err)
+		}
+		if r.Error != "" {
+			return nil, fmt.Errorf("%s says: %s", mesh.ProvisioningSubject, r.Error)
+		}
+		for _, e := range r.Entries {
+			var v provisioning.NodeStatus
+			if err := json.Unmarshal(e.Value, &v); err != nil {
+				return nil, fmt.Errorf("the answer of %s for node %s does not decode: %w", mesh.ProvisioningSubject, e.Key, err)
+			}
+			if v.States == nil {
+				v.States = map[string]int{}
+			}
+			if v.Held == nil {
+				v.Held = []string{}
+			}
+			nodes[e.Key] = &nodeStatus{Node: e.Key, Plans: v.Plans, States: v.States, Odd: v.Odd, Held: v.Held, OpenAsks: []string{}}
+		}
+		if r.Next == "" {
+			return nodes, nil
+		}
+		req.After = r.Next
+	}
+}
+
+// countStatus counts every node's plans, provisions per state and held
+// modules (node's only when it is not "") from the buckets through js,
+// noting in st a bucket not made yet.
+func countStatus(ctx context.Context, js jetstream.JetStream, node string, st *meshStatus) (map[string]*nodeStatus, error) {
 	patterns := []string{">"}
 	if node != "" {
 		patterns = []string{node + ".>"}
@@ -144,16 +245,16 @@ func readStatus(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, node
 	}
 	if node == "" {
 		if err := read(mesh.PlacementBucket, true, func(key string, _ []byte) { of(key) }); err != nil {
-			return st, err
+			return nil, err
 		}
 	} else {
 		of(node)
 	}
 	if err := read(mesh.PlansBucket, true, func(key string, _ []byte) { nodeOf(key).Plans++ }); err != nil {
-		return st, err
+		return nil, err
 	}
 	var heads jsonhead.HeadReader
-	err = read(mesh.ProvisionsBucket, false, func(key string, v []byte) {
+	err := read(mesh.ProvisionsBucket, false, func(key string, v []byte) {
 		ns := nodeOf(key)
 		h, err := heads.Read(v, jsonhead.HeadState, nil)
 		if err != nil {
@@ -171,7 +272,7 @@ func readStatus(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, node
 		ns.States[string(h.State)]++
 	})
 	if err != nil {
-		return st, err
+		return nil, err
 	}
 	if err := read(mesh.RefusedBucket, true, func(key string, _ []byte) {
 		if k, err := mesh.ParseRefusalKey(key); err == nil {
@@ -179,30 +280,9 @@ func readStatus(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, node
 			ns.Held = append(ns.Held, k.Module)
 		}
 	}); err != nil {
-		return st, err
+		return nil, err
 	}
-	actx, cancel := context.WithTimeout(ctx, requestTimeout)
-	defer cancel()
-	l, err := asks.List(actx, nc, mesh.RecordOpen)
-	if err != nil {
-		st.Notes = append(st.Notes, fmt.Sprintf("open asks not known: %v", err))
-	}
-	for _, rec := range l.Records {
-		key, _ := strings.CutPrefix(rec.Ask.About, "provision.")
-		n, _, _ := strings.Cut(key, ".")
-		if node != "" && n != node {
-			continue
-		}
-		ns := of(n)
-		ns.OpenAsks = append(ns.OpenAsks, rec.Ask.ID)
-	}
-	for _, ns := range nodes {
-		sort.Strings(ns.Held)
-		sort.Strings(ns.OpenAsks)
-		st.Nodes = append(st.Nodes, ns)
-	}
-	sort.Slice(st.Nodes, func(i, j int) bool { return st.Nodes[i].Node < st.Nodes[j].Node })
-	return st, nil
+	return nodes, nil
 }
 
 // known reports whether s is one of the spec's provision states.

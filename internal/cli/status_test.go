@@ -2,10 +2,12 @@ package cli
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus/bustest"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/provisioning"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
 
@@ -115,5 +117,69 @@ func TestStatus(t *testing.T) {
 	}
 	if !strings.Contains(out, "\nnodes:\n  - node: ace\n") || strings.Contains(out, "node: g14") || !strings.Contains(out, "held: true") {
 		t.Errorf("status --node ace -o yaml:\n%s", out)
+	}
+}
+
+// TestStatusAsksTheSeat runs the homelab with vaultwarden removed from ace
+// and the seat's verb answering: status's counts equal those it counts
+// from the buckets, with js on a second, empty server (so that no count
+// can come from a bucket) and no note; with the verb not answered, status
+// counts from the buckets and says that no seat answers.
+func TestStatusAsksTheSeat(t *testing.T) {
+	s := bustest.Server(t)
+	startRouter(t, s)
+	startSeat(t, s, homelabFile)
+	ctx := bustest.Context(t)
+	verbNC, verbJS := bustest.Connect(t, s, "mesh-provisioner-seat")
+	if err := provisioning.Start(ctx, verbNC, verbJS, provisioning.Options{Log: testLog(t)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, err := run(t, "apply", "-f", withoutVaultwarden(t), "--yes", "--nats", s.URL()); err != nil {
+		t.Fatalf("apply: %v (%s)", err, errOut)
+	}
+	nc, js := bustest.Connect(t, s, "cli-status")
+	empty := bustest.Server(t)
+	_, emptyJS := bustest.Connect(t, empty, "cli-status")
+
+	counts := func(st meshStatus) string {
+		var b strings.Builder
+		for _, ns := range st.Nodes {
+			fmt.Fprintf(&b, "%s plans %d states %v odd %d held %v asks %v\n", ns.Node, ns.Plans, ns.States, ns.Odd, ns.Held, ns.OpenAsks)
+		}
+		return b.String()
+	}
+	var fromBuckets, fromSeat meshStatus
+	bustest.WaitFor(t, 0, "status from the seat to equal the buckets' counts, with vaultwarden retiring", func() bool {
+		var err error
+		if fromBuckets, err = readStatus(ctx, nc, js, ""); err != nil {
+			t.Fatal(err)
+		}
+		var b map[string]*nodeStatus
+		if b, err = countStatus(ctx, js, "", &fromBuckets); err != nil {
+			t.Fatal(err)
+		}
+		for _, ns := range fromBuckets.Nodes {
+			ns.Plans, ns.States, ns.Odd, ns.Held = b[ns.Node].Plans, b[ns.Node].States, b[ns.Node].Odd, b[ns.Node].Held
+		}
+		if fromSeat, err = readStatus(ctx, nc, emptyJS, ""); err != nil {
+			t.Fatal(err)
+		}
+		return counts(fromSeat) == counts(fromBuckets) && strings.Contains(counts(fromSeat), "retiring")
+	})
+	if len(fromSeat.Nodes) != 4 || len(fromSeat.Notes) != 0 {
+		t.Errorf("status from the seat: %d nodes, notes %q; want the homelab's 4 and no note\n%s", len(fromSeat.Nodes), fromSeat.Notes, counts(fromSeat))
+	}
+	ace, err := readStatus(ctx, nc, emptyJS, "ace")
+	if err != nil || len(ace.Nodes) != 1 || ace.Nodes[0].Node != "ace" || ace.Nodes[0].States["retiring"] == 0 {
+		t.Errorf("status --node ace from the seat = %s, %v", counts(ace), err)
+	}
+
+	emptyNC, _ := bustest.Connect(t, empty, "cli-status")
+	alone, err := readStatus(ctx, emptyNC, emptyJS, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(alone.Notes) == 0 || alone.Notes[0] != "no seat holds the lease: no seat answers mesh-provisioner.provisioning: counted from the buckets" {
+		t.Errorf("status with no seat: notes %q", alone.Notes)
 	}
 }

@@ -117,6 +117,8 @@ func Answer(req Request, src Sources) Reply {
 			}
 			return ""
 		})
+	case WhatStatus:
+		a.reply = status(req, src)
 	default:
 		a.reply.Error = whyUnknownWhat(req.What)
 	}

@@ -1,7 +1,9 @@
 // Package provisioning answers the provisioner's read-only verb
 // mesh-provisioner.provisioning (spec 11): what is registered, needed,
 // applied and collected, and the plans, provisions and refusals, narrowed
-// by node and module (for collect also by contributor and collection).
+// by node and module (for collect also by contributor and collection);
+// and the status of each node (counts of its plans and provisions per
+// state, its held modules), kept counted as keys change.
 //
 // [Answer] is the pure step: a [Request] and the buckets' keys in, a [Reply]
 // out, with every key out of its bucket's shape and every value that does
@@ -24,10 +26,14 @@ const (
 	WhatPlans      = "plans"
 	WhatProvisions = "provisions"
 	WhatRefused    = "refused"
+	// WhatStatus answers one entry per node (key the node, value a
+	// [NodeStatus]): its plans, provisions per state and held modules,
+	// counted as the keys change, paged by After and Reply.Next.
+	WhatStatus = "status"
 )
 
 // Whats lists every what the verb answers, in the spec's order.
-var Whats = []string{WhatRegistry, WhatNeeds, WhatApplied, WhatCollect, WhatPlans, WhatProvisions, WhatRefused}
+var Whats = []string{WhatRegistry, WhatNeeds, WhatApplied, WhatCollect, WhatPlans, WhatProvisions, WhatRefused, WhatStatus}
 
 // Request is the JSON body of a request on mesh-provisioner.provisioning.
 // What defaults to "registry". Every other field narrows the answer when
@@ -41,6 +47,9 @@ type Request struct {
 	Module      string `json:"module,omitempty"`
 	Contributor string `json:"contributor,omitempty"`
 	Collection  string `json:"collection,omitempty"`
+	// After, for status, starts the answer after this node's name (the
+	// Next of the page before).
+	After string `json:"after,omitempty"`
 }
 
 // Reply is the JSON body of the verb's answer. Entries and Odd are sorted
@@ -52,6 +61,9 @@ type Reply struct {
 	Entries []Entry `json:"entries"`
 	Odd     []Odd   `json:"odd"`
 	Error   string  `json:"error,omitempty"`
+	// Next, for status, is set when more nodes follow: ask again with it
+	// as After.
+	Next string `json:"next,omitempty"`
 }
 
 // Entry is one key of an answer and its value as stored (for needs, the

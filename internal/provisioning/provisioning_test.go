@@ -277,11 +277,11 @@ func TestVerbValues(t *testing.T) {
 func TestVerbAnswersBadRequestsWithAnError(t *testing.T) {
 	f := serve(t)
 	for _, tc := range []struct{ req, what, err string }{
-		{`{"what":`, "", "the request is not a JSON object of what, node, module, contributor and collection: unexpected EOF"},
-		{`[1]`, "", "the request is not a JSON object of what, node, module, contributor and collection: json: cannot unmarshal array into Go value of type provisioning.Request"},
-		{`{"what":"wants"}`, "wants", `unknown what "wants"; ask for one of [registry needs applied collect plans provisions refused]`},
-		{`{"what":"plans","nod":"ace"}`, "", `the request is not a JSON object of what, node, module, contributor and collection: json: unknown field "nod"`},
-		{`{} {}`, "", "the request is not a JSON object of what, node, module, contributor and collection: text after the JSON object"},
+		{`{"what":`, "", "the request is not a JSON object of what, node, module, contributor, collection and after: unexpected EOF"},
+		{`[1]`, "", "the request is not a JSON object of what, node, module, contributor, collection and after: json: cannot unmarshal array into Go value of type provisioning.Request"},
+		{`{"what":"wants"}`, "wants", `unknown what "wants"; ask for one of [registry needs applied collect plans provisions refused status]`},
+		{`{"what":"plans","nod":"ace"}`, "", `the request is not a JSON object of what, node, module, contributor, collection and after: json: unknown field "nod"`},
+		{`{} {}`, "", "the request is not a JSON object of what, node, module, contributor, collection and after: text after the JSON object"},
 	} {
 		r := f.ask(t, tc.req)
 		if r.Error != tc.err || r.What != tc.what || len(r.Entries)+len(r.Odd) != 0 {

@@ -42,8 +42,13 @@ const DefaultIdle = time.Minute
 // default: under the 10 s an operator's get waits for the answer.
 const DefaultWait = 8 * time.Second
 
+// statusCounts names the verb's tally of [StatusBuckets] among its
+// followed copies: no bucket has this name.
+const statusCounts = "status counts of " + mesh.PlacementBucket + ", " + mesh.PlansBucket + ", " +
+	mesh.ProvisionsBucket + " and " + mesh.RefusedBucket
+
 // bucketOf returns the bucket a request of what reads: needs are derived
-// from the plans.
+// from the plans; status is counted by the tally ([statusCounts]).
 func bucketOf(what string) string {
 	switch what {
 	case WhatNeeds, WhatPlans:
@@ -56,6 +61,8 @@ func bucketOf(what string) string {
 		return mesh.ProvisionsBucket
 	case WhatRefused:
 		return mesh.RefusedBucket
+	case WhatStatus:
+		return statusCounts
 	default:
 		return mesh.RegistryBucket
 	}
@@ -122,25 +129,34 @@ func Start(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, opts Opti
 // maxAnswering is how many requests the verb answers at once.
 const maxAnswering = 8
 
-// serveOne answers the request m from the copy of the bucket it reads,
-// waiting at most wait for that copy to be read.
+// serveOne answers the request m from the copy of the bucket it reads
+// (status from the kept tally), waiting at most wait for that copy to be
+// read.
 func serveOne(ctx context.Context, nc *nats.Conn, log *slog.Logger, f *follower, wait time.Duration, m *nats.Msg) {
 	src := Sources{}
-	if req, err := ParseRequest(m.Data); err == nil {
+	var out []byte
+	var err error
+	if req, perr := ParseRequest(m.Data); perr == nil {
 		b := bucketOf(req.What)
-		c, done := f.take(b)
+		fl, done := f.take(b)
 		defer done()
 		select {
-		case <-c.Ready():
-			src[b] = c
+		case <-fl.ready():
 		case <-time.After(wait):
 			answer(log, m, req.What, whyNotReady(b, wait))
 			return
 		case <-ctx.Done():
 			return
 		}
+		if fl.t != nil {
+			out, _ = json.Marshal(fl.t.answer(req)) // plain counts and strings always encode
+		} else {
+			src[b] = fl.c
+		}
 	}
-	out, err := Handle(m.Data, src)
+	if out == nil {
+		out, err = Handle(m.Data, src)
+	}
 	if err != nil {
 		log.Warn("provisioning: request answered with an error", "subject", m.Subject, "request", string(m.Data), "err", err)
 	}
@@ -189,9 +205,11 @@ type follower struct {
 	copies map[string]*followed
 }
 
-// followed is one bucket's copy while the verb follows it.
+// followed is one bucket's copy while the verb follows it, or the tally
+// of status.
 type followed struct {
 	c      *bus.Copy
+	t      *tally
 	stop   context.CancelFunc
 	users  int       // requests that took it and are not done
 	last   time.Time // when the last of them was done
@@ -205,21 +223,35 @@ func newFollower(ctx context.Context, js jetstream.JetStream, log *slog.Logger, 
 	return &follower{ctx: ctx, js: js, log: log, idle: idle, copies: map[string]*followed{}}
 }
 
-// take returns the copy of bucket, following it from now if the verb does
-// not yet, and done, which the request calls once it has read the copy.
-func (f *follower) take(bucket string) (*bus.Copy, func()) {
+// ready is closed once the copy (or the tally) holds every key.
+func (fl *followed) ready() <-chan struct{} {
+	if fl.t != nil {
+		return fl.t.Ready()
+	}
+	return fl.c.Ready()
+}
+
+// take returns the copy of bucket (the tally for [statusCounts]),
+// following it from now if the verb does not yet, and done, which the
+// request calls once it has read the copy.
+func (f *follower) take(bucket string) (*followed, func()) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	fl, ok := f.copies[bucket]
 	if !ok {
 		ctx, stop := context.WithCancel(f.ctx)
-		fl = &followed{c: bus.Follow(ctx, f.js, bucket, bus.Options{Create: true, Log: f.log}), stop: stop}
+		fl = &followed{stop: stop}
+		if bucket == statusCounts {
+			fl.t = followTally(ctx, f)
+		} else {
+			fl.c = bus.Follow(ctx, f.js, bucket, bus.Options{Create: true, Log: f.log})
+		}
 		f.copies[bucket] = fl
 		fl.expiry = time.AfterFunc(f.idle, func() { f.expire(bucket, fl) })
 	}
 	fl.users++
 	var once sync.Once
-	return fl.c, func() {
+	return fl, func() {
 		once.Do(func() {
 			f.mu.Lock()
 			defer f.mu.Unlock()

@@ -31,7 +31,7 @@ func whyNotItsKey(what, says string) string {
 }
 
 func whyBadJSON(err error) string {
-	return fmt.Sprintf("the request is not a JSON object of what, node, module, contributor and collection: %v", err)
+	return fmt.Sprintf("the request is not a JSON object of what, node, module, contributor, collection and after: %v", err)
 }
 
 func whyUnknownWhat(what string) string {
