@@ -64,6 +64,9 @@ type Result struct {
 	// Withdrawn maps keys needed again before the operator answered to the
 	// asks they no longer need: the seat withdraws them from the router.
 	Withdrawn map[string]string
+	// WithdrawnWhy says, per key of Withdrawn, why its ask is withdrawn
+	// when it is not that the key is needed again.
+	WithdrawnWhy map[string]string
 	// Held maps each held module to its why.
 	Held map[string]string
 	// Problems are what went wrong short of holding a module.

@@ -307,6 +307,28 @@ func (j *judge) retiring(key string, p mesh.Provision, raise bool) {
 				return
 			}
 		}
+		if d.Verdict == retire.Wait && rec.State == mesh.RecordOpen {
+			// An open ask whose Remove no longer says what the provider can
+			// do (it left its node, or its entry came or went) is withdrawn
+			// and asked anew: an ask never promises what nothing running
+			// does.
+			if k, err := mesh.ParseProvisionKey(key); err == nil {
+				if o, _ := rec.Ask.Option(retire.Yes); o.Does != retire.Does(k, p, j.removal(key, p)) {
+					if j.res.Withdrawn == nil {
+						j.res.Withdrawn = map[string]string{}
+					}
+					j.res.Withdrawn[key] = p.Ask
+					if j.res.WithdrawnWhy == nil {
+						j.res.WithdrawnWhy = map[string]string{}
+					}
+					j.res.WithdrawnWhy[key] = whyPromiseChanged(key, p.Provider)
+					np.Ask = ""
+					j.raise(k, &np)
+					j.put(key, p, true, np)
+					return
+				}
+			}
+		}
 		switch d.Verdict {
 		case retire.Warrant:
 			np.Warrant = d.Warrant

@@ -142,27 +142,55 @@ func TestRetiringSaysWhatItsProviderRemoves(t *testing.T) {
 	}
 }
 
-// An ask raised while its provider was placed, answered yes after the
-// provider left its node with its entry: nothing running will remove the
-// entry, so the key goes on the warrant, its why saying what to clean by
-// hand (it stayed retiring for ever: "place it there again, or delete the
-// entry").
-func TestYesAfterTheProviderLeftRetires(t *testing.T) {
+// A key approved yes whose provider then leaves its node with its entry:
+// nothing running will remove the entry, so the key goes on the warrant
+// as the provider leaves, its why saying what to clean by hand (it stayed
+// retiring for ever: "place it there again, or delete the entry"). An open
+// ask whose provider leaves is withdrawn and asked anew, saying so: no ask
+// promises what nothing running does.
+func TestProviderThatLeavesAfterTheAsk(t *testing.T) {
 	m := heldProvided(t)
 	put(t, m, mesh.PlacementBucket, "n2", mesh.Placement{})
 	asks := recordAsks(t, m, settle(t, m))
 	if o, _ := asks[hDB].Option(retire.Yes); !strings.HasPrefix(o.Does, "postgres on n1 removes app's access") {
 		t.Fatalf("ask of %s: Remove does %q; want postgres to remove app's access", hDB, o.Does)
 	}
-	put(t, m, mesh.PlacementBucket, "n1", mesh.Placement{Modules: []mesh.PlacedModule{{Module: "mesh-vault"}, {Module: "redis"}}})
-	settle(t, m)
-	res := yes(t, m, hDB)
+	if res := yes(t, m, hDB); len(res.Retired) != 0 {
+		t.Fatalf("%s retired while postgres keeps its entry on n1", hDB)
+	}
+	// postgres leaves n1, its entry kept: the approved key is re-judged.
+	tc := put(t, m, mesh.PlacementBucket, "n1", mesh.Placement{Modules: []mesh.PlacedModule{{Module: "mesh-vault"}, {Module: "redis"}}})
+	res := compose.Judge(m, tc.Keys, m.NeedOf, at)
+	take(m, res)
 	want := "retired on the operator's warrant: postgres on n1 left n1 with its entry, and nothing removed it: " +
 		"clean by hand its entry " + hDB + " in postgres_bound and what it set up for app, such as a login"
 	if w := res.RetiredWhy[hDB]; w != want {
-		t.Errorf("retired %v, why of %s = %q; want %q", res.Retired, hDB, w, want)
+		t.Errorf("judged %v: retired %v, why of %s = %q; want %q", tc.Keys, res.Retired, hDB, w, want)
 	}
 	if _, ok := m.Provision(hDB); ok {
 		t.Errorf("%s still kept", hDB)
+	}
+
+	// Its credential is asked about now, the vault promising to delete it;
+	// the vault leaves n1 before anyone answers.
+	asks = recordAsks(t, m, settle(t, m))
+	old := asks[hDBCred]
+	if o, _ := old.Option(retire.Yes); !strings.HasPrefix(o.Does, "mesh-vault on n1 deletes app's credential") {
+		t.Fatalf("ask of %s: Remove does %q; want the vault to delete it", hDBCred, o.Does)
+	}
+	put(t, m, mesh.PlacementBucket, "n1", mesh.Placement{Modules: []mesh.PlacedModule{{Module: "redis"}}})
+	last := settle(t, m)
+	r := last["n2"]
+	if r == nil || r.Withdrawn[hDBCred] != old.ID || r.WithdrawnWhy[hDBCred] != "what mesh-vault on n1 can remove for the key "+hDBCred+
+		" changed since it was asked (it left its node, or its entry came or went): it is asked anew" {
+		t.Fatalf("n2's composition after the vault left = %+v; want %s's ask %s withdrawn, saying why", r, hDBCred, old.ID)
+	}
+	asks = recordAsks(t, m, last)
+	if o, _ := asks[hDBCred].Option(retire.Yes); !strings.HasPrefix(o.Does, "The key is dropped; nothing removes what mesh-vault on n1 set up") {
+		t.Errorf("new ask of %s: Remove does %q; want it to say nothing removes it", hDBCred, o.Does)
+	}
+	res = yes(t, m, hDBCred)
+	if len(res.Retired) != 1 || res.Retired[0] != hDBCred {
+		t.Errorf("yes on the new ask retired %v; want %s", res.Retired, hDBCred)
 	}
 }

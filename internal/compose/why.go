@@ -389,6 +389,13 @@ func withoutNotes(why string) string {
 	return base
 }
 
+// whyPromiseChanged is the why an open ask of key is withdrawn with when
+// what its Remove said no longer holds: it is asked anew.
+func whyPromiseChanged(key string, provider mesh.Ref) string {
+	return "what " + provider.Module + " on " + provider.Node + " can remove for the key " + key +
+		" changed since it was asked (it left its node, or its entry came or went): it is asked anew"
+}
+
 func whyYesBeforeDependents(key string, w *mesh.Warrant, deps []string) string {
 	return fmt.Sprintf("the warrant %q of ask %s for key %s is not taken: %s still depend on it; "+
 		"it is asked again once they are retired", w.Option, w.Ask, key, strings.Join(deps, ", "))

@@ -68,6 +68,16 @@ const (
 	ProviderGone
 )
 
+// Does returns what the Remove option of the ask for key k of p says
+// when its provider can remove what how says: an ask whose Remove says
+// otherwise promises what its provider can no longer do.
+func Does(k mesh.ProvisionKey, p mesh.Provision, how Removal) string {
+	if how != RemovesEntry {
+		return describeNoRemoval(k, p, how).yes
+	}
+	return describe(k, p).yes
+}
+
 // AskFor is [Ask] for a key whose provider can remove what how says: the
 // explanation and the Remove option say what yes does, never more.
 func AskFor(key mesh.ProvisionKey, p mesh.Provision, how Removal, now time.Time, ttl time.Duration) mesh.Ask {

@@ -646,7 +646,7 @@ func (s *Seat) composeNode(ctx context.Context, node string, d *dirty) {
 		provs: res.Provisions, retired: res.Retired, retiredWhy: res.RetiredWhy}
 	s.write(ctx, w, d, func(changed int, wrote map[string]bool) {
 		s.raise(written(res.Asks, wrote))
-		s.withdraw(res.Withdrawn)
+		s.withdraw(res.Withdrawn, res.WithdrawnWhy)
 		s.mu.Lock()
 		s.counts[node]++
 		s.mu.Unlock()
@@ -707,7 +707,7 @@ func (s *Seat) judgeKeys(ctx context.Context, keys []string, d *dirty) {
 			if !last {
 				return
 			}
-			s.withdraw(res.Withdrawn)
+			s.withdraw(res.Withdrawn, res.WithdrawnWhy)
 			if s.cfg.OnResult != nil && (len(res.Provisions) > 0 || len(res.Retired) > 0 || len(res.Problems) > 0) {
 				s.cfg.OnResult(res)
 			}
@@ -799,10 +799,11 @@ func (s *Seat) raiseAgain(due []mesh.Ask) {
 	s.raise(again)
 }
 
-// withdraw tells the ask router that the asks of keys needed again are no
-// longer asked, so that they leave the operator's list. A failure is said
+// withdraw tells the ask router that the asks of keys (key -> ask id) are no
+// longer asked, so that they leave the operator's list, with the why whys
+// gives for the key, else that the key is needed again. A failure is said
 // and changes nothing else: the key no longer names the ask.
-func (s *Seat) withdraw(asked map[string]string) {
+func (s *Seat) withdraw(asked, whys map[string]string) {
 	if len(asked) == 0 || s.Fence() != nil {
 		return
 	}
@@ -811,11 +812,15 @@ func (s *Seat) withdraw(asked map[string]string) {
 	s.asking += len(asked)
 	s.mu.Unlock()
 	for key, id := range asked {
-		s.log.Info("seat: withdrawing the ask of a key needed again", "key", key, "ask", id)
+		why, ok := whys[key]
+		if !ok {
+			why = "the key " + key + " is needed again"
+		}
+		s.log.Info("seat: withdrawing an ask", "key", key, "ask", id, "why", why)
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.AskTimeout)
 			defer cancel()
-			_, err := asks.Withdraw(ctx, nc, retire.Asker, id, "the key "+key+" is needed again")
+			_, err := asks.Withdraw(ctx, nc, retire.Asker, id, why)
 			s.mu.Lock()
 			s.asking--
 			s.mu.Unlock()
@@ -839,7 +844,7 @@ func (s *Seat) withdrawOrphans() {
 			return
 		}
 		// One at a time: two orphans may be of the same key.
-		s.withdraw(map[string]string{strings.TrimPrefix(r.Ask.About, "provision."): id})
+		s.withdraw(map[string]string{strings.TrimPrefix(r.Ask.About, "provision."): id}, nil)
 	})
 }
 

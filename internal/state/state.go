@@ -191,7 +191,7 @@ type Mesh struct {
 	provisions map[string]kept     // key -> the provision kept there
 	provByNode map[string][]string // node -> its provision keys, sorted
 	dependents map[string]few      // key -> keys whose depends-on names it
-	approved   map[mesh.Ref]set    // provider -> retiring keys approved with a warrant, waiting for it
+	approved   map[mesh.Ref]set    // provider -> retiring keys asked or approved, waiting for it: re-judged when it comes or goes
 
 	plans      map[string][]byte
 	plansOf    map[string][]string // node -> its plan keys, sorted
@@ -904,7 +904,7 @@ func (m *Mesh) takeProvision(ch bus.Change, put *mesh.Provision, t *Touch) {
 	for _, d := range p.DependsOn {
 		addToFew(m.dependents, d, ch.Key)
 	}
-	if p.State == mesh.Retiring && p.Warrant != nil {
+	if p.State == mesh.Retiring && (p.Warrant != nil || p.Ask != "") {
 		s := m.approved[p.Provider]
 		if s == nil {
 			s = set{}
