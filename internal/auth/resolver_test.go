@@ -1,6 +1,7 @@
 package auth_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io/fs"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/access"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/auth"
@@ -546,5 +548,72 @@ func TestRemovedAfterNarrowedIsRefused(t *testing.T) {
 	}
 	if refused(t, fresh.URL(), neighbour) {
 		t.Error("the server started anew refuses client-n2's requests file")
+	}
+}
+
+// TestMergeKeepsTheLaterRevocation: a server's copy of the storage
+// account that revokes client-n2's key at an earlier time (and was signed
+// later) changes nothing: Merge keeps the later time of the two, and the
+// account's JWT still revokes every JWT of the key issued up to the
+// removal.
+func TestMergeKeepsTheLaterRevocation(t *testing.T) {
+	dir := t.TempDir()
+	_, parties := gen(t, dir)
+	pub, err := auth.PublicKey(auth.CredsPath(dir, "client-n2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := auth.Gen(dir, without(parties, "client-n2"), auth.Options{StoreDir: filepath.Join(dir, "js")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	revokedAt := func(tokens []string) int64 {
+		t.Helper()
+		for _, token := range tokens {
+			ac, err := jwt.DecodeAccountClaims(token)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ac.Name == auth.AccountName {
+				return ac.Revocations[pub]
+			}
+		}
+		t.Fatalf("no JWT of the account %s", auth.AccountName)
+		return 0
+	}
+	at := revokedAt(res.Accounts)
+	if at == 0 {
+		t.Fatal("Gen did not revoke client-n2")
+	}
+	ac, err := jwt.DecodeAccountClaims(res.Accounts[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ac.Name != auth.AccountName {
+		t.Fatalf("the second JWT is of %s; want %s", ac.Name, auth.AccountName)
+	}
+	ac.Revocations[pub] = at - 3600
+	seed, err := os.ReadFile(filepath.Join(dir, auth.KeysDir, "operator.nk"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	op, err := nkeys.FromSeed(bytes.TrimSpace(seed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	older, err := ac.Encode(op)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed, err := res.Authority.Merge(older)
+	if err != nil || changed {
+		t.Errorf("Merge of a copy revoking client-n2 an hour earlier = %v, %v; want false, nil", changed, err)
+	}
+	jwts, err := res.Authority.Accounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := revokedAt(jwts); got != at {
+		t.Errorf("after Merge the account revokes client-n2 at %d; want %d, the later", got, at)
 	}
 }
