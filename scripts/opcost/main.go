@@ -13,7 +13,7 @@
 //
 // Run it from the repository's root:
 //
-//	go run ./scripts/opcost [-sizes 30,3000,10000] [-modules 8] [-runs 5]
+//	go run ./scripts/opcost [-sizes 30,3000,10000] [-modules 8] [-runs 5] [-only status]
 package main
 
 import (
@@ -40,6 +40,10 @@ import (
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
 
+// only, when set, is the name of the only command measured, or its first
+// words (-only).
+var only string
+
 // node is the node every command asks about: gen's first worker, the same
 // node (same modules, same keys) in every size with gen's default seed.
 const node = "node-0001"
@@ -48,6 +52,7 @@ func main() {
 	sizes := flag.String("sizes", "30,3000,10000", "mesh sizes (nodes), comma-separated; the first is the base of the ratios")
 	modules := flag.Int("modules", 8, "app modules per worker node")
 	runs := flag.Int("runs", 5, "runs of each command per size (the median is printed)")
+	flag.StringVar(&only, "only", "", "measure only the commands whose name is this or starts with it and a space (status, get, why)")
 	flag.Parse()
 	var ns []int
 	for _, s := range strings.Split(*sizes, ",") {
@@ -187,6 +192,9 @@ func measure(bin, dir string, n, modules, runs int) (map[string]cost, []string, 
 			continue // a command this commit does not have
 		}
 		name := strings.Join(args, " ")
+		if only != "" && name != only && !strings.HasPrefix(name, only+" ") {
+			continue
+		}
 		order = append(order, name)
 		var walls []time.Duration
 		var rss int64
