@@ -76,13 +76,16 @@ func (a *Assembly) StartSeat(ctx context.Context, cfg SeatConfig) (*SeatRunning,
 		if cfg.Metrics != "" {
 			p.metrics = metrics.New()
 			p.metrics.Follow(ctx, js)
+		}
+		// The seat is made before health is served: /healthz reads it.
+		s.seat = p.newSeat()
+		if p.metrics != nil {
 			at, err := metrics.Serve(ctx, cfg.Metrics, p.metrics.Handler(p.health), p.log)
 			if err != nil {
 				return nil, err
 			}
 			s.MetricsAt = at
 		}
-		s.seat = p.newSeat()
 		return func() error { return p.run(ctx) }, nil
 	})
 	if err != nil {
