@@ -74,7 +74,11 @@ func TestAllows(t *testing.T) {
 		{"client-ace", access.Ask, "mesh-asks.answer.client-ace", "", false},
 		{"mesh-vault", access.Answer, "mesh-vault.secret.*", "", true},
 		{"operator", access.Answer, "mesh-vault.secret.*", "", false},
-		{"operator", access.Make, "anything", "", true},
+		{"operator", access.Make, "anything", "", false},
+		{"operator", access.Make, "mesh-controller_placement", "", false},
+		{"client-ace", access.Make, "mesh-provisioner_clients", "", false},
+		{"mesh-provisioner", access.Make, "mesh-provisioner_clients", "", true},
+		{"mesh-provisioner", access.Make, "mesh-controller_placement", "", true},
 		{"postgres", access.Make, "postgres_bound", "", false},
 		{"mesh-provisioner", access.Make, "postgres_bound", "", true},
 	}

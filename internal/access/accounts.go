@@ -3,6 +3,9 @@ package access
 import (
 	"slices"
 	"sort"
+	"strings"
+
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
 
 // Account is one of the mesh's NATS accounts. A party has a user in each
@@ -75,4 +78,52 @@ func Verbs() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// Bounds of the buckets' streams (see [BucketLimits]), in bytes.
+const (
+	// MaxBucket bounds a bucket the seat alone writes, or an operator
+	// (what the mesh file says).
+	MaxBucket = 1 << 30
+	// MaxValue bounds one value (and its headers) of such a bucket: the
+	// server's largest message.
+	MaxValue = 1 << 20
+	// MaxSharedBucket bounds a bucket that parties write beside others
+	// (the clients' applied and collect, a provider's entries, the
+	// asks' records): one party filling it is refused there, and nowhere
+	// else.
+	MaxSharedBucket = 256 << 20
+	// MaxSharedValue bounds one value of such a bucket.
+	MaxSharedValue = 256 << 10
+	// MaxLeaseBucket and MaxLeaseValue bound the clients' leases.
+	MaxLeaseBucket = 16 << 20
+	MaxLeaseValue  = 4 << 10
+	// MaxStreamBytes is the storage account's bound on any one stream's
+	// size: a stream made with no bound, or a larger one, is refused.
+	MaxStreamBytes = MaxBucket
+)
+
+// BucketLimits returns the bounds of bucket's stream that the maker sets
+// (package bus): its size and the size of one value, both in bytes. The
+// storage account refuses a stream with no size bound.
+func BucketLimits(bucket string) (maxBytes int64, maxValue int32) {
+	switch {
+	case bucket == mesh.ClientsBucket:
+		return MaxLeaseBucket, MaxLeaseValue
+	case writtenBeside(bucket):
+		return MaxSharedBucket, MaxSharedValue
+	}
+	return MaxBucket, MaxValue
+}
+
+// writtenBeside reports whether a party other than the seat and the
+// operators writes bucket ([Table]).
+func writtenBeside(bucket string) bool {
+	for _, r := range Table {
+		if r.Act == Write && r.Role != Seat && r.Role != Operator &&
+			(r.Target == bucket || r.Target == BoundOf(Self) && strings.HasSuffix(bucket, mesh.BoundBucket(""))) {
+			return true
+		}
+	}
+	return false
 }

@@ -61,8 +61,11 @@ func (p Party) PermissionsIn(acc Account) Permissions {
 			pub(readSubjects(r.Target, r.Keys)...)
 			sub(streamAdvisories(r.Target))
 		case Make:
-			// Creating a bucket asks the account's JetStream info first.
-			pub(apiPrefix+"INFO", streamInfo(r.Target), apiPrefix+"STREAM.CREATE."+stream(r.Target))
+			// Creating a bucket asks the account's JetStream info first;
+			// the maker then updates its stream to refuse rollups and
+			// bound its size (package bus).
+			pub(apiPrefix+"INFO", streamInfo(r.Target), apiPrefix+"STREAM.CREATE."+stream(r.Target),
+				apiPrefix+"STREAM.UPDATE."+stream(r.Target))
 		case Ask:
 			pub(r.Target)
 		case Answer:

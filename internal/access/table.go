@@ -128,9 +128,27 @@ var seatKeeps = []string{mesh.RegistryBucket, mesh.PlansBucket, mesh.ProvisionsB
 	mesh.SeatBucket, mesh.NeedsBucket}
 
 // seatMakes are the buckets the seat makes when they are missing: those
-// it keeps and those it follows (every provider's entries among them).
+// it keeps, those it follows (every provider's entries among them), and
+// those others write (the operators' from the mesh file, the router's
+// records, the clients' applied, collect and leases, and mesh-config's
+// resolved values, which the clients read). No other party
+// makes a bucket or a stream: a maker chooses its stream's subjects, and
+// could take another's (an inbox, a verb) or fill the account.
 var seatMakes = append(append(append([]string{}, seatKeeps...), operatorWrites...),
-	mesh.RecordsBucket, mesh.AppliedBucket, mesh.CollectBucket, BoundOf(AnyProvider))
+	mesh.RecordsBucket, mesh.AppliedBucket, mesh.CollectBucket, mesh.ClientsBucket, ConfigBucket, BoundOf(AnyProvider))
+
+// Buckets returns the buckets the seat makes, but the providers' entries
+// (one "<provider>_bound" per provider, made as providers appear): what a
+// mesh's setup makes before anything runs.
+func Buckets() []string {
+	var out []string
+	for _, b := range seatMakes {
+		if b != BoundOf(AnyProvider) {
+			out = append(out, b)
+		}
+	}
+	return out
+}
 
 // operatorWrites are the buckets an operator's apply writes from the mesh
 // file (spec 9).
@@ -201,8 +219,6 @@ var Table = join(
 		{Client, Read, mesh.CollectBucket, Node + ".>"},
 		{Client, Write, mesh.ClientsBucket, Node},
 		{Client, Read, mesh.ClientsBucket, Node},
-		// The client makes its lease bucket (a TTL bucket) when missing.
-		{Client, Make, mesh.ClientsBucket, ""},
 		{Client, Read, mesh.PlansBucket, Node + ".>"},
 		{Client, Read, mesh.ProvisionsBucket, Node + ".>"},
 		{Client, Read, mesh.RegistryBucket, AllKeys},
@@ -211,13 +227,13 @@ var Table = join(
 		{Client, Ask, SecretOfPlaced, ""},
 		{Client, Ask, ConsumersPlaced, ""},
 	},
-	// An operator applies the mesh file, reads everything, makes buckets,
+	// An operator applies the mesh file, reads everything (and makes no
+	// bucket: the seat makes them),
 	// answers asks under its own name, lists them, rotates credentials and
 	// asks the read-only verb.
 	each(operatorWrites, func(b string) Rule { return Rule{Operator, Write, b, AllKeys} }),
 	[]Rule{
 		{Operator, Read, AnyBucket, AllKeys},
-		{Operator, Make, AnyBucket, ""},
 		{Operator, Ask, AnswerOfUser, ""},
 		{Operator, Ask, ListAsks, ""},
 		{Operator, Ask, Rotate, ""},

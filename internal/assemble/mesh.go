@@ -3,8 +3,7 @@ package assemble
 import (
 	"context"
 
-	"github.com/nats-io/nats.go/jetstream"
-
+	"github.com/mesh-provisioner/mesh-provisioner/internal/access"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/client"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
@@ -24,36 +23,55 @@ type MeshRunning struct {
 	Follower *Follower
 }
 
-// followed are the buckets the node clients, the vault and the router
-// follow, made by the operator before they start, so that none of them
-// waits on a bucket the seat has yet to make.
-var followed = []string{mesh.PlansBucket, mesh.ProvisionsBucket, mesh.RefusedBucket, mesh.RegistryBucket,
-	mesh.AppliedBucket, mesh.CollectBucket, mesh.RecordsBucket}
-
-// StartMesh runs a whole mesh on the operator's connection js (which has
-// applied the mesh): it makes the buckets the components follow and the
-// clients' lease bucket, then starts the ask router, the seat and a
-// [Follower] of the live mesh (the vault, the postgres provider, the node
-// clients), each on its own connection, and returns once they run. They
-// run until ctx is done.
-func (a *Assembly) StartMesh(ctx context.Context, js jetstream.JetStream, cfg MeshConfig) (*MeshRunning, error) {
-	for _, b := range followed {
-		if _, err := bus.Bucket(ctx, js, b, 0); err != nil {
-			return nil, err
+// MakeBuckets makes every bucket a mesh's setup makes ([access.Buckets]:
+// the seat's states and lease, the operators' buckets of the mesh file,
+// the router's records, the clients' applied, collect and leases), on a
+// connection of the seat's user of its own, which it closes: the seat
+// alone may make buckets. up runs it before it applies the mesh file. A
+// bucket that exists is kept as it is.
+func (a *Assembly) MakeBuckets(ctx context.Context) error {
+	nc, js, err := a.Connect(Component{Role: Seat})
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	for _, b := range access.Buckets() {
+		if b == mesh.ClientsBucket {
+			_, err = bus.LeaseBucket(ctx, js, b, client.LeaseTTL)
+		} else {
+			_, err = bus.Bucket(ctx, js, b, 0)
+		}
+		if err != nil {
+			return err
 		}
 	}
-	if _, err := bus.LeaseBucket(ctx, js, mesh.ClientsBucket, client.LeaseTTL); err != nil {
+	return nil
+}
+
+// StartMesh runs a whole mesh: it makes the buckets ([Assembly.MakeBuckets]),
+// then starts the ask router, the seat and a [Follower] of the live mesh
+// (the vault, the postgres provider, the node clients), each on its own
+// connection, and returns once they run. The follower reads the mesh, and
+// makes each provider's bucket of entries before it starts the provider,
+// on a connection of the seat's user (which alone may make buckets). They
+// run until ctx is done.
+func (a *Assembly) StartMesh(ctx context.Context, cfg MeshConfig) (*MeshRunning, error) {
+	if err := a.MakeBuckets(ctx); err != nil {
 		return nil, err
 	}
+	mnc, mjs, err := a.Connect(Component{Role: Seat})
+	if err != nil {
+		return nil, err
+	}
+	context.AfterFunc(ctx, mnc.Close)
 	var m MeshRunning
-	var err error
 	if m.Router, err = a.StartRouter(ctx); err != nil {
 		return nil, err
 	}
 	if m.Seat, err = a.StartSeat(ctx, cfg.Seat); err != nil {
 		return nil, err
 	}
-	if m.Follower, err = a.Follow(ctx, js, cfg.Follow); err != nil {
+	if m.Follower, err = a.Follow(ctx, mjs, cfg.Follow); err != nil {
 		return nil, err
 	}
 	return &m, nil

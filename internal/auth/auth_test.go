@@ -319,7 +319,9 @@ func (f *fixture) run(ctx context.Context, p *party, a act) error {
 		}
 		return ctx.Err()
 	case access.Make:
-		_, err := p.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: a.target})
+		// As the product makes a bucket: bounded (the account refuses a
+		// stream with no bound), refusing rollups.
+		_, err := bus.Bucket(ctx, p.js, a.target, 0)
 		return err
 	case access.Ask:
 		_, err := p.nc.RequestWithContext(ctx, a.target, []byte(`{}`))
@@ -379,18 +381,23 @@ func (f *fixture) serve(t *testing.T) {
 	}
 }
 
-// makeBuckets makes, as the operator, every bucket the rows use.
+// makeBuckets makes, as the seat (which alone may make buckets), every
+// bucket the rows use, as a mesh's setup makes them (package bus: bounded,
+// refusing rollups).
 func (f *fixture) makeBuckets(t *testing.T) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	op := f.conns[access.DefaultOperator]
-	for _, b := range []string{mesh.PlacementBucket, mesh.WantsBucket, mesh.ModulesBucket, mesh.ManifestsBucket,
-		mesh.BuildsBucket, mesh.HaveBucket, mesh.PlansBucket, mesh.ProvisionsBucket, mesh.RefusedBucket,
-		mesh.RegistryBucket, mesh.AppliedBucket, mesh.CollectBucket, mesh.NeedsBucket, mesh.SeatBucket, mesh.ClientsBucket,
-		mesh.RecordsBucket, "a_bound", "b_bound", "mesh-vault_bound", access.ConfigBucket} {
-		if _, err := bus.Bucket(ctx, op.js, b, 0); err != nil {
-			t.Fatalf("operator makes %s: %v (async %v)", b, err, op.errors())
+	seat := f.conns[access.SeatUser]
+	for _, b := range append(access.Buckets(), "a_bound", "b_bound", "mesh-vault_bound") {
+		var err error
+		if b == mesh.ClientsBucket {
+			_, err = bus.LeaseBucket(ctx, seat.js, b, time.Minute)
+		} else {
+			_, err = bus.Bucket(ctx, seat.js, b, 0)
+		}
+		if err != nil {
+			t.Fatalf("the seat makes %s: %v (async %v)", b, err, seat.errors())
 		}
 	}
 }
@@ -488,9 +495,11 @@ var namedRows = []row{
 		act{as: "alice", do: access.Read, target: mesh.RecordsBucket, key: ">"}},
 
 	{"provider makes a bucket", act{as: "a", do: access.Make, target: "c_bound"},
-		act{as: "operator", do: access.Make, target: "c_bound"}},
+		act{as: access.SeatUser, do: access.Make, target: mesh.NeedsBucket}},
 	{"client makes a bucket", act{as: "client-n1", do: access.Make, target: "d_bound"},
-		act{as: "alice", do: access.Make, target: "d_bound"}},
+		act{as: access.SeatUser, do: access.Make, target: mesh.NeedsBucket}},
+	{"operator makes a bucket", act{as: "alice", do: access.Make, target: "e_bound"},
+		act{as: access.SeatUser, do: access.Make, target: mesh.NeedsBucket}},
 }
 
 // generatedRows makes, from the table itself, one row per party and per

@@ -636,9 +636,12 @@ func (a *Authority) accountClaims(acc *account) *jwt.AccountClaims {
 	ac.SigningKeys.Add(acc.signPub)
 	switch access.Account(acc.name) {
 	case access.Storage:
-		// The storage account alone holds JetStream.
-		ac.Limits.JetStreamLimits = jwt.JetStreamLimits{MemoryStorage: jwt.NoLimit, DiskStorage: jwt.NoLimit,
-			Streams: jwt.NoLimit, Consumer: jwt.NoLimit}
+		// The storage account alone holds JetStream: on disk, every
+		// stream bounded (its maker sets max_bytes, at most
+		// access.MaxStreamBytes: package bus sets each bucket's), none
+		// in memory.
+		ac.Limits.JetStreamLimits = jwt.JetStreamLimits{MemoryStorage: 0, DiskStorage: jwt.NoLimit,
+			Streams: jwt.NoLimit, Consumer: jwt.NoLimit, MaxBytesRequired: true, DiskMaxStreamBytes: access.MaxStreamBytes}
 	case access.Services:
 		// Every verb, answered once: the server rewrites each request's
 		// reply subject, so that a responder replies nowhere else.

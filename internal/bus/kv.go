@@ -10,10 +10,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/access"
 )
 
-// Bucket returns the key-value bucket named name, creating it (history 1)
-// when it does not exist. Replicas sets the replica count of a new bucket:
+// Bucket returns the key-value bucket named name, creating it (history 1,
+// bounded and refusing rollups: see makeBucket) when it does not exist. Replicas sets the replica count of a new bucket:
 // 0 means the replicas of js's connection ([Dial.Replicas]), and one
 // replica (the embedded default) when it set none; a three-server cluster
 // wants 3. A bucket that exists is used as it is, whatever its replicas:
@@ -31,14 +33,49 @@ func Bucket(ctx context.Context, js jetstream.JetStream, name string, replicas i
 	if replicas <= 0 {
 		replicas = max(ReplicasOf(js), 1)
 	}
-	kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: name, History: 1, Replicas: replicas})
-	if errors.Is(err, jetstream.ErrBucketExists) {
-		kv, err = js.KeyValue(ctx, name)
-	}
+	kv, err = makeBucket(ctx, js, jetstream.KeyValueConfig{Bucket: name, History: 1, Replicas: replicas})
 	if err != nil {
 		return nil, fmt.Errorf("bus: create bucket %s: %w", name, err)
 	}
 	return kv, nil
+}
+
+// makeBucket creates the bucket cfg says, bounded as
+// [access.BucketLimits] says (its size, one value's size), and makes its
+// stream refuse rollups: a "Nats-Rollup" header on a put would purge other
+// keys (all) or the key's history (sub), and the parties delete keys,
+// never purge them. A bucket made meanwhile by another is returned as it
+// is.
+func makeBucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	cfg.MaxBytes, cfg.MaxValueSize = access.BucketLimits(cfg.Bucket)
+	kv, err := js.CreateKeyValue(ctx, cfg)
+	if errors.Is(err, jetstream.ErrBucketExists) {
+		return js.KeyValue(ctx, cfg.Bucket)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := refuseRollups(ctx, js, cfg.Bucket); err != nil {
+		return nil, err
+	}
+	return kv, nil
+}
+
+// refuseRollups updates bucket's stream to refuse rollups, unless it does.
+func refuseRollups(ctx context.Context, js jetstream.JetStream, bucket string) error {
+	st, err := js.Stream(ctx, "KV_"+bucket)
+	if err != nil {
+		return fmt.Errorf("bus: bucket %s: %w", bucket, err)
+	}
+	sc := st.CachedInfo().Config
+	if !sc.AllowRollup {
+		return nil
+	}
+	sc.AllowRollup = false
+	if _, err := js.UpdateStream(ctx, sc); err != nil {
+		return fmt.Errorf("bus: bucket %s: refuse rollups: %w", bucket, err)
+	}
+	return nil
 }
 
 // LeaseBucket returns the bucket for a lease whose key lapses ttl after its
@@ -51,10 +88,7 @@ func LeaseBucket(ctx context.Context, js jetstream.JetStream, name string, ttl t
 		sayReplicas(ctx, js, kv, 0)
 		return kv, nil
 	}
-	kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: name, History: 1, TTL: ttl, Replicas: max(ReplicasOf(js), 1)})
-	if errors.Is(err, jetstream.ErrBucketExists) {
-		kv, err = js.KeyValue(ctx, name)
-	}
+	kv, err = makeBucket(ctx, js, jetstream.KeyValueConfig{Bucket: name, History: 1, TTL: ttl, Replicas: max(ReplicasOf(js), 1)})
 	if err != nil {
 		return nil, fmt.Errorf("bus: create lease bucket %s: %w", name, err)
 	}
@@ -213,4 +247,52 @@ func DeleteAtCopy(ctx context.Context, c *Copy, key string) (bool, error) {
 	}
 	c.Took(key, nil, rev)
 	return true, nil
+}
+
+// makeTry bounds the try of [BucketOrWait] to make a missing bucket: a
+// user that may not make one hears no refusal, the request only times out.
+const makeTry = 2 * time.Second
+
+// ErrBucketNotMade is wrapped by the error of [BucketOrWait] when the bucket
+// is still missing after its wait: this user may not make it, and no one
+// (the seat) made it meanwhile.
+var ErrBucketNotMade = errors.New("the bucket does not exist and this user may not make it: the seat makes the mesh's buckets (start serve, or up)")
+
+// BucketOrWait returns the bucket named name, as [Bucket] does when this
+// user may make it; a user that may not (an operator: the seat alone makes
+// buckets) waits for the seat to make it, looking again with backoff
+// (100 ms growing to 2 s) for at most wait. It returns an error wrapping
+// [ErrBucketNotMade] when wait ends first, or ctx's error.
+func BucketOrWait(ctx context.Context, js jetstream.JetStream, name string, wait time.Duration) (jetstream.KeyValue, error) {
+	if kv, err := js.KeyValue(ctx, name); err == nil {
+		return kv, nil
+	} else if !errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, fmt.Errorf("bus: bucket %s: %w", name, err)
+	}
+	tctx, cancel := context.WithTimeout(ctx, makeTry)
+	kv, err := Bucket(tctx, js, name, 0)
+	cancel()
+	if err == nil {
+		return kv, nil
+	}
+	deadline := time.Now().Add(wait)
+	delay := 100 * time.Millisecond
+	for {
+		kv, err := js.KeyValue(ctx, name)
+		if err == nil {
+			return kv, nil
+		}
+		if !errors.Is(err, jetstream.ErrBucketNotFound) {
+			return nil, fmt.Errorf("bus: bucket %s: %w", name, err)
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("bus: bucket %s: %w", name, ErrBucketNotMade)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("bus: bucket %s: %w", name, ctx.Err())
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 2*time.Second)
+	}
 }

@@ -327,6 +327,11 @@ func runUp(ctx context.Context, out, errOut io.Writer, f upFlags, args []string)
 	// applyMesh), and by a restart told it with --mesh-name where none was
 	// kept.
 	if apply {
+		// The seat's user alone makes buckets: they are made before the
+		// operator applies the file into them.
+		if err := asm.MakeBuckets(ctx); err != nil {
+			return err
+		}
 		if err := applyMesh(ctx, ojs, file, name, f.data, stored, m.name, progress, errOut); err != nil {
 			return err
 		}
@@ -370,7 +375,7 @@ func runUp(ctx context.Context, out, errOut io.Writer, f upFlags, args []string)
 	if !f.noAuth {
 		cfg.Follow.Users = &assemble.GenUsers{Dir: data.Auth(), StoreDir: data.Store(), URL: srv.URL(), Before: users.Written, Log: log}
 	}
-	running, err := asm.StartMesh(ctx, ojs, cfg)
+	running, err := asm.StartMesh(ctx, cfg)
 	if err != nil {
 		return err
 	}
