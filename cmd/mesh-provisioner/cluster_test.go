@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,10 +11,11 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/access"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/auth"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
 
 // TestClusterFromGeneratedFiles runs the three servers auth gen writes
@@ -55,19 +55,16 @@ func TestClusterFromGeneratedFiles(t *testing.T) {
 
 	// The cluster forms: a bucket of three replicas is made.
 	waitFor(t, 30*time.Second, "a bucket of three replicas", procs, func() bool {
-		nc, err := nats.Connect(all, nats.UserCredentials(op), nats.CustomInboxPrefix(access.InboxPrefix(access.DefaultOperator)))
+		// As the seat, which alone makes buckets.
+		nc, js, err := bus.Connect(bus.Dial{URL: all, Name: "seat", Creds: auth.CredsPath(dir, mesh.Module), Replicas: 3})
 		if err != nil {
 			return false
 		}
 		defer nc.Close()
-		js, err := jetstream.New(nc)
-		if err != nil {
-			return false
-		}
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
-		_, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "mesh-controller_placement", Replicas: 3})
-		return err == nil || errors.Is(err, jetstream.ErrBucketExists)
+		_, err = bus.Bucket(ctx, js, "mesh-controller_placement", 0)
+		return err == nil
 	})
 	ace := auth.CredsPath(dir, access.ClientUser("ace"))
 	old := filepath.Join(t.TempDir(), "client-ace.creds")

@@ -260,7 +260,7 @@ func TestUpRestartAfterAnInterruptedApply(t *testing.T) {
 		t.Fatalf("placement keys %v, %v", keys, err)
 	}
 	for _, k := range keys {
-		if err := kv.Purge(ctx, k); err != nil {
+		if err := kv.Delete(ctx, k); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -70,7 +70,7 @@ func TestLostEntryIsSaid(t *testing.T) {
 
 	const gone = "asked of postgres on control; its entry in postgres_bound is gone since "
 	h.del(pg, "ace.vaultwarden.database")
-	if err := h.kv(pg).Purge(h.ctx, "ace.gitea.database.main"); err != nil {
+	if err := h.kv(pg).Delete(h.ctx, "ace.gitea.database.main"); err != nil {
 		t.Fatal(err)
 	}
 	lost := map[string]string{
