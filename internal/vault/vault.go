@@ -71,8 +71,10 @@ const workers = 512
 
 // Vault is a running mesh-vault. It is safe for concurrent use.
 type Vault struct {
-	cfg   Config
-	ans   *bus.Answerer
+	cfg Config
+	ans *bus.Answerer
+	// fair queues the verbs' requests per asker (fair.go).
+	fair  *fair
 	self  mesh.Ref
 	store *Store
 	kit   *kit.Kit
@@ -137,13 +139,15 @@ func Start(ctx context.Context, cfg Config, nc *nats.Conn, js jetstream.JetStrea
 		return nil, err
 	}
 	close(v.started)
+	v.fair = newFair(ctx)
+	v.fair.serve()
 	var subs []*nats.Subscription
 	for subject, answer := range map[string]nats.MsgHandler{
 		kit.SecretVerb + ".*":    v.answerSecret,
 		kit.ConsumersVerb + ".*": v.answerConsumers,
 		kit.RotateVerb:           v.answerRotate,
 	} {
-		sub, err := ans.Subscribe(subject, answer)
+		sub, err := ans.Subscribe(subject, v.queued(answer))
 		if err != nil {
 			for _, s := range subs {
 				s.Unsubscribe()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -559,5 +560,78 @@ func TestVaultAnswersANodesClientItsNodeOnly(t *testing.T) {
 		case err != nil || fmt.Sprint(creds) != fmt.Sprint(c.creds) || fmt.Sprint(nodes) != fmt.Sprint(c.nodes):
 			t.Errorf("%s asking gitea's values %+v = credentials %v, secrets of %v, %v; want %v and secrets of %v", c.client, c.req, creds, nodes, err, c.creds, c.nodes)
 		}
+	}
+}
+
+// TestVaultServesAskersInTurn is the second half of hole 6 of issue 18:
+// the client of ace floods gitea's secret verb with 300 requests without
+// waiting for the answers, then the client of g14 asks once. The vault
+// queues each asker's requests apart (at most 16 waiting; more are refused
+// at once, saying so) and serves the askers in turn: g14's answer comes
+// after a few of ace's, not after all of them (it came after all 300).
+func TestVaultServesAskersInTurn(t *testing.T) {
+	f := start(t)
+	_, js := kittest.Connect(t, f.url, "planner")
+	ctx := bustest.Context(t)
+	plans, err := bus.Bucket(ctx, js, mesh.PlansBucket, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, node := range []string{"ace", "g14"} {
+		plan, _ := json.Marshal(mesh.Plan{Node: node, Module: "gitea", Secrets: []string{"secret-key"}})
+		if _, err := plans.Put(ctx, node+".gitea", plan); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bustest.WaitFor(t, 0, "gitea's secret on g14", func() bool {
+		a, err := ask(t, f, "client-g14", "gitea", false, kit.VaultRequest{})
+		return err == nil && len(a.Secrets) == 1
+	})
+	ace := f.conns["client-ace"]
+	var mu sync.Mutex
+	served, refused := 0, 0
+	sub, err := ace.Subscribe("_INBOX_client-ace.flood.*", func(m *nats.Msg) {
+		var a kit.VaultAnswer
+		_ = json.Unmarshal(m.Data, &a)
+		mu.Lock()
+		defer mu.Unlock()
+		if a.Error != "" {
+			refused++
+		} else {
+			served++
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	const flood = 300
+	for i := range flood {
+		if err := ace.PublishRequest(kit.SecretSubject("gitea"), fmt.Sprintf("_INBOX_client-ace.flood.%d", i), []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ace.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	a, err := ask(t, f, "client-g14", "gitea", false, kit.VaultRequest{})
+	mu.Lock()
+	before := served
+	mu.Unlock()
+	if err != nil || len(a.Secrets) != 1 || a.Secrets[0].Node != "g14" {
+		t.Fatalf("g14's answer during ace's flood = %+v, %v; want its secret", a, err)
+	}
+	if before >= flood/2 {
+		t.Errorf("g14 was answered after %d of ace's %d requests; want after a few (ace's waiting requests are bounded)", before, flood)
+	}
+	bustest.WaitFor(t, 0, "every request of ace's flood answered or refused", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return served+refused == flood
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if refused == 0 || served < 16 {
+		t.Errorf("ace's flood: %d served, %d refused; want at least 16 served and the rest past the bound refused", served, refused)
 	}
 }

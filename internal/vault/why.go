@@ -49,3 +49,7 @@ func whyNotYours(who, module string) string {
 func whyOtherNode(who, node string) string {
 	return fmt.Sprintf("the user %q asked for the values of node %q: a node's client is answered its own node's values only", who, node)
 }
+
+func whyTooMany(who string) string {
+	return fmt.Sprintf("the user %q has too many requests waiting already: ask again once they are answered", who)
+}
