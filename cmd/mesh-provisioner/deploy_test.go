@@ -214,6 +214,13 @@ func deploy(t *testing.T, url string, creds func(user string) []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The seat alone makes the buckets (with the mesh's users): the
+	// operator waits for them, as apply does.
+	for _, b := range meshfile.Buckets {
+		if _, err := bus.AwaitBucket(ctx, js, b, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if _, err := meshfile.Apply(ctx, js, file, time.Now()); err != nil {
 		t.Fatal(err)
 	}

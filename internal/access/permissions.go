@@ -49,6 +49,12 @@ func (p Party) PermissionsIn(acc Account) Permissions {
 	if acc != Services {
 		sub(InboxPrefix(p.User) + ".>")
 	}
+	if acc == Storage {
+		// The account's JetStream info (its use and limits, no key nor
+		// value): how a component finds the JetStream of its domain from
+		// an edge site's leafnode server (bus.HasJetStream).
+		pub(apiPrefix + "INFO")
+	}
 	for _, r := range p.Rules() {
 		if accountOf(r.Act) != acc {
 			continue

@@ -3,6 +3,8 @@ package assemble
 import (
 	"context"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/mesh-provisioner/mesh-provisioner/internal/access"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/client"
@@ -35,6 +37,13 @@ func (a *Assembly) MakeBuckets(ctx context.Context) error {
 		return err
 	}
 	defer nc.Close()
+	return makeBuckets(ctx, js)
+}
+
+// makeBuckets makes every bucket of [access.Buckets] on js (the seat's)
+// that is missing.
+func makeBuckets(ctx context.Context, js jetstream.JetStream) error {
+	var err error
 	for _, b := range access.Buckets() {
 		if b == mesh.ClientsBucket {
 			_, err = bus.LeaseBucket(ctx, js, b, client.LeaseTTL)

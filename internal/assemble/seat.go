@@ -69,6 +69,11 @@ func (a *Assembly) StartSeat(ctx context.Context, cfg SeatConfig) (*SeatRunning,
 	s := &SeatRunning{}
 	r, err := a.start(ctx, Component{Role: Seat}, func(cs conns) (func() error, error) {
 		nc, js := cs.nc, cs.js
+		// The seat alone makes buckets: every bucket of the mesh's
+		// setup, before anything waits on one.
+		if err := makeBuckets(ctx, js); err != nil {
+			return nil, err
+		}
 		p := &seatProcess{nc: nc, js: js, answer: cs.answer, ask: cs.ask, cfg: cfg, log: a.log(), holder: s}
 		if err := provisioning.Start(ctx, cs.answer.Conn, js, provisioning.Options{Log: p.log}); err != nil {
 			return nil, err

@@ -249,32 +249,18 @@ func DeleteAtCopy(ctx context.Context, c *Copy, key string) (bool, error) {
 	return true, nil
 }
 
-// makeTry bounds the try of [BucketOrWait] to make a missing bucket: a
-// user that may not make one hears no refusal, the request only times out.
-const makeTry = 2 * time.Second
+// ErrBucketNotMade is wrapped by the error of [AwaitBucket] when the bucket
+// is still missing after its wait: the seat makes the mesh's buckets, and
+// none made it meanwhile.
+var ErrBucketNotMade = errors.New("the bucket does not exist: the seat makes the mesh's buckets (start serve, or up)")
 
-// ErrBucketNotMade is wrapped by the error of [BucketOrWait] when the bucket
-// is still missing after its wait: this user may not make it, and no one
-// (the seat) made it meanwhile.
-var ErrBucketNotMade = errors.New("the bucket does not exist and this user may not make it: the seat makes the mesh's buckets (start serve, or up)")
-
-// BucketOrWait returns the bucket named name, as [Bucket] does when this
-// user may make it; a user that may not (an operator: the seat alone makes
-// buckets) waits for the seat to make it, looking again with backoff
-// (100 ms growing to 2 s) for at most wait. It returns an error wrapping
-// [ErrBucketNotMade] when wait ends first, or ctx's error.
-func BucketOrWait(ctx context.Context, js jetstream.JetStream, name string, wait time.Duration) (jetstream.KeyValue, error) {
-	if kv, err := js.KeyValue(ctx, name); err == nil {
-		return kv, nil
-	} else if !errors.Is(err, jetstream.ErrBucketNotFound) {
-		return nil, fmt.Errorf("bus: bucket %s: %w", name, err)
-	}
-	tctx, cancel := context.WithTimeout(ctx, makeTry)
-	kv, err := Bucket(tctx, js, name, 0)
-	cancel()
-	if err == nil {
-		return kv, nil
-	}
+// AwaitBucket returns the bucket named name once it exists, looking again
+// with backoff (100 ms growing to 2 s) for at most wait: a user that may
+// not make buckets (an operator: the seat alone makes them) waits for the
+// seat, and never tries (the server's refusal would end the command). It
+// returns an error wrapping [ErrBucketNotMade] when wait ends first, or
+// ctx's error.
+func AwaitBucket(ctx context.Context, js jetstream.JetStream, name string, wait time.Duration) (jetstream.KeyValue, error) {
 	deadline := time.Now().Add(wait)
 	delay := 100 * time.Millisecond
 	for {

@@ -21,6 +21,9 @@ func init() { commands = append(commands, newApplyCmd) }
 
 // newApplyCmd returns "apply -f MESHFILE": validate a mesh file whole and
 // write its keys to the bus (spec 9).
+// bucketWait is how long apply waits for the seat to make a bucket.
+const bucketWait = time.Minute
+
 func newApplyCmd() *cobra.Command {
 	var bf busFlags
 	var file string
@@ -80,6 +83,15 @@ asks first, saying how many keys it removes and which modules it unplaces: type 
 			// (the apply writes only what still differs), as components
 			// do.
 			say := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+			// Under the mesh's users the seat alone makes buckets: an
+			// operator's apply waits for it to have made them.
+			if bf.credsOrDefault() != "" {
+				for _, b := range meshfile.Buckets {
+					if _, err := bus.AwaitBucket(cmd.Context(), js, b, bucketWait); err != nil {
+						return fmt.Errorf("apply %s: %w", file, err)
+					}
+				}
+			}
 			if !yes {
 				var current map[string]map[string][]byte
 				err := bus.Retry(cmd.Context(), applyRetry, say, "read the mesh", func() error {

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/mesh-provisioner/mesh-provisioner/internal/assemble"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/auth"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus/bustest"
@@ -32,6 +33,10 @@ func TestPermissionRefusalIsSaid(t *testing.T) {
 	}
 	defer s.Shutdown()
 	operator, ace := auth.CredsPath(dir, "operator"), auth.CredsPath(dir, "client-ace")
+	// The seat alone makes the buckets, as its setup does.
+	if err := (&assemble.Assembly{Dial: assemble.UsersDialer(s.URL(), dir, nil)}).MakeBuckets(bustest.Context(t)); err != nil {
+		t.Fatal(err)
+	}
 	if _, errOut, err := run(t, "apply", "-f", homelabFile, "--yes", "--nats", s.URL(), "--creds", operator); err != nil {
 		t.Fatalf("apply as the operator: %v (%s)", err, errOut)
 	}

@@ -11,7 +11,6 @@ import (
 	"os/signal"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 
@@ -197,9 +196,6 @@ func (f *busFlags) connect(name string) (*nats.Conn, jetstream.JetStream, error)
 	if log == nil {
 		log = slog.Default()
 	}
-	if err := f.checkOperator(name); err != nil {
-		return nil, nil, err
-	}
 	d := bus.Dial{URL: f.url, Creds: f.credsOrDefault(), Name: name, Log: log, Replicas: int(f.replicas), Domain: f.domain}
 	d.OnRefused = f.refusedBy(d.Creds)
 	nc, js, err := bus.Connect(d)
@@ -222,9 +218,6 @@ func (f *busFlags) connectAsk(name string) (*nats.Conn, error) {
 	log := f.log
 	if log == nil {
 		log = slog.Default()
-	}
-	if err := f.checkOperator(name); err != nil {
-		return nil, err
 	}
 	creds := f.credsOrDefault()
 	nc, err := bus.ConnectIn(bus.Dial{URL: f.url, Creds: creds, Name: name, Log: log, OnRefused: f.refusedBy(creds)}, access.Requests)
@@ -269,22 +262,6 @@ func (f *busFlags) tolerate(ctx context.Context, do func(ctx context.Context)) e
 	var refused *refusedError
 	if errors.As(context.Cause(ctx), &refused) {
 		return refused
-	}
-	return nil
-}
-
-// checkOperator returns an error when the command name is an operator's
-// (every one but a client's render, "render-<node>") and its credentials
-// are the seat's, the router's, the vault's or a node's client's: such a
-// command would wait forever on reads the server refuses that user. A
-// module's credentials cannot be told from an operator's by their name.
-func (f *busFlags) checkOperator(name string) error {
-	if strings.HasPrefix(name, "render-") {
-		return nil
-	}
-	creds := f.credsOrDefault()
-	if u := bus.CredsUser(creds); u != "" && !access.MayBeOperator(u) {
-		return fmt.Errorf("the credentials %s are the user %q's, not an operator's: pass an operator's --creds (auth gen writes DIR/<operator>.creds)", creds, u)
 	}
 	return nil
 }

@@ -54,10 +54,6 @@ func (s *Stats) add(bucket string, c Counts) {
 // refuses the whole file with a [*Errors] naming each such value at its
 // line, and nothing is written.
 //
-// BucketWait is how long [Apply] waits for a missing bucket that its user
-// may not make (the seat makes it).
-const BucketWait = time.Minute
-
 // Apply is an operator's one-shot command: it reads every key of the six
 // buckets once (each bucket's watch stops once its values are read, so
 // that a write another writer makes meanwhile is not seen). It returns the
@@ -75,9 +71,7 @@ func Apply(ctx context.Context, js jetstream.JetStream, f *File, now time.Time) 
 	stops := map[string]context.CancelFunc{}
 	current := map[string]map[string][]byte{}
 	for _, bucket := range Buckets {
-		// The seat alone makes buckets under the mesh's users: an
-		// operator's apply waits for it.
-		if _, err := bus.BucketOrWait(ctx, js, bucket, BucketWait); err != nil {
+		if _, err := bus.Bucket(ctx, js, bucket, 0); err != nil {
 			return stats, fmt.Errorf("apply %s: %w", f.Name, err)
 		}
 		watch, stop := context.WithCancel(ctx)
