@@ -223,7 +223,13 @@ func (a *Assembly) start(ctx context.Context, c Component, begin func(cs conns) 
 	if err != nil {
 		return nil, err
 	}
-	if err := a.await(ctx, c, cs.js); err != nil {
+	awaits := c.Awaits()
+	if d, _ := a.dial(c); d.Creds != "" && c.Role == Client {
+		// Under the mesh's users a client may not make its lease
+		// bucket: the seat makes it.
+		awaits = append(awaits, mesh.ClientsBucket)
+	}
+	if err := a.await(ctx, c, awaits, cs.js); err != nil {
 		cs.close()
 		return nil, err
 	}
@@ -255,10 +261,10 @@ func (a *Assembly) start(ctx context.Context, c Component, begin func(cs conns) 
 	return r, nil
 }
 
-// await waits until every bucket c awaits exists, looking again with
+// await waits until every bucket of buckets (what c awaits) exists, looking again with
 // exponential backoff (100 ms up to AwaitMax) and saying each wait in the
 // log. It returns ctx's error when ctx ends first.
-func (a *Assembly) await(ctx context.Context, c Component, js jetstream.JetStream) error {
+func (a *Assembly) await(ctx context.Context, c Component, buckets []string, js jetstream.JetStream) error {
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval = 100 * time.Millisecond
 	bo.MaxInterval = a.AwaitMax
@@ -266,7 +272,7 @@ func (a *Assembly) await(ctx context.Context, c Component, js jetstream.JetStrea
 		bo.MaxInterval = 2 * time.Second
 	}
 	log := a.log()
-	for _, b := range c.Awaits() {
+	for _, b := range buckets {
 		waited := false
 		said := "" // the last reason said above debug level: once per change, not per look
 		for {

@@ -152,7 +152,7 @@ func (c Component) Awaits() []string {
 	case Postgres:
 		return []string{mesh.ProvisionsBucket, mesh.BoundBucket(pgprovider.Module)}
 	case Client:
-		return []string{mesh.PlansBucket, mesh.RegistryBucket, mesh.AppliedBucket, mesh.CollectBucket, mesh.ClientsBucket}
+		return []string{mesh.PlansBucket, mesh.RegistryBucket, mesh.AppliedBucket, mesh.CollectBucket}
 	}
 	return nil
 }
