@@ -12,7 +12,9 @@ type Result struct {
 	// State is mesh.Provided, mesh.Failed or mesh.Waits. Any other state is
 	// written as failed, saying what the handler returned.
 	State mesh.State
-	// Why says, for failed and waits, what was tried and what blocks it.
+	// Why says, for failed and waits, what was tried and what blocks it;
+	// for provided it may say more (the vault's says a rotation not yet in
+	// force), and is empty otherwise. The seat carries it into the key's why.
 	Why string
 	// VaultName and Generation name the credential the provision is
 	// provided with (empty and 0 when there is none); the seat carries them

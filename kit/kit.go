@@ -697,9 +697,7 @@ func (k *Kit) handle(ctx context.Context, key string) {
 		res, retry = Failing(err.Error()), true
 	}
 	switch res.State {
-	case mesh.Provided:
-		res.Why = ""
-	case mesh.Failed:
+	case mesh.Provided, mesh.Failed:
 	case mesh.Waits:
 		retry = true
 	default:

@@ -561,7 +561,13 @@ func (j *judge) byEntry(n *Need, pman *mesh.Manifest, old *mesh.Provision) (mesh
 				ref = old.Reference // the same: shared, never changed
 			}
 		}
-		return mesh.Provided, "", ref
+		if why == "" {
+			return mesh.Provided, "", ref
+		}
+		// A provided entry's why says more (a rotation not yet in
+		// force): the key says it too, until the entry says nothing.
+		j.why = appendWhyEntryOutcome(j.why[:0], n.Provider, state, why)
+		return mesh.Provided, j.text(old.Why), ref
 	case mesh.Failed, mesh.Waits:
 		j.why = appendWhyEntryOutcome(j.why[:0], n.Provider, state, why)
 		return state, j.text(old.Why), nil

@@ -178,6 +178,37 @@ func TestJudgeCredentialChangeReachesDependents(t *testing.T) {
 	}
 }
 
+// A provided entry's why (the vault's, while a rotation is not in force)
+// is the key's why, quoting its provider; the keys that depend on it stay
+// provided with none; once the entry says nothing more the why goes.
+func TestProvidedEntrysWhyIsTheKeys(t *testing.T) {
+	f, err := meshfile.Parse("judge.yaml", []byte(judgeMesh))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := loadFile(t, f)
+	put(t, m, mesh.BoundBucket("mesh-vault"), jDBCred, mesh.Entry{State: mesh.Provided, VaultName: "v", Generation: 1})
+	put(t, m, mesh.BoundBucket("postgres"), jDB, mesh.Entry{State: mesh.Provided, VaultName: jDBCred, Generation: 1})
+	settle(t, m)
+	rotating := "rotated to generation 2, not in force yet: gitea on n1 has applied generation 1; in force once it applies 2 or at 2026-12-01T18:30:00Z"
+	for _, step := range []struct {
+		entry mesh.Entry
+		why   string
+		gen   int64
+	}{
+		{mesh.Entry{State: mesh.Provided, VaultName: "v", Generation: 1, Next: 2, Why: rotating}, "mesh-vault on n1 says provided: " + rotating, 1},
+		{mesh.Entry{State: mesh.Provided, VaultName: "v", Generation: 2}, "", 2},
+	} {
+		tc := put(t, m, mesh.BoundBucket("mesh-vault"), jDBCred, step.entry)
+		take(m, compose.Judge(m, tc.Keys, m.NeedOf, at))
+		take(m, compose.Judge(m, m.DependentsOf(jDBCred), m.NeedOf, at))
+		check(t, m, map[string]provState{jDBCred: {mesh.Provided, step.why}, jDB: {mesh.Provided, ""}})
+		if p, _ := m.Provision(jDBCred); p.Reference == nil || p.Reference.Generation != step.gen {
+			t.Errorf("entry %+v: %s reference = %v; want generation %d", step.entry, jDBCred, p.Reference, step.gen)
+		}
+	}
+}
+
 func put(t *testing.T, m *state.Mesh, bucket, key string, v any) state.Touch {
 	t.Helper()
 	b, err := json.Marshal(v)

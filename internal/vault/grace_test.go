@@ -3,6 +3,7 @@ package vault_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -66,6 +67,14 @@ func TestVaultRotationWaitsForTheConsumersNode(t *testing.T) {
 		e, ok := kittest.Entry(t, js, mesh.VaultModule, cred)
 		return ok && e.Generation == 2 && e.Next == 3
 	})
+	// The entry's why says both sides, and the key carries it.
+	wantWhy := "rotated to generation 3, not in force yet: gitea on ace has applied generation 2; in force once it applies 3 or at "
+	if e, _ := kittest.Entry(t, js, mesh.VaultModule, cred); !strings.HasPrefix(e.Why, wantWhy) || e.State != mesh.Provided {
+		t.Errorf("the entry during the grace = %+v; want provided with a why beginning %q", e, wantWhy)
+	}
+	f.seat.Wait(cred, "provided saying the rotation", func(p mesh.Provision, _ bool) bool {
+		return p.State == mesh.Provided && strings.HasPrefix(p.Why, wantWhy)
+	})
 	if p, _ := f.seat.Get(cred); p.Reference == nil || p.Reference.Generation != 2 {
 		t.Errorf("the credential's provision during the grace = %+v; want reference generation 2", p.Reference)
 	}
@@ -87,9 +96,12 @@ func TestVaultRotationWaitsForTheConsumersNode(t *testing.T) {
 	}
 	put("ace.gitea", 3)
 	waitProvided(t, f.seat, cred, 3)
-	if e, _ := kittest.Entry(t, js, mesh.VaultModule, cred); e.Next != 0 {
-		t.Errorf("the entry in force = %+v; want no next", e)
+	if e, _ := kittest.Entry(t, js, mesh.VaultModule, cred); e.Next != 0 || e.Why != "" {
+		t.Errorf("the entry in force = %+v; want no next and no why", e)
 	}
+	f.seat.Wait(cred, "provided at generation 3 with no why", func(p mesh.Provision, _ bool) bool {
+		return p.State == mesh.Provided && p.Why == "" && p.Reference != nil && p.Reference.Generation == 3
+	})
 	if !f.said.Has("the consumer's node applied the rotated credential", "generation=3") {
 		t.Errorf("the vault said:\n%s\nwant the rotation in force by the consumer's node", f.said.Lines())
 	}

@@ -55,11 +55,16 @@ const DefaultGrace = time.Minute
 
 // rotation is a credential rotated and not yet in force: from is the value
 // in force (its provider holds it), to the generation issued, which the
-// consumer's node renders first.
+// consumer's node renders first. applied is the generation that node's
+// applied record last said its files hold (0 for none), and until when
+// the grace ends; both are said in the entry's why.
 type rotation struct {
-	from  Value
-	to    int64
-	timer *time.Timer
+	from     Value
+	to       int64
+	consumer mesh.NodeModule
+	applied  int64
+	until    time.Time
+	timer    *time.Timer
 }
 
 // workers is how many credential keys the vault's kit handles at once:
@@ -200,14 +205,16 @@ func (v *Vault) rotateAnswer(name string, now bool) (Value, int64, error) {
 	// Only a consumer whose node renders the credential into its files
 	// (its applied record says which generation they hold) is waited for.
 	var record []byte
-	consumer := ""
+	consumer, of := "", mesh.NodeModule{}
 	if pk, err := mesh.ParseProvisionKey(name); err == nil {
-		consumer = mesh.NodeModule{Node: pk.Node, Module: pk.Consumer}.String()
+		of = mesh.NodeModule{Node: pk.Node, Module: pk.Consumer}
+		consumer = of.String()
 		if it, ok := v.applied.Get(consumer); ok {
 			record = it.Value
 		}
 	}
-	wait := isCredential && rendered(record, name) && !now && v.cfg.Grace >= 0
+	applied, isRendered := rendered(record, name)
+	wait := isCredential && isRendered && !now && v.cfg.Grace >= 0
 	// The rotation is kept before the store moves, so that a provide of
 	// the key meanwhile (a retry, a restart's first pass) names the value
 	// in force, never the new one.
@@ -215,12 +222,12 @@ func (v *Vault) rotateAnswer(name string, now bool) (Value, int64, error) {
 	r, made := v.rotating[name], false
 	switch {
 	case wait && r == nil:
-		r, made = &rotation{from: before, to: before.Generation + 1}, true
+		r, made = &rotation{from: before, to: before.Generation + 1, consumer: of, applied: applied, until: time.Now().Add(v.cfg.Grace)}, true
 		v.rotating[name] = r
 	case wait:
 		// Rotated again before the last came in force: that one is
 		// never in force.
-		r.to = before.Generation + 1
+		r.to, r.applied, r.until = before.Generation+1, applied, time.Now().Add(v.cfg.Grace)
 	case r != nil:
 		if r.timer != nil {
 			r.timer.Stop()
@@ -274,19 +281,19 @@ func (v *Vault) rotateAnswer(name string, now bool) (Value, int64, error) {
 
 // rendered reports whether the applied record (value at <node>.<module>
 // in mesh-provisioner_applied) says its module's files hold the
-// credential key.
-func rendered(record []byte, key string) bool {
+// credential key, and returns the generation they hold.
+func rendered(record []byte, key string) (int64, bool) {
 	if record == nil {
-		return false
+		return 0, false
 	}
 	var a struct {
 		Credentials map[string]int64 `json:"credentials"`
 	}
 	if jsonhead.Unmarshal(record, &a) != nil {
-		return false
+		return 0, false
 	}
-	_, ok := a.Credentials[key]
-	return ok
+	gen, ok := a.Credentials[key]
+	return gen, ok
 }
 
 // inForce ends the rotation of name to generation to (by "applied": the
@@ -343,9 +350,17 @@ func (v *Vault) tookApplied(ch bus.Change) {
 		}
 		v.mu.Lock()
 		r := v.rotating[key]
+		moved := r != nil && gen < r.to && gen != r.applied
+		if moved {
+			r.applied = gen
+		}
 		v.mu.Unlock()
-		if r != nil && gen >= r.to {
+		switch {
+		case r != nil && gen >= r.to:
 			v.inForce(key, gen, "applied")
+		case moved:
+			// The entry's why says what the node holds.
+			v.kit.Again(key)
 		}
 	}
 }
@@ -381,11 +396,11 @@ func (h handler) Provide(ctx context.Context, key mesh.ProvisionKey, p mesh.Prov
 		h.v.log.Error(sayLost, "key", name, "published", published, "held", held, "issued", val.Generation)
 	}
 	h.v.mu.Lock()
-	r := h.v.rotating[name]
-	h.v.mu.Unlock()
-	if r != nil {
+	defer h.v.mu.Unlock()
+	if r := h.v.rotating[name]; r != nil {
 		res := kit.Provided(val.Name, r.from.Generation)
 		res.Next = r.to
+		res.Why = whyRotating(r.to, r.consumer, r.applied, r.until)
 		return res, nil
 	}
 	return kit.Provided(val.Name, val.Generation), nil

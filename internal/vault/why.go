@@ -2,6 +2,7 @@ package vault
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
@@ -52,4 +53,17 @@ func whyOtherNode(who, node string) string {
 
 func whyTooMany(who string) string {
 	return fmt.Sprintf("the user %q has too many requests waiting already: ask again once they are answered", who)
+}
+
+// whyRotating is the why of a credential's entry while its rotation to
+// generation to is not in force: what consumer's node has applied (its
+// applied record's generation of the credential, 0 for none) and when the
+// rotation comes in force (until, the grace's end, said in UTC).
+func whyRotating(to int64, consumer mesh.NodeModule, applied int64, until time.Time) string {
+	has := "has applied no generation of it"
+	if applied > 0 {
+		has = fmt.Sprintf("has applied generation %d", applied)
+	}
+	return fmt.Sprintf("rotated to generation %d, not in force yet: %s on %s %s; in force once it applies %d or at %s",
+		to, consumer.Module, consumer.Node, has, to, until.UTC().Format(time.RFC3339))
 }

@@ -307,7 +307,7 @@ func (s *Seat) judge(ctx context.Context) {
 				st, why := e.Outcome()
 				switch st {
 				case mesh.Provided:
-					q.State, q.Why = st, ""
+					q.State, q.Why = st, why // a provided entry's why says more, if any
 					if e.VaultName != "" || e.Generation != 0 {
 						q.Reference = &mesh.Reference{ID: e.VaultName, Generation: e.Generation}
 					}
