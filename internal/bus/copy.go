@@ -61,6 +61,16 @@ type Options struct {
 	// nil Value; [PutIfChanged] and [PutAt], which cannot compare with the
 	// value held, write every time.
 	RevisionsOnly bool
+	// Leader makes each watch's initial values complete from the leader of
+	// the bucket's stream: once the watch has sent them, the messages past
+	// the last revision it sent are read from the leader ([LeaderNext]) and
+	// taken before the copy is ready. A watch is served by the replica that
+	// holds its consumer, which may be one still catching up after its
+	// server restarted: without Leader the copy may start at state older
+	// than what was acknowledged (and than what its owner saw before). It
+	// needs the permission to publish $JS.API.STREAM.MSG.GET.KV_<bucket>
+	// (the seat and the operator have it).
+	Leader bool
 }
 
 // Copy is a key-value bucket held in memory and kept current by a
@@ -604,6 +614,7 @@ func (c *Copy) watch(ctx context.Context) error {
 	defer nc.RemoveStatusListener(reconnected)
 	seen := make(map[string]bool, hint)
 	initial := true
+	var last uint64 // the last revision of the initial values
 	// apply takes one change read by this watch, or ends its initial
 	// values.
 	apply := func(q queued) {
@@ -658,6 +669,11 @@ func (c *Copy) watch(ctx context.Context) error {
 		if e == nil {
 			if initial {
 				initial = false
+				if c.opts.Leader {
+					if err := c.fromLeader(ctx, last, seen); err != nil {
+						return err
+					}
+				}
 				q := queued{sentinel: true}
 				if !c.queue(q) {
 					apply(q)
@@ -671,6 +687,7 @@ func (c *Copy) watch(ctx context.Context) error {
 		key := strings.Clone(e.Key())
 		if initial {
 			seen[key] = true
+			last = max(last, e.Revision())
 		}
 		q := queued{key: key, rev: e.Revision(), deleted: e.Operation() != jetstream.KeyValuePut}
 		if !q.deleted {
@@ -680,6 +697,41 @@ func (c *Copy) watch(ctx context.Context) error {
 			apply(q)
 		}
 	}
+}
+
+// fromLeader takes into the copy every message the leader of the bucket's
+// stream holds past revision last that the copy follows (see
+// Options.Leader), marking its key seen.
+func (c *Copy) fromLeader(ctx context.Context, last uint64, seen map[string]bool) error {
+	pattern := c.opts.Filter
+	if pattern == "" {
+		pattern = ">"
+	}
+	took := 0
+	for seq := last + 1; ; {
+		e, err := LeaderNext(ctx, c.js, c.bucket, pattern, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		key := strings.Clone(e.Key)
+		seen[key] = true
+		q := queued{key: key, rev: e.Revision, deleted: e.Deleted}
+		if !q.deleted {
+			q.value = e.Value
+		}
+		if !c.queue(q) {
+			c.apply(q)
+		}
+		took++
+		seq = e.Revision + 1
+	}
+	if took > 0 {
+		c.log.Info("bus: the watch's replica was behind its leader: took the changes it lacked from the leader", "bucket", c.bucket, "changes", took, "from", last+1)
+	}
+	return nil
 }
 
 // maxHint bounds the size a copy's maps are made at before a watch's

@@ -347,7 +347,7 @@ func readKeys(ctx context.Context, js jetstream.JetStream, bucket, filter string
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // stops the copy's watch
-	c := bus.Follow(ctx, js, bucket, bus.Options{Filter: filter})
+	c := bus.Follow(ctx, js, bucket, bus.Options{Filter: filter, Leader: true})
 	select {
 	case <-c.Ready():
 	case <-ctx.Done():

@@ -327,7 +327,7 @@ func readBucketKeys(ctx context.Context, js jetstream.JetStream, bucket string, 
 	} else if err != nil {
 		return ans, fmt.Errorf("bucket %s: %w", bucket, err)
 	}
-	err = lookup.Read(ctx, kv, patterns, func(key string, value []byte, _ uint64) {
+	err = lookup.Read(ctx, js, kv, patterns, func(key string, value []byte, _ uint64) {
 		keep, why := check(key, value)
 		switch {
 		case why != "":

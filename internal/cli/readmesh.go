@@ -40,7 +40,7 @@ func readMesh(ctx context.Context, js jetstream.JetStream, keep func(bucket, key
 		} else if err != nil {
 			return fmt.Errorf("read %s: %w", bucket, err)
 		}
-		c := bus.Follow(ctx, js, bucket, bus.Options{})
+		c := bus.Follow(ctx, js, bucket, bus.Options{Leader: true})
 		select {
 		case <-c.Ready():
 		case <-ctx.Done():

@@ -237,7 +237,7 @@ func countStatus(ctx context.Context, js jetstream.JetStream, node string, st *m
 		if keysOnly {
 			read = lookup.ReadKeys
 		}
-		return read(ctx, kv, patterns, func(key string, v []byte, _ uint64) { f(key, v) })
+		return read(ctx, js, kv, patterns, func(key string, v []byte, _ uint64) { f(key, v) })
 	}
 	nodeOf := func(key string) *nodeStatus {
 		n, _, _ := strings.Cut(key, ".")

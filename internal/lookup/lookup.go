@@ -13,9 +13,11 @@
 package lookup
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -116,15 +118,18 @@ func (s *State) get(bucket, key string) {
 	if kv == nil {
 		return
 	}
-	e, err := kv.Get(s.ctx, key)
+	if !validKey(key) {
+		return // a key no bucket can hold is none the mesh keeps
+	}
+	// From the stream's leader: a replica catching up would answer with a
+	// value older than one the reader may already have seen.
+	e, err := bus.LeaderGet(s.ctx, s.js, bucket, key)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
-	case errors.Is(err, jetstream.ErrInvalidKey):
-		// A key no bucket can hold is none the mesh keeps.
 	case err != nil:
 		s.fail(fmt.Errorf("lookup: get %s %s: %w", bucket, key, err))
-	default:
-		s.take(bucket, key, e.Value(), e.Revision())
+	case !e.Deleted:
+		s.take(bucket, key, e.Value, e.Revision)
 	}
 }
 
@@ -143,7 +148,7 @@ func (s *State) read(bucket, pattern string) {
 	if kv == nil {
 		return
 	}
-	err := Read(s.ctx, kv, []string{pattern}, func(key string, value []byte, rev uint64) {
+	err := Read(s.ctx, s.js, kv, []string{pattern}, func(key string, value []byte, rev uint64) {
 		s.take(bucket, key, value, rev)
 		s.got[bucket+" "+key] = true
 	})
@@ -158,31 +163,93 @@ func (s *State) read(bucket, pattern string) {
 // returns once it has seen them all. The server sends only the matching
 // subjects' last messages: the cost is that of the keys read, not of the
 // bucket.
-func Read(ctx context.Context, kv jetstream.KeyValue, patterns []string, f func(key string, value []byte, rev uint64)) error {
-	return read(ctx, kv, patterns, f, jetstream.IgnoreDeletes())
+//
+// A watch is served by whichever replica of the bucket's stream holds its
+// consumer, which may be one still catching up after a restart: what it
+// sends may be older than what the reader already saw. So once a pattern's
+// watch has sent its keys, Read asks the stream's leader (through js, see
+// [bus.LeaderNext]) for any matching message past the last revision the
+// watch sent, and takes each in: what Read gives is at least what the
+// leader held when Read asked it (one request more when the watch was
+// current, one per message it had missed otherwise).
+func Read(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue, patterns []string, f func(key string, value []byte, rev uint64)) error {
+	return read(ctx, js, kv, patterns, f, false)
 }
 
-func read(ctx context.Context, kv jetstream.KeyValue, patterns []string, f func(key string, value []byte, rev uint64), opts ...jetstream.WatchOpt) error {
+// ReadKeys is [Read] of the keys alone: the server sends each matching
+// key's last message without its value (f's value is nil).
+func ReadKeys(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue, patterns []string, f func(key string, value []byte, rev uint64)) error {
+	return read(ctx, js, kv, patterns, f, true)
+}
+
+// A read is one key's last message as [Read] has it.
+type readEntry struct {
+	key   string
+	value []byte
+	rev   uint64
+}
+
+func read(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue, patterns []string, f func(key string, value []byte, rev uint64), keysOnly bool) error {
 	// One watch per pattern: a consumer of one filter is made on a subject
 	// that names its filter, which a user allowed only some keys (a node's
 	// client: <node>.>) may be allowed to make; one of several filters is
-	// not.
+	// not. Deletes are watched too: the last revision the watch sent,
+	// delete markers counted, is where the leader is asked from.
+	var opts []jetstream.WatchOpt
+	if keysOnly {
+		opts = append(opts, jetstream.MetaOnly())
+	}
+	got := map[string]readEntry{}
 	for _, p := range patterns {
 		w, err := kv.Watch(ctx, p, opts...)
 		if err != nil {
 			return err
 		}
-		err = drain(ctx, w, f)
+		var last uint64
+		err = drain(ctx, w, func(e jetstream.KeyValueEntry) {
+			last = max(last, e.Revision())
+			if e.Operation() == jetstream.KeyValuePut {
+				got[e.Key()] = readEntry{e.Key(), e.Value(), e.Revision()}
+			} else {
+				delete(got, e.Key())
+			}
+		})
 		w.Stop()
 		if err != nil {
 			return err
 		}
+		for seq := last + 1; ; {
+			e, err := bus.LeaderNext(ctx, js, kv.Bucket(), p, seq)
+			if errors.Is(err, jetstream.ErrMsgNotFound) {
+				break
+			}
+			if err != nil {
+				return err
+			}
+			if e.Deleted {
+				delete(got, e.Key)
+			} else {
+				if keysOnly {
+					e.Value = nil
+				}
+				got[e.Key] = readEntry{e.Key, e.Value, e.Revision}
+			}
+			seq = e.Revision + 1
+		}
+	}
+	all := make([]readEntry, 0, len(got))
+	for _, e := range got {
+		all = append(all, e)
+	}
+	slices.SortFunc(all, func(a, b readEntry) int { return cmp.Compare(a.rev, b.rev) })
+	for _, e := range all {
+		f(e.key, e.value, e.rev)
 	}
 	return nil
 }
 
-// drain calls f with each value w sends until its initial values are done.
-func drain(ctx context.Context, w jetstream.KeyWatcher, f func(key string, value []byte, rev uint64)) error {
+// drain calls f with each entry w sends until its initial values are done.
+func drain(ctx context.Context, w jetstream.KeyWatcher, f func(e jetstream.KeyValueEntry)) error {
 	for {
 		select {
 		case e, ok := <-w.Updates():
@@ -192,17 +259,27 @@ func drain(ctx context.Context, w jetstream.KeyWatcher, f func(key string, value
 			if e == nil {
 				return nil
 			}
-			f(e.Key(), e.Value(), e.Revision())
+			f(e)
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
 }
 
-// ReadKeys is [Read] of the keys alone: the server sends each matching
-// key's last message without its value (f's value is nil).
-func ReadKeys(ctx context.Context, kv jetstream.KeyValue, patterns []string, f func(key string, value []byte, rev uint64)) error {
-	return read(ctx, kv, patterns, f, jetstream.IgnoreDeletes(), jetstream.MetaOnly())
+// validKey reports whether key is one a bucket can hold: tokens of letters,
+// digits and "-_=/" separated by dots, none empty.
+func validKey(key string) bool {
+	if key == "" || strings.HasPrefix(key, ".") || strings.HasSuffix(key, ".") || strings.Contains(key, "..") {
+		return false
+	}
+	for _, r := range key {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', strings.ContainsRune("-_=/.", r):
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // The compose.State methods: each reads what it answers from, then asks

@@ -345,7 +345,7 @@ func (s *Seat) follow(ctx context.Context, bucket string) {
 	if _, ok := s.copies[bucket]; ok {
 		return
 	}
-	c := bus.Follow(ctx, s.js, bucket, bus.Options{Create: true, Log: s.log, OnChange: s.enqueue, RevisionsOnly: true})
+	c := bus.Follow(ctx, s.js, bucket, bus.Options{Create: true, Log: s.log, OnChange: s.enqueue, RevisionsOnly: true, Leader: true})
 	s.copies[bucket] = c
 	s.mu.Lock()
 	s.watched[bucket] = c
