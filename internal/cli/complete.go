@@ -48,7 +48,7 @@ func keysUnder(ctx context.Context, js jetstream.JetStream, bucket string, patte
 		return nil
 	}
 	var keys []string
-	_ = lookup.ReadKeys(ctx, js, kv, patterns, func(key string, _ []byte, _ uint64) { keys = append(keys, key) })
+	_ = lookup.ReadKeys(ctx, nil, kv, patterns, func(key string, _ []byte, _ uint64) { keys = append(keys, key) })
 	sort.Strings(keys)
 	return keys
 }

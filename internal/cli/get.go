@@ -222,7 +222,11 @@ func readKind(ctx context.Context, kind getKind, q *getQuery) (getAnswer, error)
 	if kind.bucket == "" {
 		return kind.read(ctx, q)
 	}
-	return readBucketKeys(ctx, q.js, kind.bucket, q.patterns(), kind.check(q))
+	leader := q.js
+	if q.bus != nil {
+		leader = q.bus.leader(ctx, q.js)
+	}
+	return readBucketKeys(ctx, q.js, leader, kind.bucket, q.patterns(), kind.check(q))
 }
 
 func getLong() string {
@@ -311,14 +315,15 @@ func asJSON(v []byte) json.RawMessage {
 // reports whether the key is asked for; a non-empty why makes it odd.
 // A bucket that does not exist yet is no error: it is said in the notes.
 func readBucket(ctx context.Context, js jetstream.JetStream, bucket string, check func(key string, value []byte) (keep bool, why string)) (getAnswer, error) {
-	return readBucketKeys(ctx, js, bucket, []string{">"}, check)
+	return readBucketKeys(ctx, js, js, bucket, []string{">"}, check)
 }
 
 // readBucketKeys reads the keys of bucket that match patterns (">" for every
 // key, "<node>" and "<node>.>" for a node's) as readBucket does: the server
 // sends only the matching keys, so a node's keys cost what they are, not
-// what the bucket is.
-func readBucketKeys(ctx context.Context, js jetstream.JetStream, bucket string, patterns []string, check func(key string, value []byte) (keep bool, why string)) (getAnswer, error) {
+// what the bucket is. What the watch read is completed from the stream's
+// leader through leader (see lookup.Read), unless it is nil.
+func readBucketKeys(ctx context.Context, js, leader jetstream.JetStream, bucket string, patterns []string, check func(key string, value []byte) (keep bool, why string)) (getAnswer, error) {
 	var ans getAnswer
 	kv, err := js.KeyValue(ctx, bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
@@ -327,7 +332,7 @@ func readBucketKeys(ctx context.Context, js jetstream.JetStream, bucket string, 
 	} else if err != nil {
 		return ans, fmt.Errorf("bucket %s: %w", bucket, err)
 	}
-	err = lookup.Read(ctx, js, kv, patterns, func(key string, value []byte, _ uint64) {
+	err = lookup.Read(ctx, leader, kv, patterns, func(key string, value []byte, _ uint64) {
 		keep, why := check(key, value)
 		switch {
 		case why != "":

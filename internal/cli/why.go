@@ -51,6 +51,9 @@ each branch last, indented by how far it is:
 			defer nc.Close()
 			bf.sayNoSeat(cmd.Context(), js, cmd.ErrOrStderr(), "why")
 			st := lookup.New(cmd.Context(), js)
+			if bf.leader(cmd.Context(), js) == nil {
+				st.FromReplicas()
+			}
 			steps, err := why.Walk(st, args[0])
 			if rerr := st.Err(); rerr != nil {
 				return fmt.Errorf("why: %w", rerr)

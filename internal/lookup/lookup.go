@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
@@ -46,6 +47,8 @@ type State struct {
 	whole []string // buckets read whole, in order
 	err   error
 	odd   []error
+	// direct is set once the bus refused a leader get (see get).
+	direct bool
 }
 
 var _ compose.State = (*State)(nil)
@@ -54,6 +57,13 @@ var _ compose.State = (*State)(nil)
 func New(ctx context.Context, js jetstream.JetStream) *State {
 	return &State{ctx: ctx, js: js, m: state.New(), kvs: map[string]jetstream.KeyValue{}, got: map[string]bool{}}
 }
+
+// FromReplicas makes s read each key from whichever replica answers (a
+// direct get) rather than from the stream's leader: for a reader the bus
+// does not let ask the leader (one allowed some keys only: a node's
+// client). A value so read may be older than one the reader saw before,
+// while a replica catches up after its server restarted.
+func (s *State) FromReplicas() { s.direct = true }
 
 // Err returns the first error a read met (the bus refused or did not
 // answer), or nil. A bucket that does not exist is no error: it reads as
@@ -123,7 +133,17 @@ func (s *State) get(bucket, key string) {
 	}
 	// From the stream's leader: a replica catching up would answer with a
 	// value older than one the reader may already have seen.
-	e, err := bus.LeaderGet(s.ctx, s.js, bucket, key)
+	var e bus.LeaderEntry
+	err := errNoLeaderGets
+	if !s.direct {
+		e, err = bus.LeaderGet(s.ctx, s.js, bucket, key)
+	}
+	if errors.Is(err, nats.ErrPermissionViolation) || errors.Is(err, errNoLeaderGets) {
+		// A reader allowed some keys only (a node's client) may not ask
+		// the leader: it reads from whichever replica answers.
+		s.direct = true
+		e, err = directGet(s.ctx, kv, key)
+	}
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
 	case err != nil:
@@ -171,7 +191,9 @@ func (s *State) read(bucket, pattern string) {
 // [bus.LeaderNext]) for any matching message past the last revision the
 // watch sent, and takes each in: what Read gives is at least what the
 // leader held when Read asked it (one request more when the watch was
-// current, one per message it had missed otherwise).
+// current, one per message it had missed otherwise). With js nil (a reader
+// the bus does not let ask the leader: one allowed some keys only, a
+// node's client) Read gives what the watch's replica held.
 func Read(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue, patterns []string, f func(key string, value []byte, rev uint64)) error {
 	return read(ctx, js, kv, patterns, f, false)
 }
@@ -218,9 +240,12 @@ func read(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue, pa
 		if err != nil {
 			return err
 		}
-		for seq := last + 1; ; {
+		for seq := last + 1; js != nil; {
 			e, err := bus.LeaderNext(ctx, js, kv.Bucket(), p, seq)
-			if errors.Is(err, jetstream.ErrMsgNotFound) {
+			if errors.Is(err, jetstream.ErrMsgNotFound) || errors.Is(err, nats.ErrPermissionViolation) {
+				// None past the watch's; or a reader allowed some
+				// keys only (a node's client), which may not ask the
+				// leader, has what the watch's replica held.
 				break
 			}
 			if err != nil {
@@ -264,6 +289,19 @@ func drain(ctx context.Context, w jetstream.KeyWatcher, f func(e jetstream.KeyVa
 			return ctx.Err()
 		}
 	}
+}
+
+// errNoLeaderGets stands for a leader get a State no longer tries.
+var errNoLeaderGets = errors.New("no leader gets")
+
+// directGet reads key through kv.Get (a direct get, answered by any
+// replica), as a LeaderEntry.
+func directGet(ctx context.Context, kv jetstream.KeyValue, key string) (bus.LeaderEntry, error) {
+	e, err := kv.Get(ctx, key)
+	if err != nil {
+		return bus.LeaderEntry{}, err
+	}
+	return bus.LeaderEntry{Key: key, Value: e.Value(), Revision: e.Revision()}, nil
 }
 
 // validKey reports whether key is one a bucket can hold: tokens of letters,
