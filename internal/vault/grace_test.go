@@ -89,8 +89,19 @@ func TestVaultRotationWaitsForTheConsumersNode(t *testing.T) {
 
 	// Another node's record, and the consumer's at the old generation,
 	// do not put it in force; the consumer's at the new one does.
+	// A record of ace's naming another generation short of 3 is said.
+	put("ace.gitea", 1)
+	movedWhy := "rotated to generation 3, not in force yet: gitea on ace has applied generation 1; "
+	bustest.WaitFor(t, 0, "the entry's why naming ace's generation 1", func() bool {
+		e, ok := kittest.Entry(t, js, mesh.VaultModule, cred)
+		return ok && e.Generation == 2 && strings.HasPrefix(e.Why, movedWhy)
+	})
 	put("control.gitea", 3)
 	put("ace.gitea", 2)
+	bustest.WaitFor(t, 0, "the entry's why naming ace's generation 2 again", func() bool {
+		e, ok := kittest.Entry(t, js, mesh.VaultModule, cred)
+		return ok && strings.HasPrefix(e.Why, wantWhy)
+	})
 	if e, _ := kittest.Entry(t, js, mesh.VaultModule, cred); e.Generation != 2 {
 		t.Errorf("after control's record and ace's at generation 2, the entry = %+v; want generation 2 still", e)
 	}

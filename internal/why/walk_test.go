@@ -108,6 +108,16 @@ func TestWalk(t *testing.T) {
 			want: []line{{0, StepProvision, grafanaCred, "provided by mesh-vault on control (g14/grafana/postgres_database, generation 2)", "provided"}},
 		},
 		{
+			name: "provided, rotating",
+			setup: func(b *builder) {
+				b.provision(grafanaCred, mesh.Provision{Provider: vault, State: mesh.Provided, Why: "mesh-vault on control says provided: rotated to generation 3, not in force yet",
+					Reference: &mesh.Reference{ID: "g14/grafana/postgres_database", Generation: 2}})
+			},
+			key: grafanaCred,
+			want: []line{{0, StepProvision, grafanaCred, "provided by mesh-vault on control (g14/grafana/postgres_database, generation 2); " +
+				"mesh-vault on control says provided: rotated to generation 3, not in force yet", "provided"}},
+		},
+		{
 			name: "waits on a credential the vault failed",
 			setup: func(b *builder) {
 				b.provision(grafanaDB, mesh.Provision{Provider: postgres, State: mesh.Asked,

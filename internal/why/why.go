@@ -75,6 +75,9 @@ func saysProvision(p mesh.Provision) string {
 		if p.Reference != nil {
 			s += fmt.Sprintf(" (%s, generation %d)", p.Reference.ID, p.Reference.Generation)
 		}
+		if p.Why != "" {
+			s += "; " + p.Why // its provider's entry says more (a rotation not yet in force)
+		}
 		return s
 	}
 	return p.Why
