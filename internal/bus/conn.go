@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"math/rand/v2"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/nats-io/jwt/v2"
@@ -52,6 +55,40 @@ type Dial struct {
 	// whose request was refused fails then, rather than wait for a reply
 	// that never comes. It must not block.
 	OnRefused func(err error)
+	// OnRemoved, if set, is called once, on the connection's goroutine,
+	// when the connection's access to the mesh was removed: its
+	// credentials file is gone or the server revoked its user. err wraps
+	// [ErrAccessRemoved] and names the user. The connection keeps
+	// reconnecting with backoff (credentials given back let it in again);
+	// a standalone process stops. It must not block.
+	OnRemoved func(err error)
+}
+
+// ErrAccessRemoved is wrapped by the error a connection reports (in its
+// log and to Dial.OnRemoved) when its access to the mesh was removed: its
+// credentials file is gone, or the server revoked its user.
+var ErrAccessRemoved = errors.New("access to the mesh was removed")
+
+// Reconnect delays: the first try after a connection is lost waits
+// about ReconnectFirst, each further try of the whole server list waits
+// twice the one before, up to ReconnectMost; each delay gets a random
+// jitter of up to a quarter of itself, so that the components of a mesh
+// do not all come back at once.
+const (
+	ReconnectFirst = 250 * time.Millisecond
+	ReconnectMost  = 30 * time.Second
+)
+
+// ReconnectDelay returns the wait before the attempts-th try (1 for the
+// first) of the connection's server list: [ReconnectFirst] doubled per
+// earlier try up to [ReconnectMost], plus up to a quarter of it at random.
+func ReconnectDelay(attempts int) time.Duration {
+	d := ReconnectFirst
+	for i := 1; i < attempts && d < ReconnectMost; i++ {
+		d *= 2
+	}
+	d = min(d, ReconnectMost)
+	return d + rand.N(d/4+1)
 }
 
 // A connection pings its server every PingInterval and takes it as dead
@@ -108,10 +145,18 @@ func dial(d Dial) (*nats.Conn, error) {
 	if who == "" {
 		who = d.Name
 	}
+	refused := &refusals{}
 	opts := []nats.Option{
 		nats.Name(d.Name),
 		nats.MaxReconnects(-1),
-		nats.ReconnectWait(250 * time.Millisecond),
+		nats.CustomReconnectDelay(func(attempts int) time.Duration {
+			wait := ReconnectDelay(attempts)
+			log.Debug("bus: reconnecting", "component", d.Name, "try", attempts, "wait", wait)
+			return wait
+		}),
+		// A refused user keeps trying with backoff rather than close: the
+		// operator may give its credentials back.
+		nats.IgnoreAuthErrorAbort(),
 		nats.PingInterval(PingInterval),
 		nats.MaxPingsOutstanding(MaxPingsOut),
 		nats.CustomInboxPrefix("_INBOX_" + inboxToken(who)),
@@ -124,6 +169,10 @@ func dial(d Dial) (*nats.Conn, error) {
 				d.OnRefused(err)
 				return // the command says it
 			}
+			if credsRefusal(err) {
+				refused.say(d, who, log, err)
+				return
+			}
 			log.Error("bus: asynchronous error", "component", d.Name, "subject", subject, "err", err)
 		}),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
@@ -132,6 +181,7 @@ func dial(d Dial) (*nats.Conn, error) {
 			}
 		}),
 		nats.ReconnectHandler(func(c *nats.Conn) {
+			refused.clear()
 			log.Info("bus: reconnected", "component", d.Name, "url", c.ConnectedUrl())
 		}),
 	}
@@ -197,4 +247,58 @@ func HasJetStream(nc *nats.Conn, domain string) bool {
 	defer cancel()
 	_, err = js.AccountInfo(ctx)
 	return err == nil
+}
+
+// credsRefusal reports whether err is the server's or the library's
+// refusal of a connection's credentials: an authorization violation, a
+// user or account whose authentication expired or was revoked, or a
+// credentials file that cannot be read.
+func credsRefusal(err error) bool {
+	for _, e := range []error{nats.ErrAuthorization, nats.ErrAuthExpired, nats.ErrAuthRevoked,
+		nats.ErrAccountAuthExpired, fs.ErrNotExist, fs.ErrPermission} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// refusals keeps what one connection last said of its refusals, so that a
+// reconnect refused again and again is said once per change of its text,
+// and the removal of its access once.
+type refusals struct {
+	mu      sync.Mutex
+	last    string
+	removed bool
+}
+
+// say logs err, a refusal of d's credentials (user who), when its text
+// differs from the last one said, and the first time the refusal shows the
+// access removed (the credentials file gone, the user revoked) says so and
+// calls d.OnRemoved.
+func (r *refusals) say(d Dial, who string, log *slog.Logger, err error) {
+	gone := errors.Is(err, nats.ErrAuthRevoked) || errors.Is(err, fs.ErrNotExist)
+	r.mu.Lock()
+	changed := err.Error() != r.last
+	r.last = err.Error()
+	first := gone && !r.removed
+	r.removed = r.removed || gone
+	r.mu.Unlock()
+	if changed {
+		log.Warn("bus: refused; reconnecting with backoff", "component", d.Name, "user", who, "err", err)
+	}
+	if first {
+		removed := fmt.Errorf("bus: %s (user %s): %w: %w", d.Name, who, ErrAccessRemoved, err)
+		log.Error("bus: "+ErrAccessRemoved.Error(), "component", d.Name, "user", who, "err", err)
+		if d.OnRemoved != nil {
+			d.OnRemoved(removed)
+		}
+	}
+}
+
+// clear forgets the refusals said, once the connection is back.
+func (r *refusals) clear() {
+	r.mu.Lock()
+	r.last, r.removed = "", false
+	r.mu.Unlock()
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/assemble"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/client"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
@@ -52,8 +53,23 @@ command (with the client's own rights: whoever writes the module's manifest deci
 			if root == "" {
 				root = defaultRoot(node)
 			}
-			r, c, err := bf.assembly(log).StartClient(cmd.Context(), client.Config{Node: node, Root: root, Reload: reload})
+			// A client whose access to the mesh was removed (its node left:
+			// its user revoked, its credentials moved away) stops and says
+			// so, rather than retry for ever.
+			ctx, stop := context.WithCancelCause(cmd.Context())
+			defer stop(nil)
+			a := bf.assembly(log)
+			dial := a.Dial
+			a.Dial = func(c assemble.Component) bus.Dial {
+				d := dial(c)
+				d.OnRemoved = func(err error) { stop(err) }
+				return d
+			}
+			r, c, err := a.StartClient(ctx, client.Config{Node: node, Root: root, Reload: reload})
 			if err != nil {
+				if removed := context.Cause(ctx); errors.Is(removed, bus.ErrAccessRemoved) {
+					return fmt.Errorf("client: %w", removed)
+				}
 				return fmt.Errorf("client: %w", bf.explain(err))
 			}
 			// With --creds the client is its node's user, which may not read
@@ -65,6 +81,10 @@ command (with the client's own rights: whoever writes the module's manifest deci
 			}
 			log.Info("client: running", "node", node, "root", c.Root(), "quarantine", c.Quarantine())
 			<-r.Done()
+			if err := context.Cause(ctx); errors.Is(err, bus.ErrAccessRemoved) {
+				log.Error("client: stopped: its access to the mesh was removed", "node", node, "err", err)
+				return fmt.Errorf("client: %w", err)
+			}
 			log.Info("client: stopped", "node", node, "err", r.Err())
 			return r.Err()
 		},
