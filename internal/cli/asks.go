@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/asks"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/lookup"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
 
@@ -72,8 +73,9 @@ func newAsksCmd() *cobra.Command {
 			}
 			views := make([]askView, 0, len(l.Records))
 			provs, _ := js.KeyValue(ctx, mesh.ProvisionsBucket) // nil: no provider shown
+			leader := bf.leader(ctx, js)
 			for _, rec := range l.Records {
-				v := viewOf(ctx, provs, rec.Ask)
+				v := viewOf(ctx, leader, provs, rec.Ask)
 				v.State, v.Warrant = rec.State, rec.Warrant
 				views = append(views, v)
 			}
@@ -99,9 +101,10 @@ func newAsksCmd() *cobra.Command {
 }
 
 // viewOf finds the provision key an ask is about and that key's provider
-// (one get of the key in provs). An ask about something else, or a key no
+// (one get of the key in provs, from its stream's leader through js unless
+// js is nil). An ask about something else, or a key no
 // longer in the bucket, has no provider.
-func viewOf(ctx context.Context, provs jetstream.KeyValue, a mesh.Ask) askView {
+func viewOf(ctx context.Context, js jetstream.JetStream, provs jetstream.KeyValue, a mesh.Ask) askView {
 	v := askView{Ask: a}
 	key, ok := strings.CutPrefix(a.About, "provision.")
 	if !ok {
@@ -111,12 +114,12 @@ func viewOf(ctx context.Context, provs jetstream.KeyValue, a mesh.Ask) askView {
 	if provs == nil {
 		return v
 	}
-	e, err := provs.Get(ctx, key)
+	e, err := lookup.Get(ctx, js, provs, key)
 	if err != nil {
 		return v
 	}
 	var p mesh.Provision
-	if json.Unmarshal(e.Value(), &p) == nil && p.Provider.Module != "" {
+	if json.Unmarshal(e.Value, &p) == nil && p.Provider.Module != "" {
 		v.Provider = &p.Provider
 	}
 	return v

@@ -291,6 +291,26 @@ func drain(ctx context.Context, w jetstream.KeyWatcher, f func(e jetstream.KeyVa
 	}
 }
 
+// Get reads key of kv's bucket from the leader of its stream
+// ([bus.LeaderGet]), so that the value is never older than one written
+// before; when the bus refuses the reader the leader (a user allowed some
+// keys only), or js is nil, it reads from whichever replica answers
+// (kv.Get). A key with
+// no value gives an error wrapping jetstream.ErrKeyNotFound.
+func Get(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue, key string) (bus.LeaderEntry, error) {
+	if js == nil {
+		return directGet(ctx, kv, key)
+	}
+	e, err := bus.LeaderGet(ctx, js, kv.Bucket(), key)
+	if errors.Is(err, nats.ErrPermissionViolation) {
+		return directGet(ctx, kv, key)
+	}
+	if err == nil && e.Deleted {
+		return e, fmt.Errorf("bus: leader get %s %s: deleted: %w", kv.Bucket(), key, jetstream.ErrKeyNotFound)
+	}
+	return e, err
+}
+
 // errNoLeaderGets stands for a leader get a State no longer tries.
 var errNoLeaderGets = errors.New("no leader gets")
 

@@ -34,7 +34,8 @@ type Seat struct {
 // seatBuckets are the buckets the seat alone writes.
 var seatBuckets = []string{mesh.PlansBucket, mesh.ProvisionsBucket, mesh.RefusedBucket}
 
-// ReadSeat reads where the seat stands: one get of the lease's key and the
+// ReadSeat reads where the seat stands: one get of the lease's key (from
+// the leader of its stream, see [Get]) and the
 // state (not the subjects) of the three buckets the seat writes, whatever
 // the mesh's size. A bucket that does not exist is none written; an error
 // of the bus is returned, wrapped.
@@ -46,14 +47,14 @@ func ReadSeat(ctx context.Context, js jetstream.JetStream) (Seat, error) {
 	case err != nil:
 		return s, fmt.Errorf("lookup: bucket %s: %w", mesh.SeatBucket, err)
 	default:
-		e, err := kv.Get(ctx, mesh.HolderKey)
+		e, err := Get(ctx, js, kv, mesh.HolderKey)
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound):
 		case err != nil:
 			return s, fmt.Errorf("lookup: get %s %s: %w", mesh.SeatBucket, mesh.HolderKey, err)
 		default:
 			var l mesh.Lease
-			if json.Unmarshal(e.Value(), &l) == nil {
+			if json.Unmarshal(e.Value, &l) == nil {
 				s.Holder, s.Since = l.Holder, l.Since
 			}
 			s.Held = true

@@ -21,7 +21,7 @@ import (
 // catches up: a direct get there is answered by its own replica (the
 // server prefers a local responder), which at first holds the keys as they
 // were before it stopped, and so may a watch be (its consumer is placed on
-// any replica). Every lookup.Read, bus.LeaderGet and bus.Copy with
+// any replica). Every lookup.Read, lookup.Get, bus.LeaderGet and bus.Copy with
 // Options.Leader must give the keys as written after the stop: no old
 // value, no deleted key, every new key.
 func TestReadsAfterAServerRejoinsAreNeverStale(t *testing.T) {
@@ -131,6 +131,15 @@ func TestReadsAfterAServerRejoinsAreNeverStale(t *testing.T) {
 			case e.Deleted && want[k] == "":
 			case string(e.Value) != want[k] || e.Deleted:
 				t.Fatalf("round %d: leader get %s = %q (deleted %v); want %q", rounds, k, e.Value, e.Deleted, want[k])
+			}
+		}
+		for _, k := range []string{key(0), key(n - 1)} {
+			e, err := lookup.Get(rctx, rjs, rkv, k)
+			switch {
+			case errors.Is(err, jetstream.ErrKeyNotFound) && want[k] == "":
+			case err != nil:
+			case string(e.Value) != want[k]:
+				t.Fatalf("round %d: lookup.Get %s = %q; want %q", rounds, k, e.Value, want[k])
 			}
 		}
 		cancel()
