@@ -231,14 +231,12 @@ func runUp(ctx context.Context, out, errOut io.Writer, f upFlags, args []string)
 		progress = errOut
 	}
 	fmt.Fprintf(progress, "NATS with JetStream on %s (store %s)\n", srv.URL(), data.Store())
-	hint := "--nats " + srv.URL()
+	creds := ""
 	if !f.noAuth {
-		creds := data.Creds(access.DefaultOperator)
+		creds = data.Creds(access.DefaultOperator)
 		fmt.Fprintf(progress, "NATS users of every party in %s; the operator's credentials: %s\n", data.Auth(), creds)
-		if creds != defaultCreds() {
-			hint += " --creds " + creds
-		}
 	}
+	hint := operatorFlags(srv.URL(), creds)
 	fmt.Fprintf(progress, "from another terminal: mesh-provisioner get provisions %s\n", hint)
 	if !f.once {
 		said := make(chan struct{})
@@ -417,10 +415,10 @@ func runUp(ctx context.Context, out, errOut io.Writer, f upFlags, args []string)
 		if err := users.Written(); err != nil {
 			return err
 		}
-		return printKept(outer, out, ojs, f.output, provisions)
+		return printKept(outer, out, ojs, hint, f.output, provisions)
 	}
 	shown := map[string]string{} // node -> its summary row as last printed
-	if err := printSummary(ctx, out, ojs, shown); err != nil {
+	if err := printSummary(ctx, out, ojs, hint, shown); err != nil {
 		return err
 	}
 	fmt.Fprintln(out, "up: running; Ctrl-C stops")
@@ -435,11 +433,22 @@ func runUp(ctx context.Context, out, errOut io.Writer, f upFlags, args []string)
 			if err := waitSettled(ctx, st, ojs, results, out, seatDone); err != nil {
 				return err
 			}
-			if err := printSummary(ctx, out, ojs, shown); err != nil {
+			if err := printSummary(ctx, out, ojs, hint, shown); err != nil {
 				return err
 			}
 		}
 	}
+}
+
+// operatorFlags returns the flags a command run from another terminal
+// needs to reach up's bus at url as the operator: "--nats URL", and
+// "--creds FILE" for the operator's credentials file creds unless creds is
+// empty (up without auth) or the file commands read by default.
+func operatorFlags(url, creds string) string {
+	if creds == "" || creds == defaultCreds() {
+		return "--nats " + url
+	}
+	return "--nats " + url + " --creds " + creds
 }
 
 // renewEvery is how often up renews its parties' credentials files: a

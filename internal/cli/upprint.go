@@ -75,8 +75,8 @@ var keptBuckets = []struct{ name, bucket string }{
 // bucket's values are held at once. The provisions are taken from
 // provisions when it is not nil (a copy waitQuiet followed: up no longer
 // writes, so that it is read again only if it has not caught up with the
-// bucket's last write within a few seconds).
-func printKept(ctx context.Context, out io.Writer, js jetstream.JetStream, output string, provisions *bus.Copy) error {
+// bucket's last write within a few seconds). hint is as [printSummary]'s.
+func printKept(ctx context.Context, out io.Writer, js jetstream.JetStream, hint, output string, provisions *bus.Copy) error {
 	if output == "json" {
 		w := bufio.NewWriter(out)
 		w.WriteString("{")
@@ -112,7 +112,7 @@ func printKept(ctx context.Context, out io.Writer, js jetstream.JetStream, outpu
 			return err
 		}
 	}
-	return writeSummary(ctx, out, js, all, nil)
+	return writeSummary(ctx, out, js, all, hint, nil)
 }
 
 // provisionsCopy is provisions for the provisions bucket, else nil.
@@ -187,18 +187,20 @@ func writeKeptJSON(w *bufio.Writer, name string, items []getItem) error {
 }
 
 // printSummary prints per node how many provisions are in each state and
-// which modules are held: only the nodes whose row differs from shown
+// which modules are held, and the asks open with the command that lists
+// them (hint: the flags reaching the bus as the operator, from
+// [operatorFlags]): only the nodes whose row differs from shown
 // (node -> row as last printed, updated; nil prints every node).
-func printSummary(ctx context.Context, out io.Writer, js jetstream.JetStream, shown map[string]string) error {
+func printSummary(ctx context.Context, out io.Writer, js jetstream.JetStream, hint string, shown map[string]string) error {
 	all, err := kept(ctx, js, nil)
 	if err != nil {
 		return err
 	}
-	return writeSummary(ctx, out, js, all, shown)
+	return writeSummary(ctx, out, js, all, hint, shown)
 }
 
 // writeSummary is printSummary over what the seat keeps, already read.
-func writeSummary(ctx context.Context, out io.Writer, js jetstream.JetStream, all map[string]map[string]json.RawMessage, shown map[string]string) error {
+func writeSummary(ctx context.Context, out io.Writer, js jetstream.JetStream, all map[string]map[string]json.RawMessage, hint string, shown map[string]string) error {
 	type row struct {
 		plans  int
 		states map[mesh.State]int
@@ -277,11 +279,9 @@ func writeSummary(ctx context.Context, out io.Writer, js jetstream.JetStream, al
 		return err
 	}
 	if n := len(ans.Items); n > 0 {
-		fmt.Fprintf(out, "%d asks open for the operator: mesh-provisioner asks --nats %s\n", n, natsURLOf(js))
+		fmt.Fprintf(out, "%d asks open for the operator: mesh-provisioner asks %s\n", n, hint)
 	} else {
 		fmt.Fprintln(out, "no asks open")
 	}
 	return nil
 }
-
-func natsURLOf(js jetstream.JetStream) string { return js.Conn().ConnectedUrl() }

@@ -406,17 +406,46 @@ func TestSummaryOnlyChangedNodes(t *testing.T) {
 	}
 	shown := map[string]string{}
 	var first, second bytes.Buffer
-	if err := writeSummary(bustest.Context(t), &first, js, all, shown); err != nil {
+	if err := writeSummary(bustest.Context(t), &first, js, all, "--nats "+s.URL(), shown); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(first.String(), "\nace ") || !strings.Contains(first.String(), "\ng14 ") {
 		t.Fatalf("first summary:\n%s\nwant both nodes", first.String())
 	}
 	all["provisions"]["g14.grafana.database"] = json.RawMessage(`{"state":"provided"}`)
-	if err := writeSummary(bustest.Context(t), &second, js, all, shown); err != nil {
+	if err := writeSummary(bustest.Context(t), &second, js, all, "--nats "+s.URL(), shown); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(second.String(), "\nace ") || !strings.Contains(second.String(), "\ng14 ") {
 		t.Errorf("summary after g14 changed:\n%s\nwant g14's row only", second.String())
+	}
+}
+
+// TestSummaryAsksLineHasTheOperatorsCreds checks that up's running summary
+// tells the asks command with the operator's --creds when up runs with
+// auth (the same flags as the start banner, from operatorFlags), and with
+// --nats alone without auth.
+func TestSummaryAsksLineHasTheOperatorsCreds(t *testing.T) {
+	s := bustest.Server(t)
+	_, js := bustest.Connect(t, s, "test")
+	records, err := bus.Bucket(bustest.Context(t), js, mesh.RecordsBucket, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := records.Put(bustest.Context(t), "ace.gitea.cache", []byte(`{"state":"open"}`)); err != nil {
+		t.Fatal(err)
+	}
+	creds := filepath.Join(t.TempDir(), "auth", "operator.creds")
+	for _, tc := range []struct{ creds, want string }{
+		{creds, "1 asks open for the operator: mesh-provisioner asks --nats " + s.URL() + " --creds " + creds + "\n"},
+		{"", "1 asks open for the operator: mesh-provisioner asks --nats " + s.URL() + "\n"},
+	} {
+		var out bytes.Buffer
+		if err := writeSummary(bustest.Context(t), &out, js, nil, operatorFlags(s.URL(), tc.creds), nil); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out.String(), tc.want) {
+			t.Errorf("summary with creds %q:\n%s\nwant the line %q", tc.creds, out.String(), tc.want)
+		}
 	}
 }
