@@ -265,9 +265,13 @@ func runUp(ctx context.Context, out, errOut io.Writer, f upFlags, args []string)
 		dial = assemble.UsersDialer(srv.URL(), data.Auth(), log)
 	}
 	asm := &assemble.Assembly{Dial: dial, Log: log}
+	stopped := false // up ran until its context ended (Ctrl-C, SIGTERM)
 	defer func() {
 		cancel()
 		asm.Wait()
+		if stopped {
+			fmt.Fprintln(out, "up: stopped; its components stopped")
+		}
 	}()
 
 	// The operator's connection applies the file first, so that the seat
@@ -425,6 +429,7 @@ func runUp(ctx context.Context, out, errOut io.Writer, f upFlags, args []string)
 	for {
 		select {
 		case <-ctx.Done():
+			stopped = true
 			return nil
 		case err := <-seatDone:
 			return err

@@ -1,14 +1,18 @@
 package cli_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/jwt/v2"
@@ -346,5 +350,59 @@ func TestUpOnceWithoutClientsWritesEveryUsersCreds(t *testing.T) {
 	}
 	if clients != len(f.Nodes) || clients == 0 {
 		t.Errorf("%d clients among the parties; want one per node (%d)", clients, len(f.Nodes))
+	}
+}
+
+// syncBuffer is a bytes.Buffer a test reads while a command writes it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestUpSaysItStopped runs up until it says it is running, then ends its
+// context (as Ctrl-C does): up returns and its last line says it stopped,
+// once its components did.
+func TestUpSaysItStopped(t *testing.T) {
+	data := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		root := cli.Root()
+		root.SetOut(&out)
+		root.SetErr(io.Discard)
+		root.SetArgs([]string{"up", "--data", data, "--listen", "127.0.0.1:0", "--clients=false", "--log-level", "error"})
+		done <- root.ExecuteContext(ctx)
+	}()
+	bustest.WaitFor(t, time.Minute, "up running", func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("up ended before it ran: %v\n%s", err, out.String())
+		default:
+		}
+		return strings.Contains(out.String(), "up: running; Ctrl-C stops\n")
+	})
+	if strings.Contains(out.String(), "up: stopped") {
+		t.Fatalf("up says it stopped while it runs:\n%s", out.String())
+	}
+	cancel()
+	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+		t.Errorf("up ended with %v", err)
+	}
+	if !strings.HasSuffix(out.String(), "\nup: stopped; its components stopped\n") {
+		t.Errorf("up's output after its context ended:\n%s\nwant its last line to say it stopped", out.String())
 	}
 }
