@@ -40,6 +40,9 @@ type process struct {
 	cmd  *exec.Cmd
 	done chan struct{} // closed once the process has exited
 	err  error         // how it exited, once done
+	// killed is set once the test killed it (see kill): its exit is
+	// then no failure.
+	killed bool
 
 	mu  sync.Mutex
 	out bytes.Buffer // stdout and stderr
@@ -96,7 +99,10 @@ func startCmd(t *testing.T, name string, cmd *exec.Cmd) *process {
 		}
 		select {
 		case <-p.done:
-			if p.err != nil {
+			p.mu.Lock()
+			killed := p.killed
+			p.mu.Unlock()
+			if p.err != nil && !killed {
 				t.Errorf("%s %s: on SIGTERM it exited with %v; want 0", name, strings.Join(args, " "), p.err)
 			}
 		case <-time.After(10 * time.Second):
