@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -151,6 +152,12 @@ func TestClusterSurvivesKills(t *testing.T) {
 	t.Cleanup(func() {
 		if t.Failed() && missing != "" {
 			t.Logf("last missing: %s", missing)
+			e, err := bus.LeaderGet(context.Background(), js, mesh.SeatBucket, mesh.HolderKey)
+			t.Logf("the lease from its leader: %q rev %d deleted %v err %v", e.Value, e.Revision, e.Deleted, err)
+			if st, err := js.Stream(context.Background(), "KV_"+mesh.SeatBucket); err == nil {
+				i := st.CachedInfo()
+				t.Logf("lease stream: max age %v, state %+v, cluster %+v", i.Config.MaxAge, i.State, i.Cluster)
+			}
 		}
 	})
 	waitFor(t, time.Minute, "every credential provision provided after the kills", procs, func() bool {

@@ -41,10 +41,17 @@ func (a *Assembly) MakeBuckets(ctx context.Context) error {
 }
 
 // makeBuckets makes every bucket of [access.Buckets] on js (the seat's)
-// that is missing.
+// that is missing, but the seat's lease bucket.
 func makeBuckets(ctx context.Context, js jetstream.JetStream) error {
 	var err error
 	for _, b := range access.Buckets() {
+		if b == mesh.SeatBucket {
+			// The seat's lease bucket is made by the seat itself with
+			// its lease's TTL (seat.Config.LeaseTTL): made here without
+			// one, a holder's key would never lapse and no standby would
+			// take over from a seat that died.
+			continue
+		}
 		if b == mesh.ClientsBucket {
 			_, err = bus.LeaseBucket(ctx, js, b, client.LeaseTTL)
 		} else {
