@@ -208,6 +208,15 @@ func TestStandaloneNodeJoinAndLeave(t *testing.T) {
 	waitFor(t, 0, "ace's client to be told its authorization is revoked", []*process{srv, seat}, func() bool {
 		return strings.Contains(strings.ToLower(client.output()), "revoked")
 	})
+	// A standalone client whose access was removed stops, saying so, and
+	// exits non-zero: it does not try again for ever.
+	waitFor(t, 0, "ace's client to stop once its access was removed", []*process{srv, seat}, client.exited)
+	if client.err == nil || !strings.Contains(client.output(), "access to the mesh was removed") {
+		t.Errorf("ace's client exited with %v, saying:\n%s\nwant a non-zero exit saying its access to the mesh was removed", client.err, client.output())
+	}
+	client.mu.Lock()
+	client.killed = true // its exit is checked here, not on SIGTERM
+	client.mu.Unlock()
 	if err := os.RemoveAll(filepath.Join(dir, auth.RevokedDir)); err != nil {
 		t.Fatal(err)
 	}
