@@ -140,6 +140,19 @@ func (m *Manifest) Offer(name string) (Offer, bool) {
 	return Offer{}, false
 }
 
+// Offered names the manifest's offers for a why or a message, in the
+// order it lists them: "database, admin", or "nothing" when it offers none.
+func (m *Manifest) Offered() string {
+	if len(m.Provides) == 0 {
+		return "nothing"
+	}
+	names := make([]string, len(m.Provides))
+	for i, o := range m.Provides {
+		names[i] = o.Name
+	}
+	return strings.Join(names, ", ")
+}
+
 // ByEntries reports whether the offer is answered by the provider's entries
 // (rather than by its have), as spec section 5 ("Which outcome") says: a
 // module whose state does not name "bound" keeps no entries, so none of its

@@ -74,7 +74,7 @@ func whyRequirement(k mesh.ProvisionKey, r mesh.Requirement, where string, pman 
 		reasons = append(reasons, fmt.Sprintf("has a trunk manifest that is not valid: %v", err))
 	default:
 		if _, ok := pman.Offer(r.Provision); !ok {
-			reasons = append(reasons, "offers "+offered(pman)+", not "+r.Provision)
+			reasons = append(reasons, "offers "+pman.Offered()+", not "+r.Provision)
 		}
 	}
 	from := r.From
@@ -82,19 +82,6 @@ func whyRequirement(k mesh.ProvisionKey, r mesh.Requirement, where string, pman 
 		from += " on " + r.On
 	}
 	return fmt.Sprintf("%s: it requires %s from %s, which %s", k, r.Provision, from, strings.Join(reasons, " and "))
-}
-
-// offered lists the names a manifest offers: "oidc-client, admin", or
-// "nothing".
-func offered(m *mesh.Manifest) string {
-	if len(m.Provides) == 0 {
-		return "nothing"
-	}
-	names := make([]string, len(m.Provides))
-	for i, o := range m.Provides {
-		names[i] = o.Name
-	}
-	return strings.Join(names, ", ")
 }
 
 func problemNewest(m, fp, why string) string {

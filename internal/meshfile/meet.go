@@ -1,8 +1,6 @@
 package meshfile
 
 import (
-	"strings"
-
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
 
@@ -60,7 +58,7 @@ func (p *parser) meet(f *File, modules map[string]*moduleInfo, refs []ref) {
 		offer, ok := trunk.Manifest.Offer(r.req.Provision)
 		if !ok {
 			say(r.provision, "%s requires %s from %s, which does not offer %s (%s offers %s, at its newest build %s)",
-				r.consumer, what, r.req.From, r.req.Provision, r.req.From, offers(trunk.Manifest), trunk.Fingerprint)
+				r.consumer, what, r.req.From, r.req.Provision, r.req.From, trunk.Manifest.Offered(), trunk.Fingerprint)
 			continue
 		}
 		switch {
@@ -106,17 +104,4 @@ func (f *File) composes(module, fp string) bool {
 // from mesh-vault.
 func credential(o mesh.Offer) bool {
 	return o.Credential == mesh.CredentialOwn || o.Credential == mesh.CredentialShared
-}
-
-// offers names a manifest's offers for a message: "database, cache" or
-// "nothing".
-func offers(m *mesh.Manifest) string {
-	if len(m.Provides) == 0 {
-		return "nothing"
-	}
-	names := make([]string, len(m.Provides))
-	for i, o := range m.Provides {
-		names[i] = o.Name
-	}
-	return strings.Join(names, ", ")
 }
