@@ -39,6 +39,12 @@
 //     is gone without such a warrant is never retired: the kit says so in its
 //     log and leaves the entry where it is.
 //
+// When its ctx is done (the provider stops, or its module is unplaced from its
+// node) the kit hands on its work: it takes no new key, lets the handler
+// calls in hand end within [Config].Grace (a call still running then is cut,
+// and its key's entry says so), writes every outcome made as its entry, and
+// then closes [Kit.Done]. The provider placed next takes over from the bus.
+//
 // The seat reads the entry and carries its state, why and reference into the
 // provision: a provider never writes provisions.
 //

@@ -57,7 +57,20 @@ type Config struct {
 	// provided from (the provision's names, a depends-on's reference) does,
 	// as does [Kit.Again].
 	RetryMin, RetryMax time.Duration
+	// Grace bounds the kit's hand-on when its ctx is done (the provider
+	// stopped, or its module was unplaced from its node): it takes no new
+	// key, lets each handler call in hand run on for up to Grace (their
+	// ctx is cancelled only when Grace ends) and writes its outcome as the
+	// key's entry; a call that has not returned by then is cut, and its
+	// key's entry says so (waits, naming the provider and Grace: what the
+	// handler made may be half done, and the provider placed next provides
+	// the key again). Then every entry queued is written before
+	// [Kit.Done] is closed. 0 means 10 s.
+	Grace time.Duration
 }
+
+// DefaultGrace is [Config].Grace when it is 0.
+const DefaultGrace = 10 * time.Second
 
 // ErrConfig is wrapped by the error [Start] returns for a config that lacks
 // a module, a node, a JetStream context or a handler.
@@ -73,6 +86,12 @@ type Kit struct {
 	q          *queue
 	w          *writer
 	ready      chan struct{}
+	// stopped is closed once the kit has stopped and handed on (see
+	// [Kit.Done]); work is the ctx of the handler's calls, cancelled
+	// Grace after the kit's ctx is done (cut).
+	stopped chan struct{}
+	work    context.Context
+	cut     context.CancelFunc
 
 	mu sync.Mutex
 	// owns holds the provider's own decodable provisions whose names
@@ -135,12 +154,16 @@ func Start(ctx context.Context, cfg Config) (*Kit, error) {
 	if cfg.RetryMax <= 0 {
 		cfg.RetryMax = time.Minute
 	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = DefaultGrace
+	}
 	k := &Kit{
 		cfg:        cfg,
 		log:        cfg.Log,
 		self:       mesh.Ref{Module: cfg.Module, Node: cfg.Node},
 		q:          newQueue(),
 		ready:      make(chan struct{}),
+		stopped:    make(chan struct{}),
 		owns:       map[string]own{},
 		provs:      map[string]mesh.Provision{},
 		others:     map[string]other{},
@@ -158,11 +181,12 @@ func Start(ctx context.Context, cfg Config) (*Kit, error) {
 	}
 	k.log = k.log.With("provider", cfg.Module, "node", cfg.Node)
 	k.heads.self = k.self
+	k.work, k.cut = context.WithCancel(context.WithoutCancel(ctx))
 	// The echo of the kit's own writes never reaches OnChange (the writer
 	// holds the copy until it has taken them in): a change is another
 	// writer's, or the bucket lost, and the key is provided again.
 	k.bound = bus.Follow(ctx, cfg.JetStream, mesh.BoundBucket(cfg.Module), bus.Options{
-		Create: true, Log: k.log,
+		Create: true, Writes: true, Log: k.log,
 		OnChange: func(ch bus.Change) {
 			k.mu.Lock()
 			delete(k.done, ch.Key)
@@ -180,15 +204,26 @@ func Start(ctx context.Context, cfg Config) (*Kit, error) {
 	return k, nil
 }
 
-// Run starts the kit (see [Start]) and blocks until ctx is done. It returns
-// nil when ctx is done, or the error of Start.
+// Run starts the kit (see [Start]) and blocks until ctx is done and the
+// kit has handed on its work ([Kit.Done]). It returns nil then, or the
+// error of Start.
 func Run(ctx context.Context, cfg Config) error {
-	if _, err := Start(ctx, cfg); err != nil {
+	k, err := Start(ctx, cfg)
+	if err != nil {
 		return err
 	}
-	<-ctx.Done()
+	<-k.Done()
 	return nil
 }
+
+// Done is closed once the kit has stopped (its ctx is done) and handed on
+// its work: no handler call runs any more (each in hand when it stopped
+// returned within [Config].Grace, or was cut when it ended), and every
+// entry it made is written to the bus (or its write failed, said in the
+// log). The provider placed next (on this node or another) takes over
+// from the bus: the entries say each key's last outcome. Close the bus
+// connection only after Done.
+func (k *Kit) Done() <-chan struct{} { return k.stopped }
 
 // Ready is closed once the kit holds the provisions and its entries as they
 // were when it started, and handles keys.
@@ -565,6 +600,8 @@ func (k *Kit) unindex(key string, deps []string) {
 }
 
 func (k *Kit) run(ctx context.Context) {
+	defer close(k.stopped)
+	defer k.cut()
 	for _, c := range []*bus.Copy{k.provisions, k.bound} {
 		select {
 		case <-c.Ready():
@@ -578,7 +615,16 @@ func (k *Kit) run(ctx context.Context) {
 		return
 	}
 	k.bound.Range(func(key string, _ bus.Item) bool { k.q.add(key); return true })
-	go k.w.run(ctx)
+	// The writer outlives ctx: what the workers make during the grace is
+	// written before the kit is done.
+	wctx, stopWrites := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWrites()
+	flushed := make(chan struct{})
+	stopWriter := make(chan struct{})
+	go func() {
+		defer close(flushed)
+		k.w.run(wctx, stopWriter)
+	}()
 	close(k.ready)
 	var wg sync.WaitGroup
 	for range k.cfg.Workers {
@@ -588,18 +634,53 @@ func (k *Kit) run(ctx context.Context) {
 				if !ok {
 					return
 				}
-				k.handle(ctx, key)
+				k.handle(key)
 				k.q.finish(key)
 			}
 		})
 	}
 	<-ctx.Done()
-	k.q.close()
-	wg.Wait()
+	k.q.close() // no new key: the workers end once their key is handled
+	k.handOn(&wg, stopWriter, flushed)
+}
+
+// handOn waits, once the kit's ctx is done, for the workers to end (each
+// handler call in hand returns, or is cut when the grace ends) and for the
+// writer to write every entry queued, and says what was handed on.
+func (k *Kit) handOn(wg *sync.WaitGroup, stopWriter chan struct{}, flushed chan struct{}) {
+	inHand := k.q.inHand()
+	workers := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(workers)
+	}()
+	grace := time.NewTimer(k.cfg.Grace)
+	defer grace.Stop()
+	select {
+	case <-workers:
+	case <-grace.C:
+		k.log.Warn("kit: stopping: the grace ended with handler calls in hand; they are cut", "grace", k.cfg.Grace)
+		k.cut()
+		select {
+		case <-workers:
+		case <-time.After(k.w.timeout):
+			// A handler that ignores its ctx: its outcome is lost,
+			// and its key's entry says what it said last.
+			k.log.Error("kit: stopping: a handler call did not return once cut; the kit stops without its outcome", "waited", k.w.timeout)
+		}
+	}
+	close(stopWriter)
+	select {
+	case <-flushed:
+	case <-time.After(2 * k.w.timeout):
+		k.log.Error("kit: stopping: the entries queued could not all be written", "waited", 2*k.w.timeout)
+	}
+	k.cut()
+	k.log.Info("kit: stopped; its work is handed on: every outcome made is in its entries", "in_hand", inHand)
 }
 
 // handle brings one key's entry to what its provision asks.
-func (k *Kit) handle(ctx context.Context, key string) {
+func (k *Kit) handle(key string) {
 	k.mu.Lock()
 	p, ok := k.provision(key)
 	retired := k.retired[key]
@@ -607,8 +688,17 @@ func (k *Kit) handle(ctx context.Context, key string) {
 	_, hasEntry := k.w.entry(key)
 
 	if !ok || p.Provider != k.self {
+		k.mu.Lock()
+		_, provided := k.done[key]
+		_, tried := k.later[key]
+		k.mu.Unlock()
 		k.forget(key)
-		if hasEntry && !retired {
+		if ok && hasEntry && !provided && !tried {
+			// An entry this kit never wrote, of a key another instance
+			// answers: the one before it (the key not moved here yet)
+			// or the one after.
+			k.log.Debug(sayMoved, "key", key, "bucket", mesh.BoundBucket(k.cfg.Module), "now", p.Provider.Module+" on "+p.Provider.Node)
+		} else if hasEntry && !retired {
 			k.sayOnce(key, func() {
 				if ok {
 					k.log.Warn(sayMoved, "key", key, "bucket", mesh.BoundBucket(k.cfg.Module), "now", p.Provider.Module+" on "+p.Provider.Node)
@@ -633,9 +723,13 @@ func (k *Kit) handle(ctx context.Context, key string) {
 		// A key out of shape was failed without the handler: nothing was
 		// made for it, so only its entry goes.
 		if pk, err := mesh.ParseProvisionKey(key); err == nil {
-			if err := k.cfg.Handler.Retire(ctx, pk, p); err != nil {
-				if ctx.Err() == nil {
+			if err := k.cfg.Handler.Retire(k.work, pk, p); err != nil {
+				if k.work.Err() == nil {
 					k.retireFailed(key, err)
+				} else {
+					// Cut by the end of the grace: the entry stays, and
+					// the provider placed next retires it on the warrant.
+					k.log.Warn("kit: stopping: a retire was cut when the grace ended; its entry stays for the provider placed next", "key", key, "err", err)
 				}
 				return
 			}
@@ -643,11 +737,11 @@ func (k *Kit) handle(ctx context.Context, key string) {
 		if d := k.w.del(key); d != nil {
 			select {
 			case <-d.wait:
-			case <-ctx.Done():
+			case <-k.work.Done():
 				return
 			}
 			if d.err != nil {
-				if ctx.Err() == nil {
+				if k.work.Err() == nil {
 					wait := k.retry(key, "retire")
 					k.logChange(key, "delete", d.err.Error(), slog.LevelError, "kit: the entry of a retired key could not be deleted", "key", key, "err", d.err, "retry_in", wait)
 				}
@@ -690,11 +784,16 @@ func (k *Kit) handle(ctx context.Context, key string) {
 	pk, err := mesh.ParseProvisionKey(key)
 	if err != nil {
 		res = Failing(whyOutOfShape(key, err))
-	} else if res, err = k.cfg.Handler.Provide(ctx, pk, p); err != nil {
-		if ctx.Err() != nil {
-			return
+	} else if res, err = k.cfg.Handler.Provide(k.work, pk, p); err != nil {
+		if k.work.Err() != nil {
+			// Cut by the end of the grace: what the handler made may
+			// be half done; the entry says so, and the provider
+			// placed next provides the key again.
+			res = Waiting(whyCut(k.self, k.cfg.Grace, err))
+		} else {
+			res = Failing(err.Error())
 		}
-		res, retry = Failing(err.Error()), true
+		retry = true
 	}
 	switch res.State {
 	case mesh.Provided, mesh.Failed:
@@ -712,6 +811,11 @@ func (k *Kit) handle(ctx context.Context, key string) {
 		b, _ = json.Marshal(mesh.Entry{State: res.State, Why: res.Why})
 	}
 	k.w.put(key, b, inputs)
+	if k.work.Err() != nil {
+		// Cut: its entry says so; the provider placed next tries it.
+		k.log.Info("kit: stopping: a provide was cut when the grace ended; its entry says so", "key", key, "why", res.Why)
+		return
+	}
 	if retry {
 		// Not done: a retry, or a return to the inputs of the key's last
 		// success, provides it again (it was taken as done, and the key

@@ -67,3 +67,10 @@ func (q *queue) close() {
 	q.closed = true
 	q.cond.Broadcast()
 }
+
+// inHand returns how many keys are being handled.
+func (q *queue) inHand() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.processing)
+}

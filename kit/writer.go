@@ -128,11 +128,17 @@ func (w *writer) queue(wr *write) {
 	}
 }
 
-// run writes queued entries until ctx is done.
-func (w *writer) run(ctx context.Context) {
+// run writes queued entries until stop is closed, then writes what is
+// queued still and returns; ctx bounds the writes (a write not
+// acknowledged when it is done fails).
+func (w *writer) run(ctx context.Context, stop <-chan struct{}) {
 	for {
 		select {
 		case <-ctx.Done():
+			return
+		case <-stop:
+			for w.flush(ctx) {
+			}
 			return
 		case <-w.wake:
 		}

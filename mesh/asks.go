@@ -45,10 +45,19 @@ func (a Ask) Option(id string) (AskOption, bool) {
 
 // Identity says who answered an ask: a person's or component's name, the
 // kind of identity (for example "nats-user"), and the identity itself.
+//
+// On a mesh with accounts, an operator's answer carries its proof, which the
+// router copies into the record's warrant: JWT, the operator's user JWT in
+// mesh-requests, and Sig, the signature of the chosen option's binds digest
+// (its hex text) by that user's nkey, unpadded URL-safe base64. The router
+// cannot make them; the seat checks them before it takes the warrant, and
+// keeps neither in the key's warrant.
 type Identity struct {
 	Who      string `json:"who"`
 	Kind     string `json:"kind"`
 	Identity string `json:"identity"`
+	JWT      string `json:"jwt,omitempty"`
+	Sig      string `json:"sig,omitempty"`
 }
 
 // Record states.
@@ -63,6 +72,11 @@ const (
 	OutcomeChosen  = "chosen"
 	OutcomeExpired = "expired"
 )
+
+// KindNATSUser is the Kind of the By of a [RecordWarrant] chosen by a
+// person: the ask router writes {"who":<user>,"kind":"nats-user",
+// "identity":<user>} for the NATS user who sent the answer.
+const KindNATSUser = "nats-user"
 
 // KindWithdrawn is the Kind of the By of a [RecordWarrant] whose asker
 // withdrew its open ask (outcome [OutcomeExpired], By naming the asker; the

@@ -119,6 +119,17 @@ func (m *Manifest) KeepsEntries() bool {
 	return false
 }
 
+// Collections returns the names of the collections the manifest
+// contributes to, each once, sorted.
+func (m *Manifest) Collections() []string {
+	var out []string
+	for _, c := range m.Contributes {
+		out = append(out, c.Collection)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
 // ReadsPlans reports whether the manifest's reads include
 // "mesh-provisioner.plans".
 func (m *Manifest) ReadsPlans() bool {

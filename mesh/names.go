@@ -32,6 +32,13 @@ const (
 	RecordsBucket    = "mesh-asks_records"           // key <ask id>: [Record], written by the ask router
 )
 
+// AskHeader is the header of the delete marker with which the seat deletes
+// a provision key retired on the operator's yes: the id of the ask that
+// yes answered (an addition to spec 6). A reader of that one key learns
+// which record to read for why the key is gone, with no read of every
+// record.
+const AskHeader = "Mesh-Ask"
+
 // BoundBucket returns the bucket "<provider>_bound" in which a provider that
 // keeps entries writes one [Entry] per provision key it answers.
 func BoundBucket(provider string) string { return provider + "_bound" }

@@ -24,6 +24,7 @@ import (
 // accepts the generated users, and a node removed with node leave is
 // refused at once on every server.
 func TestClusterFromGeneratedFiles(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "auth")
 	work := t.TempDir()
 	mesh2 := filepath.Join(work, "two.yaml")

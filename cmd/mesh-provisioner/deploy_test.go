@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,6 +31,17 @@ const asMain = "MESH_PROVISIONER_TEST_AS_MAIN"
 func TestMain(m *testing.M) {
 	if os.Getenv(asMain) == "1" {
 		main()
+	}
+	// The tests wait on processes and servers far more than they compute
+	// (the package's run takes about a sixth of a core): four run at once
+	// unless -parallel says otherwise, not GOMAXPROCS (two on CI).
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		if err := flag.Set("test.parallel", "4"); err != nil {
+			panic(err)
+		}
 	}
 	os.Exit(m.Run())
 }
@@ -117,10 +129,14 @@ func startCmd(t *testing.T, name string, cmd *exec.Cmd) *process {
 	return p
 }
 
-// waitFor polls cond until it holds, failing t after d; it fails at once
-// when one of procs has exited.
+// waitFor polls cond until it holds, failing t after d (0 means 30 s: a
+// race-built process or nats-server starting on a loaded machine took over
+// 10 s); it fails at once when one of procs has exited.
 func waitFor(t *testing.T, d time.Duration, what string, procs []*process, cond func() bool) {
 	t.Helper()
+	if d == 0 {
+		d = 30 * time.Second
+	}
 	bustest.WaitFor(t, d, what, func() bool {
 		for _, p := range procs {
 			if p.exited() {
@@ -159,6 +175,7 @@ var homelabCredentials = []string{
 // applies every plan of ace, and removing vaultwarden from ace raises asks
 // that the router records.
 func TestDeploymentOfSeparateProcesses(t *testing.T) {
+	t.Parallel()
 	srv := bustest.Server(t)
 	deploy(t, srv.URL(), func(string) []string { return nil })
 }
@@ -167,6 +184,7 @@ func TestDeploymentOfSeparateProcesses(t *testing.T) {
 // generated configuration, and each process connects with its own
 // party's credentials file (--creds), the operator with operator.creds.
 func TestDeploymentOfSeparateProcessesAsTheirUsers(t *testing.T) {
+	t.Parallel()
 	file, err := meshfile.Parse("homelab.yaml", examples.Homelab)
 	if err != nil {
 		t.Fatal(err)

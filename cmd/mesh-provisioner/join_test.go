@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -60,16 +61,37 @@ func runMain(t *testing.T, args ...string) string {
 	return string(out)
 }
 
-// freePort returns a loopback TCP port nobody listens on now.
+// freePort returns a loopback TCP port nobody listens on now, below
+// Linux's ephemeral range (32768 and up by default): a port picked there
+// and let go could be taken, before the server binds it, as the source
+// port of any outgoing connection of the machine (a server once failed
+// with "address already in use" so). Each port is handed out once per
+// process.
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for range 1000 {
+		port := 20000 + rand.IntN(12000)
+		if portsGiven[port] {
+			continue
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		portsGiven[port] = true
+		return port
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	t.Fatal("no free loopback port between 20000 and 32000")
+	return 0
 }
+
+var (
+	portsMu    sync.Mutex
+	portsGiven = map[int]bool{}
+)
 
 // joinMesh is the mesh of TestStandaloneNodeJoinAndLeave: the vault on
 // control; with ace, the module app placed there.
@@ -99,6 +121,7 @@ placement:
 // after DIR/revoked is deleted and auth gen run again. The server is never
 // restarted, and the operator's edit of its file stays.
 func TestStandaloneNodeJoinAndLeave(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "auth")
 	work := t.TempDir()
 	write := func(name, text string) string {
@@ -143,6 +166,12 @@ func TestStandaloneNodeJoinAndLeave(t *testing.T) {
 	aceCreds := auth.CredsPath(dir, access.ClientUser("ace"))
 	if !strings.Contains(out, "hand "+aceCreds+" to ace") {
 		t.Errorf("node join ace printed\n%s\nwant it to name %s", out, aceCreds)
+	}
+	// The client's command names the file by its absolute path and a root
+	// that is not DIR (the auth directory's name everywhere else).
+	hint := "mesh-provisioner client --node ace --nats " + url + " --creds " + aceCreds + " --root /srv/mesh\n"
+	if !strings.Contains(out, hint) {
+		t.Errorf("node join ace printed\n%s\nwant the client's command %q", out, hint)
 	}
 	if b, _ := os.ReadFile(conf); string(b) != string(mine) {
 		t.Errorf("node join changed the operator's %s:\n%s", conf, b)

@@ -46,6 +46,8 @@ func (p *process) kill(t *testing.T) {
 // vaultwarden from ace retires its two keys, each with its ask recorded
 // once (no key retiring without its ask, no ask raised twice).
 func TestClusterSurvivesKills(t *testing.T) {
+	t.Parallel()
+	bustest.Long(t, "that a three-server cluster of separate processes loses no credential when the provisions stream's leader and the seat are killed with SIGKILL, and retires each key once with one ask")
 	dir := filepath.Join(t.TempDir(), "auth")
 	file := filepath.Join(t.TempDir(), "homelab.yaml")
 	if err := os.WriteFile(file, examples.Homelab, 0o600); err != nil {

@@ -29,6 +29,8 @@ import (
 // the leaf takes the node's connections meanwhile, the client stays up, and
 // once linked again it applies the node's changed plan.
 func TestEdgeNodeThroughItsLeaf(t *testing.T) {
+	t.Parallel()
+	bustest.Long(t, "that an edge node's client applies its plans through its leafnode server to the hub's JetStream, rides out both servers restarting, and that its leaf's links are closed once the node leaves")
 	dir := filepath.Join(t.TempDir(), "auth")
 	work := t.TempDir()
 	one := filepath.Join(work, "one.yaml")

@@ -48,13 +48,16 @@ var upURL = regexp.MustCompile(`NATS with JetStream on (nats://[0-9.:]+) `)
 //   - a node dell added with app: up issues client-dell (its credentials
 //     file appears), starts dell's client, which applies dell.app at its
 //     plan's fingerprint;
-//   - dell removed: dell's client removes its applied record, then up
+//   - redis moved from control to dell: dell's client applies
+//     dell.redis, control's deletes control.redis; and back;
+//   - dell removed: dell's client removes its applied records, then up
 //     stops it (says so) and client-dell's credentials are revoked (moved
 //     to auth/revoked, and refused by the running server);
 //   - mesh-vault (and app, its consumer) unplaced: up stops the vault
 //     (says so), and mesh-vault's old credentials are refused; placed
 //     again, it runs as a new user of the same name and provides.
 func TestUpFollowsTheLiveMesh(t *testing.T) {
+	t.Parallel()
 	data := t.TempDir()
 	dir := t.TempDir()
 	lab := func(name, nodes, placement string) string {
@@ -148,8 +151,33 @@ func TestUpFollowsTheLiveMesh(t *testing.T) {
 		t.Errorf("up said:\n%s\nwant a line %q", up.output(), want)
 	}
 
+	// redis moved from control to dell: dell's client, its user issued
+	// anew, writes dell.redis (a key its old user could not write), and
+	// control's client deletes control.redis (its user keeps the key
+	// while control holds it).
+	apply(lab("lab3m.yaml", "control, dell", "  control: [mesh-vault, app]\n  dell: [app, redis]\n"))
+	waitFor(t, 30*time.Second, "dell's client to apply dell.redis and control's to delete control.redis", procs, func() bool {
+		pi, ok := plans.Get("dell.redis")
+		ai, ok2 := applied.Get("dell.redis")
+		_, stale := applied.Get("control.redis")
+		var p mesh.Plan
+		var a mesh.Applied
+		return ok && ok2 && !stale && json.Unmarshal(pi.Value, &p) == nil && json.Unmarshal(ai.Value, &a) == nil &&
+			a.Fingerprint == p.Fingerprint
+	})
+
+	// And back: control's client writes control.redis again, dell's
+	// deletes dell.redis.
+	apply(lab("lab3n.yaml", "control, dell", "  control: [mesh-vault, redis, app]\n  dell: [app]\n"))
+	waitFor(t, 30*time.Second, "control's client to apply control.redis and dell's to delete dell.redis", procs, func() bool {
+		_, ok := applied.Get("control.redis")
+		_, stale := applied.Get("dell.redis")
+		return ok && !stale
+	})
+
 	// The node removed: its client hands over, stops, and its user is
 	// revoked.
+	before := len(up.output())
 	apply(lab("lab4.yaml", "control", "  control: [mesh-vault, redis, app]\n"))
 	stopped := "stopped client of dell (dell left the mesh)"
 	waitFor(t, 20*time.Second, "up to say "+stopped, procs, func() bool { return strings.Contains(up.output(), stopped) })
@@ -165,9 +193,13 @@ func TestUpFollowsTheLiveMesh(t *testing.T) {
 	// Its old credentials are refused (the accounts were pushed), while
 	// the operator's still connect.
 	waitFor(t, 10*time.Second, "client-dell's old credentials refused", procs, refused(url, revoked))
-	for _, line := range strings.Split(up.output(), "\n") {
+	for _, line := range strings.Split(up.output()[before:], "\n") {
 		if strings.Contains(line, "component=client-dell") && strings.Contains(line, "authentication revoked") {
 			t.Errorf("dell's client was revoked while it ran, before it handed over: %s", line)
+		}
+		// A leaving node's client stops once, on the user it ran as.
+		if strings.Contains(line, "client of dell (its credentials changed)") || strings.Contains(line, "started client of dell") {
+			t.Errorf("dell's client, its node leaving, was started again before it stopped: %s", line)
 		}
 	}
 	if nc, _, err := bus.Connect(bus.Dial{URL: url, Name: "operator-again", Creds: opCreds}); err != nil {
@@ -178,7 +210,7 @@ func TestUpFollowsTheLiveMesh(t *testing.T) {
 
 	// mesh-vault unplaced.
 	apply(lab("lab5.yaml", "control", "  control: [redis]\n"))
-	stopped = "stopped vault on control (mesh-vault is no longer placed on control)"
+	stopped = "stopped vault on control (mesh-vault is no longer placed on control; its work handed on)"
 	waitFor(t, 20*time.Second, "up to say "+stopped, procs, func() bool { return strings.Contains(up.output(), stopped) })
 	// Its user is revoked: the vault's old credentials are refused.
 	vaultRevoked := filepath.Join(authDir, auth.RevokedDir, mesh.VaultModule+auth.CredsExt)
@@ -193,6 +225,12 @@ func TestUpFollowsTheLiveMesh(t *testing.T) {
 	waitFor(t, 20*time.Second, "the vault started again and "+controlCred+" provided", procs, func() bool {
 		return strings.Count(up.output(), "started vault on control") == 2 && state(controlCred) == mesh.Provided
 	})
+	// Every change above is routine: nothing is said at error level.
+	for _, line := range strings.Split(up.output(), "\n") {
+		if strings.Contains(line, "level=ERROR") {
+			t.Errorf("up said at error level in a routine change: %s", line)
+		}
+	}
 }
 
 // refused returns a check that the server at url refuses the credentials

@@ -1,6 +1,8 @@
 package access_test
 
 import (
+	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -9,6 +11,7 @@ import (
 	"github.com/mesh-provisioner/mesh-provisioner/internal/access"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/auth"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/meshfile"
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
 
 func homelab(t *testing.T) map[string]access.Party {
@@ -58,6 +61,12 @@ func TestAllows(t *testing.T) {
 		{"operator", access.Write, "mesh-provisioner_plans", "ace.gitea", false},
 		{"client-ace", access.Write, "mesh-provisioner_applied", "ace.gitea", true},
 		{"client-ace", access.Write, "mesh-provisioner_applied", "g14.gitea", false},
+		{"client-ace", access.Write, "mesh-provisioner_applied", "ace.grafana", false},
+		{"client-ace", access.Write, "mesh-provisioner_applied", "ace.x", false},
+		{"client-ace", access.Write, "mesh-provisioner_collect", "ace.shell=3Azsh=3Anormal.node-tools", true},
+		{"client-ace", access.Write, "mesh-provisioner_collect", "ace.environment.node-tools", true},
+		{"client-ace", access.Write, "mesh-provisioner_collect", "ace.environment.gitea", false},
+		{"client-ace", access.Write, "mesh-provisioner_collect", "ace.x.node-tools", false},
 		{"client-ace", access.Read, "mesh-provisioner_plans", "ace.>", true},
 		{"client-ace", access.Read, "mesh-provisioner_plans", ">", false},
 		{"client-ace", access.Read, "postgres_bound", "ace.>", true},
@@ -105,14 +114,65 @@ func TestScopedReadersNeverGetBareGets(t *testing.T) {
 			if strings.Contains(s, "MSG.GET") || strings.HasPrefix(s, "$JS.API.DIRECT.GET.") && strings.Count(s, ".") == 4 {
 				t.Errorf("%s may publish %s", user, s)
 			}
-			if strings.HasPrefix(s, "$JS.API.CONSUMER.CREATE.KV_") && strings.HasSuffix(s, ".>") && !strings.Contains(s, "$KV.") {
-				if r := strings.TrimPrefix(s, "$JS.API.CONSUMER.CREATE.KV_"); !p.Allows(access.Read, strings.TrimSuffix(r, ".>"), ">") {
+			if r, ok := strings.CutPrefix(s, "$JS.API.CONSUMER.CREATE.KV_"); ok && strings.HasSuffix(s, ".>") && !strings.Contains(s, "$KV.") {
+				bucket, rest, _ := strings.Cut(r, ".")
+				name, _, _ := strings.Cut(rest, ".")
+				if !p.Allows(access.Read, bucket, ">") || !slices.Contains(access.ConsumerNames(user, ""), name) {
 					t.Errorf("%s may create any consumer: %s", user, s)
 				}
 			}
 		}
 		if subs := p.Permissions().Subscribe; !slices.Contains(subs, "_INBOX_"+user+".>") {
 			t.Errorf("%s subscribes %v; want its inbox _INBOX_%s.>", user, subs, user)
+		}
+	}
+}
+
+// TestScopedReadersNameTheirOwnConsumers checks that every party but the
+// seat and the operators creates consumers under its own names only
+// ("<user>-w1" … "<user>-w8"): the consumer's name is a literal token of
+// each create subject it may publish, one of its names, never a wildcard
+// and never another user's; and a party's set is exactly WatchNames names
+// on each bucket it reads.
+func TestScopedReadersNameTheirOwnConsumers(t *testing.T) {
+	parties := homelab(t)
+	for user, p := range parties {
+		if p.Has(access.Seat) || p.Has(access.Operator) {
+			continue
+		}
+		names := map[string]map[string]bool{} // bucket's stream -> names
+		for _, s := range p.Permissions().Publish {
+			r, ok := strings.CutPrefix(s, "$JS.API.CONSUMER.")
+			if !ok {
+				continue
+			}
+			create, ok := strings.CutPrefix(r, "CREATE.")
+			if !ok {
+				t.Errorf("%s may publish %s; want only consumer creates", user, s)
+				continue
+			}
+			tokens := strings.SplitN(create, ".", 3)
+			if len(tokens) < 3 {
+				t.Errorf("%s may publish %s: a create without its name and filter", user, s)
+				continue
+			}
+			if !slices.Contains(access.ConsumerNames(user, ""), tokens[1]) {
+				t.Errorf("%s may create the consumer %q (%s); want one of its names %v", user, tokens[1], s, access.ConsumerNames(user, ""))
+			}
+			for other := range parties {
+				if other != user && slices.Contains(access.ConsumerNames(other, ""), tokens[1]) {
+					t.Errorf("%s may create %q, a name of %s's", user, tokens[1], other)
+				}
+			}
+			if names[tokens[0]] == nil {
+				names[tokens[0]] = map[string]bool{}
+			}
+			names[tokens[0]][tokens[1]] = true
+		}
+		for stream, n := range names {
+			if len(n) != access.WatchNames {
+				t.Errorf("%s names %d consumers on %s; want %d", user, len(n), stream, access.WatchNames)
+			}
 		}
 	}
 }
@@ -169,13 +229,158 @@ func TestAccountsOfParties(t *testing.T) {
 			}
 		}
 	}
-	if got := ps["mesh-vault"].PermissionsIn(access.Services).Subscribe; !slices.Equal(got, []string{access.SecretWildcard, access.ConsumersWild, access.Rotate}) {
+	if got := ps["mesh-vault"].PermissionsIn(access.Services).Subscribe; !slices.Equal(got, []string{access.ConsumersWild, access.Rotate, access.SecretWildcard}) {
 		t.Errorf("mesh-vault in services subscribes to %v; want its three verbs only", got)
 	}
 	verbs := access.Verbs()
 	for _, v := range []string{access.SecretWildcard, access.Rotate, access.AsksWildcard, access.Unkeep, access.Provisioning, access.ListAsks} {
 		if !slices.Contains(verbs, v) {
 			t.Errorf("Verbs = %v; want %s among them", verbs, v)
+		}
+	}
+}
+
+// TestAccountsAreThoseOfTheRules checks that every party's accounts are
+// storage, requests for a client or a module, and the account of each of
+// its rules (Accounts finds them without filling every rule).
+func TestAccountsAreThoseOfTheRules(t *testing.T) {
+	for user, p := range homelab(t) {
+		want := []access.Account{access.Storage}
+		if p.Has(access.Client) || p.Has(access.Module) {
+			want = append(want, access.Requests)
+		}
+		for _, r := range p.Rules() {
+			a := access.Storage
+			switch r.Act {
+			case access.Ask:
+				a = access.Requests
+			case access.Answer:
+				a = access.Services
+			}
+			if !slices.Contains(want, a) {
+				want = append(want, a)
+			}
+		}
+		got := p.Accounts()
+		if !slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(want))) {
+			t.Errorf("accounts of %s = %v; want those of its rules %v", user, got, want)
+		}
+	}
+}
+
+// TestClientOfAnEmptyNodeHasARequestsUserDeniedEverything checks that the
+// client of a node where nothing is placed (and a module that asks
+// nothing) still has a user in the requests account, which its component
+// dials whenever it starts, and that this user may publish nothing and
+// subscribe to its own inbox only; once a module is placed, the same
+// client may ask that module's secrets there.
+func TestClientOfAnEmptyNodeHasARequestsUserDeniedEverything(t *testing.T) {
+	m := access.Mesh{Nodes: []string{"ace", "dell"}, Modules: []string{"app"}, Placement: map[string][]string{"ace": {"app"}}}
+	ps, err := access.Parties(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byUser := map[string]access.Party{}
+	for _, p := range ps {
+		byUser[p.User] = p
+	}
+	dell := byUser["client-dell"]
+	if got, want := dell.Accounts(), []access.Account{access.Storage, access.Requests}; !slices.Equal(got, want) {
+		t.Fatalf("accounts of client-dell (nothing placed) = %v; want %v", got, want)
+	}
+	perm := dell.PermissionsIn(access.Requests)
+	if len(perm.Publish) != 0 || perm.Responses || !slices.Equal(perm.Subscribe, []string{access.InboxPrefix("client-dell") + ".>"}) {
+		t.Errorf("client-dell in requests: %+v; want no publish, no replies, its inbox only", perm)
+	}
+	if got := byUser["client-ace"].PermissionsIn(access.Requests).Publish; len(got) == 0 {
+		t.Errorf("client-ace (app placed) in requests may publish nothing; want app's asks")
+	}
+}
+
+// TestClientsFitTheSharedBuckets checks that the buckets every client
+// writes beside the others (applied, collect, the leases) hold every
+// client's keys at their value bound, as the store counts them (value,
+// subject and 30 bytes each), for the homelab and for a mesh of 1,000
+// nodes with four modules each, every one contributing to one collection:
+// one client filling its keys takes nothing another may write.
+func TestClientsFitTheSharedBuckets(t *testing.T) {
+	big := access.Mesh{Placement: map[string][]string{}, Contributes: map[string][]string{}}
+	for m := range 4 {
+		mod := fmt.Sprintf("module-%d", m)
+		big.Modules = append(big.Modules, mod)
+		big.Contributes[mod] = []string{"shell:zsh:normal"}
+	}
+	for n := range 1000 {
+		node := fmt.Sprintf("node-%04d", n)
+		big.Nodes = append(big.Nodes, node)
+		big.Placement[node] = big.Modules
+	}
+	bigParties, err := access.Parties(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, parties := range map[string][]access.Party{"homelab": slices.Collect(maps.Values(homelab(t))), "1,000 nodes": bigParties} {
+		held := map[string]int64{}
+		keys := map[string]int{}
+		for _, p := range parties {
+			if !p.Has(access.Client) {
+				continue
+			}
+			for _, r := range p.Rules() {
+				if r.Act != access.Write {
+					continue
+				}
+				if strings.ContainsAny(r.Keys, "*>") {
+					t.Fatalf("%s: %s may write %s %s: a pattern, not one key", name, p.User, r.Target, r.Keys)
+				}
+				_, maxValue := access.BucketLimits(r.Target)
+				held[r.Target] += int64(maxValue) + 30 + int64(len("$KV."+r.Target+"."+r.Keys))
+				keys[r.Target]++
+			}
+		}
+		for _, b := range []string{mesh.AppliedBucket, mesh.CollectBucket, mesh.ClientsBucket} {
+			maxBytes, _ := access.BucketLimits(b)
+			if keys[b] == 0 || held[b] > maxBytes {
+				t.Errorf("%s: the clients hold at most %d bytes of %s in %d keys; want some, within its bound %d", name, held[b], b, keys[b], maxBytes)
+			}
+		}
+	}
+}
+
+// TestHeldKeysAreTheNodesOwn checks that a node's held keys give its
+// client those exact keys to write, and never a key of another node or a
+// pattern.
+func TestHeldKeysAreTheNodesOwn(t *testing.T) {
+	ps, err := access.Parties(access.Mesh{Nodes: []string{"ace", "g14"}, Modules: []string{"gitea"},
+		Placement: map[string][]string{"ace": {}, "g14": {"gitea"}},
+		Held: map[string]access.HeldKeys{"ace": {Applied: []string{"ace.gitea", "g14.gitea", "ace.>", "ace.*"},
+			Collect: []string{"ace.environment.gitea"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ace access.Party
+	for _, p := range ps {
+		if p.User == "client-ace" {
+			ace = p
+		}
+	}
+	for _, c := range []struct {
+		bucket, key string
+		want        bool
+	}{
+		{"mesh-provisioner_applied", "ace.gitea", true},
+		{"mesh-provisioner_collect", "ace.environment.gitea", true},
+		{"mesh-provisioner_applied", "g14.gitea", false},
+		{"mesh-provisioner_applied", "ace.other", false},
+		{"mesh-provisioner_collect", "ace.shell.gitea", false},
+	} {
+		if got := ace.Allows(access.Write, c.bucket, c.key); got != c.want {
+			t.Errorf("client-ace writes %s %s: %v; want %v", c.bucket, c.key, got, c.want)
+		}
+	}
+	for _, s := range ace.Permissions().Publish {
+		if strings.HasPrefix(s, "$KV.") && strings.ContainsAny(s, "*>") && !strings.Contains(s, "CONSUMER") {
+			t.Errorf("client-ace may publish %s: a pattern of keys", s)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
+	"github.com/mesh-provisioner/mesh-provisioner/mesh/token"
 )
 
 // Users of the product's own parties.
@@ -24,6 +25,27 @@ const (
 // ClientUser returns the NATS user of node's client: "client-<node>".
 func ClientUser(node string) string { return "client-" + node }
 
+// ReservedModule says why name may not be a module's, or "" when it may:
+// each module gets a bus user of its own name, so a module may not be
+// named as the seat's or the ask router's user, the default operator's
+// ([DefaultOperator]), or any node's client ("client-..."). (An operator
+// named otherwise is known only where users are issued: [Parties] refuses
+// a module of that name there.)
+func ReservedModule(name string) string {
+	switch name {
+	case SeatUser:
+		return "it is the seat's bus user"
+	case RouterUser:
+		return "it is the ask router's bus user"
+	case DefaultOperator:
+		return "it is the operator's bus user"
+	}
+	if strings.HasPrefix(name, "client-") {
+		return `names beginning "client-" are the nodes' clients' bus users`
+	}
+	return ""
+}
+
 // Mesh is what the parties are made from: a mesh file's nodes, modules,
 // placement and which modules keep entries, and the operators' names.
 type Mesh struct {
@@ -38,6 +60,21 @@ type Mesh struct {
 	Placement map[string][]string
 	// Operators names the operators' users; none means [DefaultOperator].
 	Operators []string
+	// Contributes holds, per module, the collections (their names,
+	// unescaped) that its manifests contribute to: the collect keys
+	// <node>.<collection>.<module> a client of a node it is placed on
+	// writes.
+	Contributes map[string][]string
+	// Held holds, per node, the keys of applied and collect that the node
+	// holds and its placement no longer gives it (a module moved away or
+	// the node leaving, its client not yet done deleting them): its client
+	// may still write them. Only a mesh read from the bus has them.
+	Held map[string]HeldKeys
+}
+
+// HeldKeys are keys of a node held in applied and collect.
+type HeldKeys struct {
+	Applied, Collect []string
 }
 
 // Party is one NATS user of the mesh and the roles it has.
@@ -51,6 +88,10 @@ type Party struct {
 	Module string
 	// Node is the client's node (role Client).
 	Node string
+	// WatchToken is what the user's consumer names carry (see
+	// [WatchToken]), set from its public key where its JWT is signed;
+	// empty gives names without one.
+	WatchToken string
 	// mesh is the mesh the party belongs to, for the placeholders.
 	mesh *Mesh
 }
@@ -135,8 +176,10 @@ func describe(p Party) string {
 }
 
 // Rules returns the party's rows of [Table] with every placeholder filled
-// in: a row with [Placed], [PlacedProvider] or [AnyProvider] becomes one
-// row per such module (none when there is none).
+// in: a row with [Placed], [PlacedProvider], [AnyProvider] or
+// [Contributed] becomes one row per such module (or contribution), and a
+// row with [HeldApplied] or [HeldCollect] one per key the node holds
+// (none when there is none).
 func (p Party) Rules() []Rule {
 	var out []Rule
 	// One replacer for every rule: it is built anew per call (a mesh of
@@ -162,6 +205,29 @@ func (p Party) fill(r Rule, simple *strings.Replacer) []Rule {
 	var each []string
 	var hole string
 	switch {
+	case r.Keys == HeldApplied || r.Keys == HeldCollect:
+		held := p.mesh.Held[p.Node]
+		keys := held.Applied
+		if r.Keys == HeldCollect {
+			keys = held.Collect
+		}
+		out := make([]Rule, 0, len(keys))
+		for _, k := range keys {
+			if !strings.HasPrefix(k, p.Node+".") || strings.ContainsAny(k, "*> ") {
+				continue // never a key of another node, nor a pattern
+			}
+			x := r
+			x.Keys = k
+			out = append(out, x)
+		}
+		return out
+	case strings.Contains(r.Keys, Contributed):
+		hole = Contributed
+		for _, m := range p.placed() {
+			for _, c := range p.mesh.Contributes[m] {
+				each = append(each, token.Escape(c)+"."+token.Escape(m))
+			}
+		}
 	case strings.Contains(r.Target, PlacedProvider):
 		hole = PlacedProvider
 		for _, m := range p.placed() {
@@ -169,7 +235,7 @@ func (p Party) fill(r Rule, simple *strings.Replacer) []Rule {
 				each = append(each, m)
 			}
 		}
-	case strings.Contains(r.Target, Placed):
+	case strings.Contains(r.Target, Placed), strings.Contains(r.Keys, Placed):
 		hole, each = Placed, p.placed()
 	case strings.Contains(r.Target, AnyProvider):
 		hole, each = AnyProvider, p.mesh.Providers
@@ -180,6 +246,7 @@ func (p Party) fill(r Rule, simple *strings.Replacer) []Rule {
 	for _, m := range each {
 		x := r
 		x.Target = strings.ReplaceAll(r.Target, hole, m)
+		x.Keys = strings.ReplaceAll(r.Keys, hole, m)
 		out = append(out, x)
 	}
 	return out

@@ -2,6 +2,8 @@ package access
 
 import (
 	"slices"
+	"strconv"
+	"strings"
 )
 
 // Permissions are a party's NATS permissions: the subjects it may publish
@@ -31,7 +33,8 @@ func (p Party) Permissions() Permissions { return p.PermissionsIn(Storage) }
 // only some keys of a bucket is never given the bare direct get or message
 // get of the stream (they read any key), nor a consumer without a filter.
 // Only a user of Services may reply (Responses), and it subscribes to its
-// verbs only: it has no inbox, since it asks nothing.
+// verbs only: it has no inbox, since it asks nothing. Both lists are
+// sorted.
 func (p Party) PermissionsIn(acc Account) Permissions {
 	var perm Permissions
 	pub := func(s ...string) {
@@ -61,10 +64,13 @@ func (p Party) PermissionsIn(acc Account) Permissions {
 		}
 		switch r.Act {
 		case Write:
-			pub(streamInfo(r.Target), kvSubject(r.Target, r.Keys))
+			if r.Keys == AllKeys {
+				pub(streamInfo(r.Target))
+			}
+			pub(kvSubject(r.Target, r.Keys))
 			sub(streamAdvisories(r.Target))
 		case Read:
-			pub(readSubjects(r.Target, r.Keys)...)
+			pub(readSubjects(p.User, p.WatchToken, r.Target, r.Keys)...)
 			sub(streamAdvisories(r.Target))
 		case Make:
 			// Creating a bucket asks the account's JetStream info first;
@@ -72,6 +78,8 @@ func (p Party) PermissionsIn(acc Account) Permissions {
 			// bound its size (package bus).
 			pub(apiPrefix+"INFO", streamInfo(r.Target), apiPrefix+"STREAM.CREATE."+stream(r.Target),
 				apiPrefix+"STREAM.UPDATE."+stream(r.Target))
+		case Remove:
+			pub(apiPrefix + "STREAM.DELETE." + stream(r.Target))
 		case Ask:
 			pub(r.Target)
 		case Answer:
@@ -79,6 +87,10 @@ func (p Party) PermissionsIn(acc Account) Permissions {
 			perm.Responses = true
 		}
 	}
+	// Sorted: the same rules in another order are the same permissions
+	// (a user signed anew only when they change).
+	slices.Sort(perm.Publish)
+	slices.Sort(perm.Subscribe)
 	return perm
 }
 
@@ -106,11 +118,20 @@ func streamAdvisories(bucket string) string {
 	return "$JS.EVENT.ADVISORY.STREAM.*." + stream(bucket)
 }
 
-// readSubjects returns what a reader of keys in bucket publishes: stream
-// info (a bucket handle, a watch's status), consumers (a watch), their
-// deletion, flow control (a watch on a large bucket stalls without it) and
-// direct gets. A reader of every key of every bucket also lists streams.
-func readSubjects(bucket, keys string) []string {
+// readSubjects returns what a reader of keys in bucket publishes:
+// consumers filtered on its keys (a watch; the filter is in the subject),
+// flow control (a watch on a large bucket stalls without it) and direct
+// gets of its keys' subjects; the stream info (a watch's status: the
+// bucket's size and creation) only to a reader of every key, since with a
+// subjects_filter it lists the name of every key. No reader but the seat
+// and the operators (every key of every bucket) deletes a consumer: the
+// server cannot tell whose a consumer is, and package bus leaves a
+// scoped party's consumers to the server to remove. A reader of every key
+// of every bucket also lists streams. Any other reader creates consumers
+// under its own names only ([ConsumerNames]): the create subject carries
+// the consumer's name, and with any name allowed a party could update
+// another's consumer (its filter) and so take over its watch.
+func readSubjects(user, token, bucket, keys string) []string {
 	s := stream(bucket)
 	if bucket == AnyBucket {
 		return []string{
@@ -120,11 +141,54 @@ func readSubjects(bucket, keys string) []string {
 			"$JS.FC.>",
 		}
 	}
-	out := []string{streamInfo(bucket), apiPrefix + "CONSUMER.DELETE." + s + ".*", "$JS.FC." + s + ".>"}
+	out := []string{"$JS.FC." + s + ".>"}
+	filter := kvSubject(bucket, keys)
 	if keys == AllKeys {
-		return append(out, apiPrefix+"CONSUMER.CREATE."+s+".>", apiPrefix+"DIRECT.GET."+s+".>")
+		out = append(out, streamInfo(bucket), apiPrefix+"DIRECT.GET."+s+".>")
+		filter = ">"
+	} else {
+		out = append(out, apiPrefix+"DIRECT.GET."+s+"."+kvSubject(bucket, keys))
 	}
-	return append(out,
-		apiPrefix+"CONSUMER.CREATE."+s+".*."+kvSubject(bucket, keys),
-		apiPrefix+"DIRECT.GET."+s+"."+kvSubject(bucket, keys))
+	for _, name := range ConsumerNames(user, token) {
+		out = append(out, apiPrefix+"CONSUMER.CREATE."+s+"."+name+"."+filter)
+	}
+	return out
+}
+
+// WatchNames is how many consumers a scoped reader may hold on one bucket
+// at a time (its watches, and those the server keeps a few seconds after a
+// watch stops).
+const WatchNames = 8
+
+// ConsumerNames returns the names user's consumers take on a bucket it
+// reads but not as the seat or an operator: "<user>-w1-<token>" …
+// "<user>-wN-<token>" ([WatchNames]; token from [WatchToken]), or
+// "<user>-w1" … with no token. Its permissions allow creating consumers
+// under these names only, so no party creates or updates a consumer named
+// as another's (package bus names its watches so).
+func ConsumerNames(user, token string) []string {
+	out := make([]string, WatchNames)
+	for i := range out {
+		out[i] = user + "-w" + strconv.Itoa(i+1)
+		if token != "" {
+			out[i] += "-" + token
+		}
+	}
+	return out
+}
+
+// WatchToken returns the token of a user's consumer names (see
+// [ConsumerNames]) from its public nkey pub: ten lower-case characters of
+// it. The server acts on a consumer named in a subject for any message
+// that reaches that subject ("$JS.API.CONSUMER.RESET.<stream>.<name>"
+// resets the consumer to the sequence the message names), and any party's
+// push consumer may deliver anywhere: with names another party can guess,
+// one client could blind another party's watch. A user's public key is
+// not another party's to know, so neither are its consumers' names. The
+// token changes with the user's key (a rotation), not with a re-signing.
+func WatchToken(pub string) string {
+	if len(pub) < 11 {
+		return strings.ToLower(pub)
+	}
+	return strings.ToLower(pub[1:11])
 }

@@ -52,6 +52,12 @@ const (
 	Read Act = "read"
 	// Make creates the bucket.
 	Make Act = "make"
+	// Remove deletes a stream that is none of the mesh's buckets (Target
+	// [AnyBucket]: any stream of the account), or a bucket's stream that
+	// captures subjects besides its keys: only the seat's setup does, so
+	// that a stream made before only the seat made streams (capturing an
+	// inbox or a verb) does not stay for ever.
+	Remove Act = "remove"
 	// Ask sends requests on the subject (and gets the replies in the
 	// party's own inbox).
 	Ask Act = "ask"
@@ -75,6 +81,16 @@ const (
 	PlacedProvider = "<placed-provider>"
 	// AnyProvider stands for each provider of the mesh.
 	AnyProvider = "<provider>"
+	// Contributed, in Keys, stands for each "<collection>.<module>" (both
+	// escaped, as in a collect key) of a module placed on the client's
+	// node and a collection the module's manifests contribute to
+	// ([Mesh.Contributes]).
+	Contributed = "<contributed>"
+	// HeldApplied and HeldCollect, as Keys, stand for each key of applied
+	// and of collect that the client's node holds and that its placement
+	// no longer names ([Mesh.Held]): its client may still delete them.
+	HeldApplied = "<held-applied>"
+	HeldCollect = "<held-collect>"
 	// AnyBucket as a Target of Read or Make is every bucket of the account.
 	AnyBucket = "*"
 	// AllKeys as Keys is every key of the bucket.
@@ -167,6 +183,7 @@ var Table = join(
 	each(seatMakes, func(b string) Rule { return Rule{Seat, Make, b, ""} }),
 	[]Rule{
 		{Seat, Read, AnyBucket, AllKeys},
+		{Seat, Remove, AnyBucket, ""},
 		{Seat, Ask, AsksOfSeat, ""},
 		{Seat, Ask, WithdrawOfSeat, ""},
 		{Seat, Answer, Provisioning, ""},
@@ -206,15 +223,22 @@ var Table = join(
 	[]Rule{
 		{Module, Ask, SecretOfSelf, ""},
 	},
-	// A node's client writes only its node's applied and collect keys, and
-	// its node's lease in mesh-provisioner_clients (key <node>); it
-	// reads its node's plans, provisions, applied and collect keys, the
-	// registry, its node's keys of every provider's entries and of
-	// mesh-config (to render), and asks the vault for the modules placed on
-	// its node (to render their configuration).
+	// A node's client writes only the exact keys its node's modules have:
+	// applied <node>.<module> of each module placed on its node, collect
+	// <node>.<collection>.<module> of each collection such a module's
+	// manifests contribute to, the keys its node still holds of modules
+	// no longer placed there (to delete them), and its node's lease in
+	// mesh-provisioner_clients (key <node>). With history 1 and the
+	// buckets' value bound, a client holds at most that many values there
+	// (see BucketLimits). It reads its node's plans, provisions, applied
+	// and collect keys, the registry, its node's keys of every provider's
+	// entries and of mesh-config (to render), and asks the vault for the
+	// modules placed on its node (to render their configuration).
 	[]Rule{
-		{Client, Write, mesh.AppliedBucket, Node + ".>"},
-		{Client, Write, mesh.CollectBucket, Node + ".>"},
+		{Client, Write, mesh.AppliedBucket, Node + "." + Placed},
+		{Client, Write, mesh.CollectBucket, Node + "." + Contributed},
+		{Client, Write, mesh.AppliedBucket, HeldApplied},
+		{Client, Write, mesh.CollectBucket, HeldCollect},
 		{Client, Read, mesh.AppliedBucket, Node + ".>"},
 		{Client, Read, mesh.CollectBucket, Node + ".>"},
 		{Client, Write, mesh.ClientsBucket, Node},

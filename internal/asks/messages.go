@@ -4,9 +4,16 @@ import "github.com/mesh-provisioner/mesh-provisioner/mesh"
 
 // AnswerRequest is the request on [AnswerSubject]: the id of an open ask and
 // the id of the option chosen (for a retiring key, "yes" or "no").
+//
+// On a mesh with accounts it carries what makes the answer the operator's
+// own, which the router copies into the warrant's by (see [mesh.Identity]):
+// JWT, the operator's user JWT, and Sig, the signature of the chosen
+// option's binds by that user's nkey ([Answer] makes both).
 type AnswerRequest struct {
 	Ask    string `json:"ask"`
 	Option string `json:"option"`
+	JWT    string `json:"jwt,omitempty"`
+	Sig    string `json:"sig,omitempty"`
 }
 
 // WithdrawRequest is the request on [WithdrawSubject]: the id of an ask the
@@ -29,8 +36,11 @@ type Reply struct {
 // ListRequest is the request on [ListSubject]. State narrows the records to
 // one state ("open", "answered", "expired"); empty means "open", and "all"
 // lists every record.
+// Ask, when set, narrows the listing to the record of that ask, in any
+// state (none when it is not recorded).
 type ListRequest struct {
 	State string `json:"state,omitempty"`
+	Ask   string `json:"ask,omitempty"`
 }
 
 // Listing is the router's answer on [ListSubject]: the records of the state

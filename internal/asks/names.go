@@ -40,7 +40,7 @@ func WithdrawSubject(asker string) string { return WithdrawPrefix + token.Escape
 
 // IdentityKind is the kind of identity the router writes into a warrant for
 // the user who answered.
-const IdentityKind = "nats-user"
+const IdentityKind = mesh.KindNATSUser
 
 // clock is the "by" of a warrant that the router's clock writes when an ask
 // expires: {"who":"mesh-asks","kind":"clock","identity":"mesh-asks"}.

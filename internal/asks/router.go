@@ -289,7 +289,7 @@ func (r *Router) answer(user string, req AnswerRequest) (*mesh.Record, error) {
 		next.Warrant = &mesh.RecordWarrant{
 			Asker: rec.Ask.Asker, Ask: rec.Ask.ID, Outcome: mesh.OutcomeChosen,
 			Option: opt.ID, Binds: opt.Binds,
-			By: mesh.Identity{Who: user, Kind: IdentityKind, Identity: user},
+			By: mesh.Identity{Who: user, Kind: IdentityKind, Identity: user, JWT: req.JWT, Sig: req.Sig},
 			At: now,
 		}
 		return &next, nil
@@ -475,7 +475,27 @@ func (r *Router) onList(m *nats.Msg) {
 		r.respondJSON(m, Listing{Error: fmt.Sprintf("list: unknown state %q (open, answered, expired or all)", state), Code: "bad-request"})
 		return
 	}
+	if req.Ask != "" {
+		r.respondJSON(m, r.one(req.Ask))
+		return
+	}
 	r.respondJSON(m, r.list(state))
+}
+
+// one returns the listing of the record of ask id alone, in any state.
+func (r *Router) one(id string) Listing {
+	l := Listing{Records: []mesh.Record{}}
+	it, ok := r.records.Get(id)
+	if !ok {
+		return l
+	}
+	var rec mesh.Record
+	if err := json.Unmarshal(it.Value, &rec); err != nil {
+		l.Odd = append(l.Odd, Odd{Key: id, Why: fmt.Sprintf("record does not decode: %v", err)})
+		return l
+	}
+	l.Records = append(l.Records, rec)
+	return l
 }
 
 // list returns the records of state ("all" for every one).

@@ -210,7 +210,7 @@ func TestAnswer(t *testing.T) {
 			}
 			// The seat's decision takes the record as a warrant.
 			p := mesh.Provision{State: mesh.Retiring, Ask: a.ID}
-			if d := retire.Decide(key, p, rec, retire.Asker); d.Verdict != retire.Warrant || d.Warrant.Option != option {
+			if d := retire.Decide(key, p, rec, retire.Asker, retire.Trust{Now: time.Now()}); d.Verdict != retire.Warrant || d.Warrant.Option != option {
 				t.Errorf("Decide = %+v; want the warrant %s", d, option)
 			}
 		})
@@ -314,7 +314,7 @@ func TestExpiryMarksTheRecordExpired(t *testing.T) {
 		t.Errorf("expired at %v, before the ask's expiry %v", rec.Warrant.At, a.Expires)
 	}
 	p := mesh.Provision{State: mesh.Retiring, Ask: a.ID}
-	if d := retire.Decide(key, p, rec, retire.Asker); d.Verdict != retire.Clear {
+	if d := retire.Decide(key, p, rec, retire.Asker, retire.Trust{Now: time.Now()}); d.Verdict != retire.Clear {
 		t.Errorf("Decide = %+v; want clear", d)
 	}
 }

@@ -105,11 +105,11 @@ func TestWithdraw(t *testing.T) {
 	// The seat's decision: a withdrawn ask of a key still retiring with it is
 	// cleared; of a key needed again there is nothing to decide.
 	p := mesh.Provision{State: mesh.Retiring, Ask: a.ID}
-	if d := retire.Decide(key, p, rec, retire.Asker); d.Verdict != retire.Clear {
+	if d := retire.Decide(key, p, rec, retire.Asker, retire.Trust{Now: time.Now()}); d.Verdict != retire.Clear {
 		t.Errorf("Decide(retiring) = %+v; want clear", d)
 	}
 	p = mesh.Provision{State: mesh.Provided}
-	if d := retire.Decide(key, p, rec, retire.Asker); d.Verdict != retire.Wait {
+	if d := retire.Decide(key, p, rec, retire.Asker, retire.Trust{Now: time.Now()}); d.Verdict != retire.Wait {
 		t.Errorf("Decide(provided) = %+v; want wait", d)
 	}
 

@@ -47,6 +47,12 @@ type Assembly struct {
 	// component awaits (the first is 100 ms, growing exponentially). Zero
 	// means 2 s.
 	AwaitMax time.Duration
+	// Issues says the process running the assembly issues the mesh's
+	// users as the live mesh changes (up): a client's write refused by
+	// permissions its new plan needs is then said as waiting for its new
+	// user; without it (a standalone deployment) as waiting for the
+	// operator to run auth gen and hand the node its new file.
+	Issues bool
 
 	running sync.WaitGroup
 }
@@ -61,6 +67,23 @@ var ErrConfig = errors.New("assemble: bad configuration")
 // every Start method) when the server connected to has no JetStream, which
 // holds the mesh's state.
 var ErrNoJetStream = errors.New("assemble: the NATS server has no JetStream")
+
+// errUnlinked is wrapped, with [ErrNoJetStream], by the error of a
+// connection with a JetStream domain (an edge node's, to its leafnode
+// server) that reaches no JetStream in its domain: the leaf's link to the
+// mesh's servers is not up yet (they are not running, or cut off). A
+// component's start tries again with backoff, as on the bus's transient
+// errors ([Assembly.retry]).
+var errUnlinked = errors.New("its leafnode server reaches no JetStream in the domain")
+
+// noJetStream is the error of c's connection d that reaches no JetStream
+// (see [ErrNoJetStream], errUnlinked).
+func noJetStream(c Component, d bus.Dial) error {
+	if d.Domain != "" {
+		return fmt.Errorf("%s at %s: %w: %w %s yet (is its link to the mesh's servers up?)", c, d.URL, ErrNoJetStream, errUnlinked, d.Domain)
+	}
+	return fmt.Errorf("%s at %s: %w", c, d.URL, ErrNoJetStream)
+}
 
 // Running is a started component. Its methods are safe for concurrent use.
 type Running struct {
@@ -97,6 +120,24 @@ func (c conns) close() {
 // for reading on the component's behalf (as its bus user). They are closed
 // once [Running.Done] is.
 func (r *Running) Conn() (*nats.Conn, jetstream.JetStream) { return r.nc, r.js }
+
+// Reconnect makes each of the component's connections (its storage
+// user's, and its users' in the services and requests accounts) reconnect
+// at once, reading its credentials file anew: for a user signed anew
+// whose older JWT was not revoked (its limits only grew), which the
+// server would otherwise go on holding the connection to. It does not
+// block; a closed connection is left as it is.
+func (r *Running) Reconnect() {
+	all := []*nats.Conn{r.nc, r.ask}
+	if r.answer != nil {
+		all = append(all, r.answer.Conn)
+	}
+	for _, nc := range all {
+		if nc != nil && !nc.IsClosed() {
+			_ = nc.ForceReconnect() // fails only on a closed connection
+		}
+	}
+}
 
 // Done is closed once the component has stopped and its connection is
 // closed: after the ctx given to Start is done, or when the component
@@ -143,13 +184,15 @@ func (a *Assembly) Connect(c Component) (*nats.Conn, jetstream.JetStream, error)
 	}
 	if !bus.HasJetStream(nc, d.Domain) {
 		nc.Close()
-		return nil, nil, fmt.Errorf("%s at %s: %w", c, d.URL, ErrNoJetStream)
+		return nil, nil, noJetStream(c, d)
 	}
 	return nc, js, nil
 }
 
 // dial returns how c dials, with c's name, the assembly's logger and
-// replicas where a.Dial leaves them empty. It returns an error wrapping
+// replicas where a.Dial leaves them empty, and for a client an OnRefused
+// that says a refused write of its own node's records at info level
+// ([ownWrites]). It returns an error wrapping
 // [ErrConfig] when the Dial's credentials are another party's than c's
 // ([Component.User]): a component never runs as another.
 func (a *Assembly) dial(c Component) (bus.Dial, error) {
@@ -165,6 +208,9 @@ func (a *Assembly) dial(c Component) (bus.Dial, error) {
 	}
 	if d.Replicas == 0 {
 		d.Replicas = a.Replicas
+	}
+	if c.Role == Client && d.OnRefused == nil {
+		d.OnRefused = ownWrites(d.Log, d.Name, c.Node, a.Issues)
 	}
 	if d.Creds != "" {
 		if err := c.CheckUser(bus.CredsUser(d.Creds)); err != nil {
@@ -185,14 +231,30 @@ func (a *Assembly) ConnectIn(c Component, acc access.Account) (*nats.Conn, error
 	return bus.ConnectIn(d, acc)
 }
 
-// connect dials c's connections ([conns]).
-func (a *Assembly) connect(c Component) (conns, error) {
-	nc, js, err := a.Connect(c)
+// connect dials c's connections ([conns]), each calling removed (with
+// the Dial's own OnRemoved) when its access to the mesh is removed.
+func (a *Assembly) connect(c Component, removed func(error)) (conns, error) {
+	d, err := a.dial(c)
 	if err != nil {
 		return conns{}, err
 	}
+	if own := d.OnRemoved; removed != nil {
+		d.OnRemoved = func(err error) {
+			if own != nil {
+				own(err)
+			}
+			removed(err)
+		}
+	}
+	nc, js, err := bus.Connect(d)
+	if err != nil {
+		return conns{}, err
+	}
+	if !bus.HasJetStream(nc, d.Domain) {
+		nc.Close()
+		return conns{}, noJetStream(c, d)
+	}
 	cs := conns{nc: nc, js: js}
-	d, _ := a.dial(c) // a.Connect checked it
 	if c.Answers() {
 		if cs.answer, err = bus.ConnectAnswerer(d); err != nil {
 			cs.close()
@@ -209,18 +271,96 @@ func (a *Assembly) connect(c Component) (conns, error) {
 }
 
 // start dials c, waits for the buckets it awaits, and calls begin on the
-// connection. begin starts the component and returns a function that runs
-// until the component stops (nil: it runs until ctx is done). The
-// connection is closed once the component has stopped.
-func (a *Assembly) start(ctx context.Context, c Component, begin func(cs conns) (func() error, error)) (*Running, error) {
+// start dials c, waits for the buckets it awaits, and calls begin on the
+// connection with the component's ctx: done when ctx is, or when the
+// component's access to the mesh was removed (its user revoked and a
+// reconnect refused, or its credentials file gone: bus.Dial.OnRemoved),
+// which then stops it with an error wrapping [bus.ErrAccessRemoved]
+// ([Running.Err]). begin starts the component and returns a function
+// that runs until the component stops (nil: it runs until its ctx is
+// done). The connection is closed once the component has stopped. A try
+// that meets an error the bus gives while it recovers ([bus.Transient]: no
+// server yet, no JetStream leader, a request that timed out; for a
+// connection with a JetStream domain, a leafnode server not yet linked to
+// the mesh's servers) is undone
+// (its ctx ended, its connections closed) and tried again with backoff
+// ([StartRetryFirst] doubling to [StartRetryMost]) until ctx is done, each
+// change of why said once in the log; any other error (bad credentials, a
+// refusal, a bad configuration) is returned at once.
+func (a *Assembly) start(ctx context.Context, c Component, begin func(ctx context.Context, cs conns) (func() error, error)) (*Running, error) {
 	switch c.Role {
 	case Vault, Postgres, Client:
 		if !mesh.ValidName(c.Node) {
 			return nil, fmt.Errorf("%w: %s: node %q is not a valid name", ErrConfig, c.Role, c.Node)
 		}
 	}
-	cs, err := a.connect(c)
+	var r *Running
+	err := a.retry(ctx, c, func() error {
+		var err error
+		r, err = a.try(ctx, c, begin)
+		return err
+	})
+	return r, err
+}
+
+// Backoff of a start the bus did not answer ([bus.Transient]): the first
+// try again after about StartRetryFirst, each further one after twice the
+// wait before, at most StartRetryMost, with a random jitter.
+const (
+	StartRetryFirst = 250 * time.Millisecond
+	StartRetryMost  = 5 * time.Second
+)
+
+// retry calls try until it returns nil or an error that is not
+// [bus.Transient] (nor a leafnode server's link not up yet: errUnlinked), waiting with backoff between tries, and saying in the
+// log (as c's) each change of why it tries again: at warn level once, at
+// debug level while the why stays the same. It returns try's last error;
+// when ctx ends first, an error wrapping ctx's error and naming the last
+// why.
+func (a *Assembly) retry(ctx context.Context, c Component, try func() error) error {
+	bo := backoff.NewExponentialBackOff()
+	bo.InitialInterval = StartRetryFirst
+	bo.MaxInterval = StartRetryMost
+	log := a.log()
+	said := ""
+	for {
+		err := try()
+		if err == nil {
+			if said != "" {
+				log.Info("assemble: started once the bus answered", "component", c.String())
+			}
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("assemble: %s: %w (the last try: %w)", c, ctx.Err(), err)
+		}
+		if !bus.Transient(err) && !errors.Is(err, errUnlinked) {
+			return err
+		}
+		wait := bo.NextBackOff()
+		level := slog.LevelWarn
+		if err.Error() == said {
+			level = slog.LevelDebug
+		}
+		said = err.Error()
+		log.Log(ctx, level, "assemble: the bus does not answer yet; trying the start again", "component", c.String(), "err", err, "retry_in", wait)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("assemble: %s: %w (the last try: %w)", c, ctx.Err(), err)
+		case <-time.After(wait):
+		}
+	}
+}
+
+// try is one try of start: what it began is undone when it fails.
+func (a *Assembly) try(ctx context.Context, c Component, begin func(ctx context.Context, cs conns) (func() error, error)) (*Running, error) {
+	// A component whose access to the mesh is removed (its user revoked,
+	// its credentials file gone) stops, its error saying so, rather than
+	// reconnect for ever with credentials the server refuses.
+	ctx, removed := context.WithCancelCause(ctx)
+	cs, err := a.connect(c, func(err error) { removed(err) })
 	if err != nil {
+		removed(nil)
 		return nil, err
 	}
 	awaits := c.Awaits()
@@ -231,11 +371,13 @@ func (a *Assembly) start(ctx context.Context, c Component, begin func(cs conns) 
 	}
 	if err := a.await(ctx, c, awaits, cs.js); err != nil {
 		cs.close()
+		removed(nil)
 		return nil, err
 	}
-	run, err := begin(cs)
+	run, err := begin(ctx, cs)
 	if err != nil {
 		cs.close()
+		removed(nil)
 		return nil, err
 	}
 	r := &Running{Component: c, conns: cs, done: make(chan struct{})}
@@ -249,7 +391,9 @@ func (a *Assembly) start(ctx context.Context, c Component, begin func(cs conns) 
 			<-ctx.Done()
 		}
 		cs.close()
-		if ctx.Err() != nil && (r.err == nil || errors.Is(r.err, context.Canceled)) {
+		if cause := context.Cause(ctx); errors.Is(cause, bus.ErrAccessRemoved) {
+			r.err = fmt.Errorf("assemble: %s stopped: %w", c, cause)
+		} else if ctx.Err() != nil && (r.err == nil || errors.Is(r.err, context.Canceled)) {
 			r.err = nil
 			return
 		}
@@ -312,7 +456,7 @@ func (a *Assembly) await(ctx context.Context, c Component, buckets []string, js 
 // StartRouter starts the ask router ([asks.Start]) on its own connection,
 // once mesh-asks_records exists.
 func (a *Assembly) StartRouter(ctx context.Context) (*Running, error) {
-	return a.start(ctx, Component{Role: Router}, func(cs conns) (func() error, error) {
+	return a.start(ctx, Component{Role: Router}, func(ctx context.Context, cs conns) (func() error, error) {
 		_, err := asks.StartAnswering(ctx, cs.answer, cs.js, a.log())
 		return nil, err
 	})
@@ -325,10 +469,15 @@ func (a *Assembly) StartVault(ctx context.Context, cfg vault.Config) (*Running, 
 	if cfg.Dir == "" {
 		return nil, fmt.Errorf("%w: vault on %s: no store directory", ErrConfig, cfg.Node)
 	}
-	return a.start(ctx, Component{Role: Vault, Node: cfg.Node}, func(cs conns) (func() error, error) {
+	return a.start(ctx, Component{Role: Vault, Node: cfg.Node}, func(ctx context.Context, cs conns) (func() error, error) {
 		cfg.Answer = cs.answer
-		_, err := vault.Start(ctx, cfg, cs.nc, cs.js, a.log())
-		return nil, err
+		v, err := vault.Start(ctx, cfg, cs.nc, cs.js, a.log())
+		if err != nil {
+			return nil, err
+		}
+		// Its connection closes once it has handed on: its entries
+		// written, its store closed.
+		return func() error { <-v.Done(); return nil }, nil
 	})
 }
 
@@ -340,10 +489,15 @@ func (a *Assembly) StartPostgres(ctx context.Context, cfg pgprovider.Config) (*R
 	if _, err := pgx.ParseConfig(cfg.DSN); err != nil {
 		return nil, fmt.Errorf("%w: postgres on %s: DSN: %v", ErrConfig, cfg.Node, err)
 	}
-	return a.start(ctx, Component{Role: Postgres, Node: cfg.Node}, func(cs conns) (func() error, error) {
+	return a.start(ctx, Component{Role: Postgres, Node: cfg.Node}, func(ctx context.Context, cs conns) (func() error, error) {
 		cfg.Ask = cs.ask
-		_, err := pgprovider.Start(ctx, cfg, cs.nc, cs.js, a.log())
-		return nil, err
+		p, err := pgprovider.Start(ctx, cfg, cs.nc, cs.js, a.log())
+		if err != nil {
+			return nil, err
+		}
+		// Its connection closes once it has handed on its work (the
+		// provides in hand ended, their entries written).
+		return func() error { <-p.Done(); return nil }, nil
 	})
 }
 
@@ -361,7 +515,7 @@ func (a *Assembly) StartClient(ctx context.Context, cfg client.Config) (*Running
 		cfg.Log = a.log()
 	}
 	var c *client.Client
-	r, err := a.start(ctx, Component{Role: Client, Node: cfg.Node}, func(cs conns) (func() error, error) {
+	r, err := a.start(ctx, Component{Role: Client, Node: cfg.Node}, func(ctx context.Context, cs conns) (func() error, error) {
 		cfg.NC, cfg.JS = cs.nc, cs.js
 		if cs.ask != nil {
 			// It asks the vault's verbs (to render) as its user in

@@ -27,6 +27,13 @@ func (l *lines) Write(p []byte) (int, error) {
 	return l.b.Write(p)
 }
 
+// text returns every line.
+func (l *lines) text() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
 // count returns how many lines hold every part.
 func (l *lines) count(parts ...string) int {
 	l.mu.Lock()

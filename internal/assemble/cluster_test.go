@@ -83,6 +83,24 @@ func (c *counter) count(prefix string) int {
 	return n
 }
 
+// countSaid returns how many lines said at warn level or above (the
+// message and its attributes) hold every part.
+func (c *counter) countSaid(parts ...string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, l := range c.said {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(l, p)
+		}
+		if all {
+			n++
+		}
+	}
+	return n
+}
+
 func (c *counter) dump(t *testing.T) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -341,15 +359,13 @@ func short(v string) string {
 // the two remaining servers exactly as an uninterrupted run on one server
 // does: the same plans (bytes), provisions (state, provider, why) and
 // refusals (429 plans; 756 provisions provided, every vault credential
-// among them, and 814 asked; no refusal). The seat keeps its lease,
-// fences none of its writes, and writes again what the bus did not take
-// with backoff (few retry rounds, each node composed at most a few times
-// more). The stopped server, started again on its store, catches up: its
+// among them, and 814 asked; no refusal). The seat keeps its lease (it
+// may fence its writes while the bus takes no renewal, and writes again
+// once it does), and writes again what the bus did not take with backoff
+// (few retry rounds, each node composed at most a few times more). The stopped server, started again on its store, catches up: its
 // replicas of the seat's buckets hold what the others hold.
 func TestClusterFailover(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a three-server cluster and two runs of a 48-node mesh: not in -short")
-	}
+	bustest.Long(t, "that a 48-node mesh settles exactly as on one server when the seat's own server of a three-server cluster stops mid-work, and that server catches up once back")
 	// The uninterrupted run, on one server.
 	single := bustest.Server(t)
 	plain := startMesh(t, single.URL(), 0, nil)
@@ -449,14 +465,27 @@ func TestClusterFailover(t *testing.T) {
 			t.Errorf("bucket %s is missing (of %d)", b, len(buckets))
 		}
 	}
-	if n := run.log.count("seat: the lease may have lapsed"); n > 0 {
-		t.Errorf("the seat fenced its writes %d times; want never", n)
+	// A lease bucket whose election outlasts the fence on a loaded
+	// machine fences the seat's writes until the bus takes a renewal:
+	// each time, it writes again, holding its lease still. Only when the
+	// bus took no renewal for a whole TTL (a cluster electing its leaders
+	// for longer, under -race with other test binaries on two cores) has
+	// the lease lapsed in the bucket: the seat then ends writing nothing,
+	// takes the lease again and the mesh converges (the diffs above). A
+	// loss for any other reason (a renewal refused: another holder, a
+	// conflict the seat misread) is a fault.
+	lost := run.log.count("seat: the lease was lost; the seat writes nothing more")
+	silent := run.log.countSaid("seat: the lease was lost; the seat writes nothing more", "renew the lease: not taken within")
+	if fenced, again := run.log.count("seat: the lease may have lapsed"), run.log.count("seat: the bus took a renewal of the lease"); fenced != again+silent {
+		t.Errorf("the seat fenced its writes %d times, wrote again %d times and lost its lease to a silent bus %d times; want each fence followed by one or the other", fenced, again, silent)
+	} else if fenced > 0 {
+		t.Logf("the seat fenced its writes %d times while the bus took no renewal: wrote again after %d, lost the lease to a bus silent for a whole TTL after %d", fenced, again, silent)
 	}
-	if n := run.log.count("seat: the lease was lost"); n > 0 {
-		t.Errorf("the seat lost its lease %d times; want never", n)
+	if lost != silent {
+		t.Errorf("the seat lost its lease %d times, %d of them with no renewal taken for a whole TTL; want no other loss", lost, silent)
 	}
-	if st, why := run.seat.Seat().Lease(); st != seat.LeaseHeld || run.seat.Seat() != run.first {
-		t.Errorf("the seat's lease is %s (%s), new seat %v; want held by the first seat", st, why, run.seat.Seat() != run.first)
+	if st, why := run.seat.Seat().Lease(); st != seat.LeaseHeld || (run.seat.Seat() != run.first && silent == 0) {
+		t.Errorf("the seat's lease is %s (%s), new seat %v; want held, by the first seat unless it lost the lease to a silent bus", st, why, run.seat.Seat() != run.first)
 	}
 	// What the bus did not take is written again with backoff, not in a
 	// loop: a retry round is at least 250 ms after the last (growing), and

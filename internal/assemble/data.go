@@ -6,11 +6,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/access"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/auth"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/lockfile"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/meshfile"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/vault"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
 
@@ -52,17 +54,77 @@ func (d Data) ClientRoot(node string) string { return filepath.Join(string(d), N
 // Vault returns the store of the vault on node, DATA/vault/<node>.
 func (d Data) Vault(node string) string { return filepath.Join(string(d), VaultDir, node) }
 
+// MoveVault keeps the vault's store with mesh-vault when it moves between
+// the nodes of one machine: when DATA/vault/<to> holds no value (no store,
+// or an empty one) and another node's DATA/vault/<node> does, the one
+// whose store was written last is renamed to DATA/vault/<to>, its key
+// with it, and that node is returned ("" when nothing moved). What
+// DATA/vault/<to> held (a key that sealed nothing, an empty store) is
+// removed first; anything else in it is an error naming it, and nothing
+// moves. Call it only while no vault runs on this machine's stores.
+func (d Data) MoveVault(to string) (from string, err error) {
+	target := d.Vault(to)
+	if holdsValues(target) {
+		return "", nil
+	}
+	entries, err := os.ReadDir(filepath.Join(string(d), VaultDir))
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("vault stores: %w", err)
+	}
+	var newest time.Time
+	for _, e := range entries {
+		if !e.IsDir() || e.Name() == to || !mesh.ValidName(e.Name()) {
+			continue
+		}
+		st, err := os.Stat(filepath.Join(string(d), VaultDir, e.Name(), vault.StoreFile))
+		if err != nil || st.Size() == 0 {
+			continue
+		}
+		if from == "" || st.ModTime().After(newest) {
+			from, newest = e.Name(), st.ModTime()
+		}
+	}
+	if from == "" {
+		return "", nil
+	}
+	if left, err := os.ReadDir(target); err == nil {
+		for _, e := range left {
+			if e.Name() != vault.KeyFile && e.Name() != vault.StoreFile {
+				return "", fmt.Errorf("the vault's store cannot move from %s to %s: %s holds %s, which is no vault's", d.Vault(from), target, target, e.Name())
+			}
+		}
+		if err := os.RemoveAll(target); err != nil {
+			return "", fmt.Errorf("the vault's store cannot move to %s: %w", target, err)
+		}
+	}
+	if err := os.Rename(d.Vault(from), target); err != nil {
+		return "", fmt.Errorf("the vault's store cannot move to %s: %w", target, err)
+	}
+	return from, nil
+}
+
+// holdsValues reports whether the vault store in dir holds a record.
+func holdsValues(dir string) bool {
+	st, err := os.Stat(filepath.Join(dir, vault.StoreFile))
+	return err == nil && st.Size() > 0
+}
+
 // Creds returns the credentials file of user, DATA/auth/<user>.creds.
 func (d Data) Creds(user string) string { return auth.CredsPath(d.Auth(), user) }
 
 // Lock creates the directory (mode 0700) and takes the lock on
 // DATA/[DataLock]; another process holding it fails at once, naming the
-// directory and its pid. A directory others may write is refused
-// ([auth.CheckDir]).
+// directory and its pid. A directory others may write, or any file or
+// directory under it but the nodes' roots (DATA/[NodesDir], what the
+// clients render), is refused ([auth.CheckTree]).
 func (d Data) Lock() (*lockfile.Lock, error) {
-	// Another local user who may write the data directory could replace
-	// the server's configuration or a party's credentials in it.
-	if err := auth.CheckDir(string(d)); err != nil {
+	// Another local user who may write the data directory, or a file in
+	// it, could replace or change the server's configuration, a key, a
+	// party's credentials, the JetStream store or a vault's store.
+	if err := auth.CheckTree(string(d), NodesDir); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(string(d), 0o700); err != nil {

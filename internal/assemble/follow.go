@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"reflect"
 	"slices"
 	"sync"
@@ -32,6 +33,13 @@ type FollowConfig struct {
 	// VaultDir returns the store directory of mesh-vault on node.
 	// Required.
 	VaultDir func(node string) string
+	// MoveVault, if set, is called before mesh-vault starts on a node while
+	// no other vault runs (it moved, or is placed again): it brings the
+	// store of the vault that ran last to that node's VaultDir and returns
+	// the node it came from ("" when none moved), so that a move is not a
+	// loss ([Data.MoveVault]: one machine, up). Nil keeps each node's
+	// store where it is.
+	MoveVault func(to string) (from string, err error)
 	// Postgres is the postgres provider's configuration, its Node left
 	// empty (each provider gets the node it is placed on). Used with
 	// Runs.Postgres.
@@ -59,7 +67,7 @@ type Event struct {
 	// start when Err is set).
 	Started bool
 	// Why says why it started or stopped ("placed on control", "its node
-	// left the mesh", "its credentials changed").
+	// left the mesh").
 	Why string
 	// Err is why a start failed, or why a component stopped on its own.
 	Err error
@@ -71,6 +79,8 @@ func (e Event) String() string {
 	switch {
 	case e.Err != nil && e.Started:
 		return fmt.Sprintf("could not start %s (%s): %v", e.Component, e.Why, e.Err)
+	case e.Err != nil && e.Why != "":
+		return fmt.Sprintf("%s stopped (%s): %v", e.Component, e.Why, e.Err)
 	case e.Err != nil:
 		return fmt.Sprintf("%s stopped: %v", e.Component, e.Err)
 	case e.Started:
@@ -82,8 +92,8 @@ func (e Event) String() string {
 // Follower runs the components of the live mesh ([Wanted] of the
 // placement, modules and manifests on the bus) and follows its changes:
 // a component starts when its module or node appears in the placement,
-// starts again on new credentials when its user's permissions change, and
-// stops when it leaves (a node's client once it has removed its records,
+// reconnects on new credentials when its user is signed anew (it is not
+// stopped), and stops when it leaves (a node's client once it has removed its records,
 // see [FollowConfig.HandOver]); users are issued before their components
 // start and revoked once they have stopped. Its methods are safe for
 // concurrent use.
@@ -99,6 +109,16 @@ type Follower struct {
 	live    *live
 	running map[Component]*follows
 	issued  *access.Mesh // the mesh whose users were last issued
+	// reissue lists the users of components whose access to the mesh was
+	// removed while the mesh runs them: revoked for good and issued anew
+	// at the next step.
+	reissue []string
+	// vaultSince holds, per node, since when a vault placed there waits
+	// for another to stop (see waitsForTheVault).
+	vaultSince map[string]time.Time
+	// halting, if set, is called by halt before it stops a component
+	// (tests only: see export_test.go's OnHalting).
+	halting func(Component)
 }
 
 // follows is one component the follower runs.
@@ -110,12 +130,12 @@ type follows struct {
 }
 
 // Follow starts following the live mesh through js (the operator's
-// connection: it reads the placement, modules and manifests buckets, makes
-// a provider's bound bucket before the provider starts, and reads a
-// leaving node's records): it waits until the three buckets' copies hold
-// their keys, starts the components the mesh wants, and returns; it
-// follows until ctx is done, then stops every component it runs
-// ([Assembly.Wait] waits for the follower too). A start
+// connection: it reads the placement, modules, manifests, applied and
+// collect buckets, makes a provider's bound bucket before the provider
+// starts, and reads a leaving node's records): it waits until the copies
+// of those five buckets hold their keys, starts the components the mesh
+// wants, and returns; it follows until ctx is done, then stops every
+// component it runs ([Assembly.Wait] waits for the follower too). A start
 // that fails is said (Said, the log) and tried again with backoff.
 func (a *Assembly) Follow(ctx context.Context, js jetstream.JetStream, cfg FollowConfig) (*Follower, error) {
 	if cfg.VaultDir == nil || cfg.Runs.Clients && cfg.ClientRoot == nil {
@@ -127,7 +147,7 @@ func (a *Assembly) Follow(ctx context.Context, js jetstream.JetStream, cfg Follo
 	f := &Follower{a: a, js: js, cfg: cfg, log: a.log(), wake: make(chan struct{}, 1),
 		live: newLive(), running: map[Component]*follows{}}
 	var copies []*bus.Copy
-	for _, b := range []string{mesh.PlacementBucket, mesh.ModulesBucket, mesh.ManifestsBucket} {
+	for _, b := range []string{mesh.PlacementBucket, mesh.ModulesBucket, mesh.ManifestsBucket, mesh.AppliedBucket, mesh.CollectBucket} {
 		copies = append(copies, bus.Follow(ctx, js, b, bus.Options{RevisionsOnly: true, Log: f.log, OnChange: f.take}))
 	}
 	for _, c := range copies {
@@ -240,27 +260,53 @@ func (f *Follower) run(ctx context.Context, again bool) {
 }
 
 // step brings what runs to what the live mesh wants: it issues the users,
-// starts what is wanted and does not run, starts again what runs as a
-// user whose credentials changed, and stops what is no longer wanted. It
+// starts what is wanted and does not run, and stops what is no longer
+// wanted; a component whose user's credentials changed keeps running and
+// reconnects with them. It
 // reports whether something failed and is to be tried again.
 func (f *Follower) step(ctx context.Context) (again bool) {
+	// The users whose access was removed while the mesh runs them are
+	// revoked for good (their old credentials stay refused), and the
+	// Issue below signs them a new key.
+	f.mu.Lock()
+	reissue := f.reissue
+	f.reissue = nil
+	f.mu.Unlock()
+	for i, user := range reissue {
+		if f.cfg.Users == nil {
+			break
+		}
+		if err := f.cfg.Users.Revoke(user); err != nil {
+			f.log.Error("assemble: revoking a user whose access was removed, to issue it anew; trying again", "user", user, "err", err)
+			f.mu.Lock()
+			f.reissue = append(f.reissue, reissue[i:]...)
+			f.mu.Unlock()
+			return true
+		}
+	}
 	f.mu.Lock()
 	m := f.live.mesh()
 	// A client that runs keeps its user until it has stopped (handing
-	// over, its node gone from the mesh).
+	// over, its node gone from the mesh), and every key of applied and
+	// collect it was last issued: its storage user is the same until it
+	// stops (a user signed anew is revoked at once), and it deletes its
+	// records with it.
+	issued := f.issued
 	parties := m
 	parties.Nodes = slices.Clone(m.Nodes)
 	for c := range f.running {
 		if c.Role == Client && !slices.Contains(parties.Nodes, c.Node) {
 			parties.Nodes = append(parties.Nodes, c.Node)
+			if issued != nil {
+				parties.Held = keepHeld(parties.Held, c.Node, issuedKeys(issued, c.Node))
+			}
 		}
 	}
 	slices.Sort(parties.Nodes)
-	issued := f.issued
 	f.mu.Unlock()
 
 	var changed []string
-	if f.cfg.Users != nil && (issued == nil || !reflect.DeepEqual(*issued, parties)) {
+	if f.cfg.Users != nil && (issued == nil || len(reissue) > 0 || !reflect.DeepEqual(*issued, parties)) {
 		var revoked []string
 		var err error
 		changed, revoked, err = f.cfg.Users.Issue(parties)
@@ -277,25 +323,10 @@ func (f *Follower) step(ctx context.Context) (again bool) {
 	}
 
 	want := Wanted(m, f.cfg.Runs)
-	for _, c := range want {
-		f.mu.Lock()
-		fl := f.running[c]
-		if fl != nil && fl.ending {
-			fl.ending = false // placed again before it stopped: it stays
-		}
-		f.mu.Unlock()
-		switch {
-		case fl == nil:
-			if err := f.start(ctx, c, placedWhy(c)); err != nil {
-				again = true
-			}
-		case slices.Contains(changed, c.User()):
-			f.halt(c, "its credentials changed")
-			if err := f.start(ctx, c, "on its new credentials"); err != nil {
-				again = true
-			}
-		}
-	}
+	// What left stops first: a provider moved to another node hands on
+	// its work (its provides in hand end, their entries written, the
+	// vault's store closed) before the one placed next starts, so the
+	// two never work at once.
 	f.mu.Lock()
 	var gone []Component
 	for c, fl := range f.running {
@@ -310,11 +341,37 @@ func (f *Follower) step(ctx context.Context) (again bool) {
 			f.handOver(ctx, c)
 			continue
 		}
-		f.halt(c, fmt.Sprintf("%s is no longer placed on %s", c.Module(), c.Node))
+		f.halt(c, fmt.Sprintf("%s is no longer placed on %s; its work handed on", c.Module(), c.Node))
 		if f.cfg.Users != nil && !f.placedAnywhere(c.Module()) {
 			if err := f.cfg.Users.Revoke(c.User()); err != nil {
 				f.log.Error("assemble: revoking the user of a module no longer placed", "user", c.User(), "err", err)
 			}
+		}
+	}
+	for _, c := range want {
+		f.mu.Lock()
+		fl := f.running[c]
+		if fl != nil && fl.ending {
+			fl.ending = false // placed again before it stopped: it stays
+		}
+		f.mu.Unlock()
+		switch {
+		case fl == nil && f.waitsForTheVault(c):
+			again = true
+		case fl == nil:
+			if err := f.start(ctx, c, placedWhy(c)); err != nil {
+				again = true
+			}
+		case slices.Contains(changed, c.User()):
+			// Its new credentials file is written and, unless its
+			// limits only grew, its old JWT revoked on the servers
+			// (Users.Issue pushed it): each of its connections
+			// reconnects with the file's new JWT (a revocation is a
+			// removal only once a reconnect is refused too). It keeps
+			// running, its writes refused meanwhile tried again (a
+			// node leaving stops once, after deleting its records).
+			f.log.Info("assemble: a component's credentials changed; it takes them as it reconnects", "component", c.String())
+			fl.r.Reconnect()
 		}
 	}
 	return again
@@ -333,6 +390,48 @@ func (f *Follower) placedAnywhere(module string) bool {
 	return false
 }
 
+// vaultWait is how long, with MoveVault, a vault placed on a node waits
+// for the vault that runs on another to stop (a move whose two placements
+// reach the follower in two steps): past it, both run, each on its own
+// store (mesh-vault placed on two nodes).
+const vaultWait = 5 * time.Second
+
+// waitsForTheVault reports whether c, a vault to start, waits for another
+// vault to stop first so that the store moves to it (see vaultWait).
+func (f *Follower) waitsForTheVault(c Component) bool {
+	if c.Role != Vault || f.cfg.MoveVault == nil || !f.runsVault() {
+		return false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.vaultSince == nil {
+		f.vaultSince = map[string]time.Time{}
+	}
+	since, ok := f.vaultSince[c.Node]
+	if !ok {
+		f.vaultSince[c.Node] = time.Now()
+		return true
+	}
+	if time.Since(since) < vaultWait {
+		return true
+	}
+	delete(f.vaultSince, c.Node)
+	f.log.Warn("assemble: mesh-vault is placed on two nodes: each vault runs on its own store", "node", c.Node)
+	return false
+}
+
+// runsVault reports whether a vault runs.
+func (f *Follower) runsVault() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for c := range f.running {
+		if c.Role == Vault {
+			return true
+		}
+	}
+	return false
+}
+
 // placedWhy says why c starts: its module or node is placed.
 func placedWhy(c Component) string {
 	if c.Role == Client {
@@ -344,6 +443,21 @@ func placedWhy(c Component) string {
 // start starts c on a ctx of its own and watches it: a component that
 // stops on its own is said and started again at the next step.
 func (f *Follower) start(ctx context.Context, c Component, why string) error {
+	if c.Role == Vault && f.cfg.MoveVault != nil && !f.runsVault() {
+		f.mu.Lock()
+		delete(f.vaultSince, c.Node)
+		f.mu.Unlock()
+		from, err := f.cfg.MoveVault(c.Node)
+		if err != nil {
+			f.log.Error("assemble: the vault's store did not move with it; trying again", "component", c.String(), "err", err)
+			f.say(Event{Component: c, Started: true, Why: why, Err: err})
+			return err
+		}
+		if from != "" {
+			why += fmt.Sprintf("; its store moved from %s: the same values, nothing issued anew", from)
+			f.log.Info("assemble: mesh-vault moved; its store moved with it", "from", from, "to", c.Node, "dir", f.cfg.VaultDir(c.Node))
+		}
+	}
 	cctx, stop := context.WithCancel(ctx)
 	r, err := f.startOne(cctx, c)
 	if err != nil {
@@ -370,7 +484,18 @@ func (f *Follower) start(ctx context.Context, c Component, why string) error {
 		}
 		f.mu.Unlock()
 		if !halted && ctx.Err() == nil {
-			f.say(Event{Component: c, Err: r.Err()})
+			e := Event{Component: c, Err: r.Err()}
+			if errors.Is(e.Err, bus.ErrAccessRemoved) {
+				// Revoked by someone else, or its credentials file
+				// removed, while the live mesh still places it: its
+				// user is issued anew (new credentials; the old ones
+				// stay refused), and it starts again.
+				e.Why = "its access to the mesh was removed; its user is issued anew, as the live mesh still runs it"
+				f.mu.Lock()
+				f.reissue = append(f.reissue, c.User())
+				f.mu.Unlock()
+			}
+			f.say(e)
 			f.poke()
 		}
 	}()
@@ -395,7 +520,7 @@ func (f *Follower) startOne(ctx context.Context, c Component) (*Running, error) 
 		cfg.Node = c.Node
 		return f.a.StartPostgres(ctx, cfg)
 	case Client:
-		r, _, err := f.a.StartClient(ctx, client.Config{Node: c.Node, Root: f.cfg.ClientRoot(c.Node), Log: f.log.With("node", c.Node),
+		r, _, err := f.a.StartClient(ctx, client.Config{Node: c.Node, Root: f.cfg.ClientRoot(c.Node), Log: f.log,
 			// One machine, one operator: the mesh file's reloads run.
 			Reload: true})
 		return r, err
@@ -403,20 +528,33 @@ func (f *Follower) startOne(ctx context.Context, c Component) (*Running, error) 
 	return nil, fmt.Errorf("%w: follow: %s is not a component the follower runs", ErrConfig, c)
 }
 
-// halt stops c and waits until it has closed its connection.
+// halt stops c and waits until it has closed its connection. c stays
+// among the components running until then: a step meanwhile (halt runs on
+// a client's hand-over goroutine, beside the follower's steps) keeps its
+// user, so that a leaving node's client is never revoked, nor its
+// credentials file removed, while it still gives its lease back and closes
+// its connections.
 func (f *Follower) halt(c Component, why string) {
 	f.mu.Lock()
 	fl := f.running[c]
 	if fl != nil {
 		fl.halted = true
-		delete(f.running, c)
 	}
+	halting := f.halting
 	f.mu.Unlock()
 	if fl == nil {
 		return
 	}
+	if halting != nil {
+		halting(c)
+	}
 	fl.stop()
 	<-fl.r.Done()
+	f.mu.Lock()
+	if f.running[c] == fl {
+		delete(f.running, c)
+	}
+	f.mu.Unlock()
 	f.say(Event{Component: c, Why: why})
 }
 
@@ -458,19 +596,19 @@ func (f *Follower) handOver(ctx context.Context, c Component) {
 }
 
 // handedOver reports whether the plans and applied buckets hold no key of
-// node.
+// node. A bucket gone is unknown, not empty: the client hands over until
+// it exists again (or HandOver ends).
 func (f *Follower) handedOver(ctx context.Context, node string) bool {
 	for _, b := range []string{mesh.PlansBucket, mesh.AppliedBucket} {
 		kv, err := f.js.KeyValue(ctx, b)
 		if err != nil {
-			return errors.Is(err, jetstream.ErrBucketNotFound)
-		}
-		keys, err := kv.ListKeysFiltered(ctx, node+".>")
-		if err != nil {
 			return false
 		}
-		for range keys.Keys() {
-			keys.Stop()
+		keys, err := bus.ListKeys(ctx, f.js, kv, node+".>")
+		if err != nil && !errors.Is(err, jetstream.ErrNoKeysFound) {
+			return false
+		}
+		if len(keys) > 0 {
 			return false
 		}
 	}
@@ -481,4 +619,42 @@ func (f *Follower) say(e Event) {
 	if f.cfg.Said != nil {
 		f.cfg.Said(e)
 	}
+}
+
+// issuedKeys returns the keys of applied and collect that node's client
+// was last issued: those of the modules placed on it and those its node
+// held.
+func issuedKeys(m *access.Mesh, node string) access.HeldKeys {
+	h := m.Held[node]
+	h.Applied, h.Collect = slices.Clone(h.Applied), slices.Clone(h.Collect)
+	for _, mod := range m.Placement[node] {
+		h.Applied = append(h.Applied, mesh.NodeModule{Node: node, Module: mod}.String())
+		for _, c := range m.Contributes[mod] {
+			h.Collect = append(h.Collect, mesh.CollectKey{Node: node, Collection: c, Contributor: mod}.String())
+		}
+	}
+	return h
+}
+
+// keepHeld returns held (copied) with the keys of was added to node's.
+func keepHeld(held map[string]access.HeldKeys, node string, was access.HeldKeys) map[string]access.HeldKeys {
+	if len(was.Applied)+len(was.Collect) == 0 {
+		return held
+	}
+	out := maps.Clone(held)
+	if out == nil {
+		out = map[string]access.HeldKeys{}
+	}
+	h := out[node]
+	h.Applied = union(h.Applied, was.Applied)
+	h.Collect = union(h.Collect, was.Collect)
+	out[node] = h
+	return out
+}
+
+// union returns the keys of a and b, each once, sorted.
+func union(a, b []string) []string {
+	out := slices.Concat(a, b)
+	slices.Sort(out)
+	return slices.Compact(out)
 }

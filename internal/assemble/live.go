@@ -12,8 +12,9 @@ import (
 )
 
 // live is the mesh as the bus holds it, folded from the changes of the
-// placement, modules and manifests buckets: who runs (the nodes placed and
-// the modules on each) and which modules keep entries. It keeps only what
+// placement, modules, manifests, applied and collect buckets: who runs
+// (the nodes placed and the modules on each), which modules keep entries,
+// which collections they contribute to, and the records each node holds. It keeps only what
 // [access.Mesh] needs, not the buckets' values. Not safe for concurrent
 // use: the follower guards it.
 type live struct {
@@ -24,10 +25,39 @@ type live struct {
 	modules map[string]string
 	// keeps says, per manifest key, whether its manifest keeps entries.
 	keeps map[string]bool
+	// contributes holds, per manifest key, its module and the
+	// collections it contributes to.
+	contributes map[string]contribution
+	// applied and collect hold, per node, the keys the node holds in
+	// the applied and collect buckets (a client's own records).
+	applied, collect map[string]map[string]bool
+}
+
+// contribution is a manifest's module and the collections it contributes
+// to.
+type contribution struct {
+	module      string
+	collections []string
 }
 
 func newLive() *live {
-	return &live{placement: map[string][]string{}, modules: map[string]string{}, keeps: map[string]bool{}}
+	return &live{placement: map[string][]string{}, modules: map[string]string{}, keeps: map[string]bool{},
+		contributes: map[string]contribution{}, applied: map[string]map[string]bool{}, collect: map[string]map[string]bool{}}
+}
+
+// hold notes that node holds key in held (or no longer, deleted).
+func hold(held map[string]map[string]bool, node, key string, deleted bool) {
+	if deleted {
+		delete(held[node], key)
+		if len(held[node]) == 0 {
+			delete(held, node)
+		}
+		return
+	}
+	if held[node] == nil {
+		held[node] = map[string]bool{}
+	}
+	held[node][key] = true
 }
 
 // take folds one change of bucket at key into l. It returns an error that
@@ -63,6 +93,7 @@ func (l *live) take(bucket, key string, value []byte, deleted bool) error {
 		}
 		l.modules[key] = mesh.ManifestKey(r.Manifest)
 	case mesh.ManifestsBucket:
+		delete(l.contributes, key)
 		if deleted {
 			delete(l.keeps, key)
 			return nil
@@ -78,6 +109,21 @@ func (l *live) take(bucket, key string, value []byte, deleted bool) error {
 			return fmt.Errorf("%s %s: %w", bucket, key, err)
 		}
 		l.keeps[key] = m.KeepsEntries()
+		if c := m.Collections(); len(c) > 0 {
+			l.contributes[key] = contribution{module: m.Module, collections: c}
+		}
+	case mesh.AppliedBucket:
+		k, err := mesh.ParseNodeModule(key)
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", bucket, key, err)
+		}
+		hold(l.applied, k.Node, key, deleted)
+	case mesh.CollectBucket:
+		k, err := mesh.ParseCollectKey(key)
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", bucket, key, err)
+		}
+		hold(l.collect, k.Node, key, deleted)
 	}
 	return nil
 }
@@ -95,6 +141,49 @@ func (l *live) mesh() access.Mesh {
 		if l.keeps[manifest] {
 			m.Providers = append(m.Providers, mod)
 		}
+	}
+	for _, c := range l.contributes {
+		if _, ok := l.modules[c.module]; !ok {
+			continue
+		}
+		if m.Contributes == nil {
+			m.Contributes = map[string][]string{}
+		}
+		m.Contributes[c.module] = append(m.Contributes[c.module], c.collections...)
+	}
+	for mod, colls := range m.Contributes {
+		slices.Sort(colls)
+		m.Contributes[mod] = slices.Compact(colls)
+	}
+	// The keys a node holds that its placement no longer gives its
+	// client: it may still delete them.
+	held := map[string]access.HeldKeys{}
+	for node, keys := range l.applied {
+		for key := range keys {
+			if k, _ := mesh.ParseNodeModule(key); !slices.Contains(l.placement[node], k.Module) {
+				h := held[node]
+				h.Applied = append(h.Applied, key)
+				held[node] = h
+			}
+		}
+	}
+	for node, keys := range l.collect {
+		for key := range keys {
+			k, _ := mesh.ParseCollectKey(key)
+			if !slices.Contains(l.placement[node], k.Contributor) || !slices.Contains(m.Contributes[k.Contributor], k.Collection) {
+				h := held[node]
+				h.Collect = append(h.Collect, key)
+				held[node] = h
+			}
+		}
+	}
+	for node, h := range held {
+		slices.Sort(h.Applied)
+		slices.Sort(h.Collect)
+		held[node] = h
+	}
+	if len(held) > 0 {
+		m.Held = held
 	}
 	sort.Strings(m.Nodes)
 	sort.Strings(m.Modules)

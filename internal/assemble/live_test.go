@@ -66,3 +66,56 @@ func TestLiveTakesTheMesh(t *testing.T) {
 		t.Errorf("after dell's placement deleted, nodes = %v; want control", got.Nodes)
 	}
 }
+
+// TestLiveContributionsAndHeldKeys checks that the live mesh names the
+// collections each module's manifests contribute to (of modules in the
+// mesh only), and the keys of applied and collect a node holds that its
+// placement no longer gives it (a module moved away): its client may
+// still delete them; the keys placement gives are not held.
+func TestLiveContributionsAndHeldKeys(t *testing.T) {
+	l := newLive()
+	for _, ch := range []struct {
+		bucket, key, value string
+	}{
+		{mesh.PlacementBucket, "control", `{"modules":[{"module":"app"}]}`},
+		{mesh.PlacementBucket, "dell", `{"modules":[]}`},
+		{mesh.ModulesBucket, "app", `{"manifest":"d2"}`},
+		{mesh.ManifestsBucket, mesh.ManifestKey("d2"), `{"json":"{\"module\":\"app\",\"contributes\":[{\"collection\":\"shell:zsh\",\"item\":\"x\"}]}"}`},
+		{mesh.ManifestsBucket, mesh.ManifestKey("d3"), `{"json":"{\"module\":\"app\",\"contributes\":[{\"collection\":\"environment\",\"item\":\"y\"}]}"}`},
+		{mesh.ManifestsBucket, mesh.ManifestKey("d4"), `{"json":"{\"module\":\"gone\",\"contributes\":[{\"collection\":\"environment\",\"item\":\"y\"}]}"}`},
+		{mesh.AppliedBucket, "control.app", `{}`},
+		{mesh.AppliedBucket, "dell.app", `{}`},
+		{mesh.CollectBucket, "control.shell=3Azsh.app", `{}`},
+		{mesh.CollectBucket, "control.old.app", `{}`},
+		{mesh.CollectBucket, "dell.environment.app", `{}`},
+	} {
+		if err := l.take(ch.bucket, ch.key, []byte(ch.value), false); err != nil {
+			t.Fatalf("take %s %s: %v", ch.bucket, ch.key, err)
+		}
+	}
+	m := l.mesh()
+	if want := map[string][]string{"app": {"environment", "shell:zsh"}}; !reflect.DeepEqual(m.Contributes, want) {
+		t.Errorf("Contributes = %v; want %v", m.Contributes, want)
+	}
+	want := map[string]access.HeldKeys{
+		"control": {Collect: []string{"control.old.app"}},
+		"dell":    {Applied: []string{"dell.app"}, Collect: []string{"dell.environment.app"}},
+	}
+	if !reflect.DeepEqual(m.Held, want) {
+		t.Errorf("Held = %+v; want %+v", m.Held, want)
+	}
+	// Deleted, the keys are held no more.
+	for _, k := range []string{"dell.app"} {
+		if err := l.take(mesh.AppliedBucket, k, nil, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, k := range []string{"dell.environment.app", "control.old.app"} {
+		if err := l.take(mesh.CollectBucket, k, nil, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if m := l.mesh(); m.Held != nil {
+		t.Errorf("Held once the records are deleted = %+v; want none", m.Held)
+	}
+}

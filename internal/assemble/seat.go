@@ -67,11 +67,11 @@ func (s *SeatRunning) Seat() *seat.Seat {
 // subscription fails, or the metrics address cannot be listened on.
 func (a *Assembly) StartSeat(ctx context.Context, cfg SeatConfig) (*SeatRunning, error) {
 	s := &SeatRunning{}
-	r, err := a.start(ctx, Component{Role: Seat}, func(cs conns) (func() error, error) {
+	r, err := a.start(ctx, Component{Role: Seat}, func(ctx context.Context, cs conns) (func() error, error) {
 		nc, js := cs.nc, cs.js
 		// The seat alone makes buckets: every bucket of the mesh's
 		// setup, before anything waits on one.
-		if err := makeBuckets(ctx, js); err != nil {
+		if err := makeBuckets(ctx, js, a.log()); err != nil {
 			return nil, err
 		}
 		p := &seatProcess{nc: nc, js: js, answer: cs.answer, ask: cs.ask, cfg: cfg, log: a.log(), holder: s}

@@ -98,6 +98,12 @@ func (g *GenUsers) Issue(m access.Mesh) (changed, revoked []string, err error) {
 			return nil, nil, err
 		}
 		g.log().Info("assemble: accounts pushed: the old credentials of these users are refused", "revoked", res.Revoked, "narrowed", res.Narrowed)
+	} else if len(res.AccountsSigned) > 0 {
+		// The mesh grew past an account's bound of connections.
+		if err := g.push(res.Authority, res.Accounts); err != nil {
+			return nil, nil, err
+		}
+		g.log().Info("assemble: accounts pushed: their bounds follow the mesh", "accounts", res.AccountsSigned)
 	}
 	return slices.Clone(res.Signed), slices.Clone(res.Revoked), nil
 }
@@ -149,4 +155,33 @@ func (g *GenUsers) log() *slog.Logger {
 		return slog.Default()
 	}
 	return g.Log
+}
+
+// RenewEvery is how often [KeepRenewed] renews a mesh's credentials
+// files: a thirtieth of their life, so that each is renewed ten times
+// before the third of its life that is left when it is due.
+const RenewEvery = auth.DefaultExpiry / 30
+
+// KeepRenewed renews the due credentials files of a every [RenewEvery]
+// until ctx is done; a running component reads its renewed file when the
+// server closes its connection at the old JWT's expiry. A failure is
+// logged and tried again at the next tick.
+func KeepRenewed(ctx context.Context, a *auth.Authority, log *slog.Logger) {
+	t := time.NewTicker(RenewEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		renewed, err := a.Renew()
+		if err != nil {
+			log.Error("up: renew credentials", "dir", a.Dir(), "err", err)
+			continue
+		}
+		if len(renewed) > 0 {
+			log.Info("up: credentials renewed", "dir", a.Dir(), "users", len(renewed))
+		}
+	}
 }

@@ -15,6 +15,7 @@ import (
 // to its stream's advisories (to hear at once that the bucket was deleted
 // or made anew), and the server refuses none of it.
 func TestScopedCopiesMayHearTheirStreams(t *testing.T) {
+	t.Parallel()
 	f := start(t)
 	f.makeBuckets(t)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -113,6 +113,11 @@ type Options struct {
 	// ("$JS.<domain>.API.x" beside each "$JS.API.x" it may). Empty means
 	// what the directory's [SettingsFile] says, else none.
 	Domain string
+	// MaxStore is the JetStream max store, in bytes, written into a new
+	// ConfigFile's jetstream block (max_file_store): what the mesh's
+	// buckets reserve there ([access.StoreReserved]). Zero writes none
+	// (nats-server then takes 75% of its disk's free space).
+	MaxStore int64
 	// Source names what the parties come from (the mesh file), for the
 	// configuration's header.
 	Source string
@@ -121,8 +126,10 @@ type Options struct {
 	// what the directory's [SettingsFile] says, else [DefaultExpiry];
 	// below zero, JWTs never expire.
 	Expiry time.Duration
-	// Now is the time of the revocations and expiries; zero means the
-	// clock's, read at each act.
+	// Now is the time of the revocations and of when a user is due; zero
+	// means the clock's, read at each act. A JWT's expiry is counted from
+	// its issue time, which the JWT library sets from the clock as it
+	// signs: it lives Expiry (in whole seconds) however long signing took.
 	Now time.Time
 	// Later, if set, picks the users whose credentials files Gen leaves
 	// for [Result.WriteLater] to write after it returns (a caller runs it
@@ -215,6 +222,10 @@ type Result struct {
 	Config, Include string
 	// ConfigKept says Config was there and is kept as it is.
 	ConfigKept bool
+	// IncludeWritten says Gen wrote Include anew: its bytes changed (an
+	// account's JWT did), or it was not there. Else it is kept byte for
+	// byte.
+	IncludeWritten bool
 	// Creds holds the path of each party's credentials file, by user.
 	Creds map[string]string
 	// System holds the path of each operator's system-account
@@ -235,6 +246,11 @@ type Result struct {
 	// Accounts holds every account's JWT, the system account's first:
 	// what [bus.PushClaims] delivers to running servers.
 	Accounts []string
+	// AccountsSigned lists the accounts whose JWTs were signed anew
+	// (revocations, or bounds that changed with the mesh: see
+	// [access.AccountLimitsOf]); a running server refuses what the new
+	// JWTs allow until they are pushed.
+	AccountsSigned []string
 	// Authority is the authority of the directory, for acts after Gen.
 	Authority *Authority
 
@@ -261,7 +277,8 @@ func (r *Result) WriteLater() error {
 }
 
 // MeshOf returns the [access.Mesh] of a mesh file, with operators as its
-// operators' users.
+// operators' users; a module's contributions are the collections of every
+// build's manifest.
 func MeshOf(f *meshfile.File, operators []string) access.Mesh {
 	m := access.Mesh{Nodes: slices.Clone(f.Nodes), Placement: map[string][]string{}, Operators: slices.Clone(operators)}
 	for i := range f.Modules {
@@ -269,6 +286,17 @@ func MeshOf(f *meshfile.File, operators []string) access.Mesh {
 		m.Modules = append(m.Modules, mod.Name)
 		if mod.Trunk().Manifest.KeepsEntries() {
 			m.Providers = append(m.Providers, mod.Name)
+		}
+		var colls []string
+		for _, b := range mod.Builds {
+			colls = append(colls, b.Manifest.Collections()...)
+		}
+		if len(colls) > 0 {
+			if m.Contributes == nil {
+				m.Contributes = map[string][]string{}
+			}
+			slices.Sort(colls)
+			m.Contributes[mod.Name] = slices.Compact(colls)
 		}
 	}
 	for n, ms := range f.Placement {
@@ -324,7 +352,7 @@ func (a *Authority) gen(parties []access.Party) (*Result, error) {
 	}
 	out := make([][]signedUser, len(parties)) // each party's users, storage first
 	err := each(len(parties), func(i int) error {
-		s, err := a.sign(parties[i], now)
+		s, err := a.sign(parties[i], now, false)
 		out[i] = s
 		return err
 	})
@@ -348,9 +376,17 @@ func (a *Authority) gen(parties []access.Party) (*Result, error) {
 	if err := a.revokeGone(users, now, res); err != nil {
 		return nil, err
 	}
-	if res.Accounts, err = a.Accounts(); err != nil {
+	before := a.tokens()
+	a.setLimits(parties)
+	if res.Accounts, res.IncludeWritten, err = a.signAccounts(); err != nil {
 		return nil, err
 	}
+	for name, token := range a.tokens() {
+		if before[name] != token {
+			res.AccountsSigned = append(res.AccountsSigned, name)
+		}
+	}
+	sort.Strings(res.AccountsSigned)
 	a.mu.Lock()
 	res.Made = append(res.Made, a.made...)
 	a.made = nil

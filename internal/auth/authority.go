@@ -60,14 +60,20 @@ type account struct {
 	// revoked holds the revocations of users: public key -> the time
 	// (Unix seconds) at or before which their JWTs were issued.
 	revoked map[string]int64
+	// limits are the account's connection and leafnode bounds for the
+	// parties of the last [Gen] (setLimits); nil keeps those of its last
+	// signed JWT.
+	limits *access.AccountLimits
 }
 
 // Open returns the authority of dir, making dir (mode 0700) and the keys
 // that are missing, and reading each account's last signed JWT. It returns
-// an error wrapping [ErrLooseDir] when dir exists and others may write it,
+// an error wrapping [ErrLooseDir] when dir exists and others may write it
+// or anything under it, or the store and resolver directories it names
+// ([CheckTree]),
 // or an error when a key cannot be read or made.
 func Open(dir string, opts Options) (*Authority, error) {
-	if err := CheckDir(dir); err != nil {
+	if err := CheckTree(dir); err != nil {
 		return nil, err
 	}
 	var err error
@@ -76,6 +82,14 @@ func Open(dir string, opts Options) (*Authority, error) {
 	}
 	if opts, err = opts.normal(dir); err != nil {
 		return nil, err
+	}
+	for _, d := range []string{opts.StoreDir, opts.ResolverDir} {
+		if rel, err := filepath.Rel(dir, d); err == nil && filepath.IsLocal(rel) {
+			continue // walked with dir
+		}
+		if err := CheckTree(d); err != nil {
+			return nil, err
+		}
 	}
 	for _, d := range []string{dir, filepath.Join(dir, KeysDir), filepath.Join(dir, AccountsDir), opts.ResolverDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
@@ -269,7 +283,7 @@ type Issued struct {
 func (a *Authority) Issue(p access.Party) (Issued, error) {
 	a.files.Lock()
 	defer a.files.Unlock()
-	all, err := a.sign(p, a.opts.now())
+	all, err := a.sign(p, a.opts.now(), false)
 	if err != nil {
 		return Issued{}, err
 	}
@@ -307,8 +321,10 @@ type signedUser struct {
 
 // sign signs the party's users (see [Authority.Issue]), one in each of
 // its accounts ([access.Party.Accounts]: storage first), without writing
-// their files.
-func (a *Authority) sign(p access.Party, now time.Time) ([]signedUser, error) {
+// their files. With fresh, each user gets a new key (see
+// [Authority.Rotate]) whatever its file holds; else the file's key is
+// kept.
+func (a *Authority) sign(p access.Party, now time.Time, fresh bool) ([]signedUser, error) {
 	var out []signedUser
 	for _, in := range p.Accounts() {
 		acc, err := a.account(string(in))
@@ -322,10 +338,15 @@ func (a *Authority) sign(p access.Party, now time.Time) ([]signedUser, error) {
 			}
 		}
 		uk, made, err := userKey(path)
+		if fresh {
+			uk, err = newUserKey()
+			made = true
+		}
 		if err != nil {
 			return nil, err
 		}
-		uc := userClaims(uk.pub, p, p.PermissionsIn(in))
+		p.WatchToken = access.WatchToken(uk.pub)
+		uc := userClaims(uk.pub, p, p.PermissionsIn(in), p.LimitsIn(in))
 		if a.opts.Domain != "" && in == access.Storage {
 			uc.Pub.Allow = inDomain(uc.Pub.Allow, a.opts.Domain)
 		}
@@ -350,7 +371,7 @@ func (a *Authority) signClaims(acc *account, uc *jwt.UserClaims, uk userKeys, pa
 				su.is.Expires = time.Unix(old.Expires, 0)
 				return su, nil
 			}
-			if !same && (old.IssuerAccount == acc.pub || old.Issuer == acc.pub) {
+			if !same && (old.IssuerAccount == acc.pub || old.Issuer == acc.pub) && !widens(old, uc, acc.signPub) {
 				// Other claims of this account: every JWT of the key
 				// issued up to now (the file's and any older copy) is
 				// refused from the account's next push. The new one
@@ -371,6 +392,19 @@ func (a *Authority) signClaims(acc *account, uc *jwt.UserClaims, uk userKeys, pa
 		su.is.Expires = time.Unix(uc.Expires, 0)
 	}
 	token, err := uc.EncodeWithSigner(acc.signer.pub, acc.signer.sign)
+	// The JWT library sets its issue time as it encodes: a second that
+	// ticked since now would leave the JWT a second short of its life.
+	// Its expiry is then counted from its issue time, and it is signed
+	// again (a few tries: each is far under a second).
+	for try := 0; err == nil && a.opts.Expiry > 0 && try < 3; try++ {
+		exp := time.Unix(uc.IssuedAt, 0).Add(a.opts.Expiry).Unix()
+		if exp == uc.Expires {
+			break
+		}
+		uc.Expires = exp
+		su.is.Expires = time.Unix(exp, 0)
+		token, err = uc.EncodeWithSigner(acc.signer.pub, acc.signer.sign)
+	}
 	if err != nil {
 		return signedUser{}, fmt.Errorf("auth: user %s: %w", uc.Name, err)
 	}
@@ -379,6 +413,23 @@ func (a *Authority) signClaims(acc *account, uc *jwt.UserClaims, uk userKeys, pa
 	}
 	su.is.Changed = true
 	return su, nil
+}
+
+// widens reports whether the user JWT want differs from old only by
+// limits at least as large (the mesh grew past a bound, access.LimitsIn):
+// old allows less than want, so it need not be revoked, and a party given
+// its new file later (a standalone deployment's) goes on meanwhile.
+func widens(old, want *jwt.UserClaims, signPub string) bool {
+	w := *want
+	w.Limits.Subs, w.Limits.Payload = old.Limits.Subs, old.Limits.Payload
+	return sameUser(old, &w, signPub) && atLeast(want.Limits.Subs, old.Limits.Subs) &&
+		atLeast(want.Limits.Payload, old.Limits.Payload)
+}
+
+// atLeast reports whether the limit a allows at least what b does
+// (jwt.NoLimit, -1, allows anything).
+func atLeast(a, b int64) bool {
+	return a == jwt.NoLimit || (b != jwt.NoLimit && a >= b)
 }
 
 // due reports whether the user JWT old is due for renewal at now: a third
@@ -406,13 +457,15 @@ func waitPast(sec int64) {
 	}
 }
 
-// userClaims returns the claims of the party's user with the key pub and
-// the permissions perm (its [access.Party.PermissionsIn] one account): its
-// name, its permissions, and one reply per request it receives when it
-// answers a verb.
-func userClaims(pub string, p access.Party, perm access.Permissions) *jwt.UserClaims {
+// userClaims returns the claims of the party's user with the key pub, the
+// permissions perm and the limits lim (its [access.Party.PermissionsIn]
+// and [access.Party.LimitsIn] one account): its name, its permissions, its
+// subscriptions and payload per connection, and one reply per request it
+// receives when it answers a verb.
+func userClaims(pub string, p access.Party, perm access.Permissions, lim access.Limits) *jwt.UserClaims {
 	uc := jwt.NewUserClaims(pub)
 	uc.Name = p.User
+	uc.Limits.Subs, uc.Limits.Payload = lim.Subs, lim.Payload
 	uc.Pub.Allow = jwt.StringList(perm.Publish)
 	uc.Sub.Allow = jwt.StringList(perm.Subscribe)
 	// An empty allow list is no limit at all: a user that may publish
@@ -581,6 +634,13 @@ func (a *Authority) defaultAccount() *account {
 // second after its previous JWT at least, so that servers take it as the
 // newer.
 func (a *Authority) Accounts() ([]string, error) {
+	out, _, err := a.signAccounts()
+	return out, err
+}
+
+// signAccounts is [Authority.Accounts], also reporting whether it wrote
+// [IncludeFile] anew (its bytes changed, or it was not there).
+func (a *Authority) signAccounts() ([]string, bool, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	names := make([]string, 0, len(a.accounts))
@@ -604,26 +664,27 @@ func (a *Authority) Accounts() ([]string, error) {
 			}
 			token, err := want.Encode(a.op)
 			if err != nil {
-				return nil, fmt.Errorf("auth: account %s: %w", name, err)
+				return nil, false, fmt.Errorf("auth: account %s: %w", name, err)
 			}
 			claims, err := jwt.DecodeAccountClaims(token)
 			if err != nil {
-				return nil, fmt.Errorf("auth: account %s: %w", name, err)
+				return nil, false, fmt.Errorf("auth: account %s: %w", name, err)
 			}
 			acc.token, acc.claims = token, claims
 		}
 		if _, err := writeIfChanged(a.accountFile(name), []byte(acc.token+"\n"), 0o600); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		out = append(out, acc.token)
 	}
 	if err := a.operatorJWT(sys.pub); err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	if _, err := writeIfChanged(filepath.Join(a.dir, IncludeFile), a.include(names), 0o600); err != nil {
-		return nil, err
+	wrote, err := writeIfChanged(filepath.Join(a.dir, IncludeFile), a.include(names), 0o600)
+	if err != nil {
+		return nil, false, err
 	}
-	return out, nil
+	return out, wrote, nil
 }
 
 // accountClaims returns the claims account acc is to have: its name, its
@@ -634,6 +695,15 @@ func (a *Authority) accountClaims(acc *account) *jwt.AccountClaims {
 	ac := jwt.NewAccountClaims(acc.pub)
 	ac.Name = acc.name
 	ac.SigningKeys.Add(acc.signPub)
+	// Its connections and leafnode links, on every server at once: what
+	// the mesh's parties need (access.AccountLimitsOf), or as last
+	// signed when no Gen told them.
+	switch {
+	case acc.limits != nil:
+		ac.Limits.Conn, ac.Limits.LeafNodeConn = acc.limits.Conns, acc.limits.Leafs
+	case acc.claims != nil:
+		ac.Limits.Conn, ac.Limits.LeafNodeConn = acc.claims.Limits.Conn, acc.claims.Limits.LeafNodeConn
+	}
 	switch access.Account(acc.name) {
 	case access.Storage:
 		// The storage account alone holds JetStream: on disk, every
@@ -644,10 +714,12 @@ func (a *Authority) accountClaims(acc *account) *jwt.AccountClaims {
 			Streams: jwt.NoLimit, Consumer: jwt.NoLimit, MaxBytesRequired: true, DiskMaxStreamBytes: access.MaxStreamBytes}
 	case access.Services:
 		// Every verb, answered once: the server rewrites each request's
-		// reply subject, so that a responder replies nowhere else.
+		// reply subject, so that a responder replies nowhere else. The
+		// vault's verbs are answered within access.VaultAnswerWithin:
+		// the server forgets a request's reply mapping after it.
 		for _, v := range access.Verbs() {
 			ac.Exports.Add(&jwt.Export{Name: v, Subject: jwt.Subject(v), Type: jwt.Service,
-				ResponseType: jwt.ResponseTypeSingleton})
+				ResponseType: jwt.ResponseTypeSingleton, ResponseThreshold: access.AnsweredWithin(v)})
 		}
 	case access.Requests:
 		// Every verb, the asker's identity shared with the responder
@@ -666,6 +738,32 @@ func (a *Authority) accountClaims(acc *account) *jwt.AccountClaims {
 		}
 	}
 	return ac
+}
+
+// tokens returns each account's last signed JWT ("" for none), by name.
+func (a *Authority) tokens() map[string]string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make(map[string]string, len(a.accounts))
+	for name, acc := range a.accounts {
+		out[name] = acc.token
+	}
+	return out
+}
+
+// setLimits sets each account's connection and leafnode bounds for a mesh
+// of parties ([access.AccountLimitsOf], [access.SystemLimits]): the next
+// [Authority.Accounts] signs anew an account whose bounds change.
+func (a *Authority) setLimits(parties []access.Party) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for name, acc := range a.accounts {
+		lim := access.AccountLimitsOf(parties, access.Account(name))
+		if name == SystemAccountName {
+			lim = access.SystemLimits(parties)
+		}
+		acc.limits = &lim
+	}
 }
 
 // sameAccount reports whether the account JWT old says what want says,

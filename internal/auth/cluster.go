@@ -33,9 +33,14 @@ type Cluster struct {
 	// Domain is the JetStream domain of every server (see
 	// [Options.Domain]); empty means none.
 	Domain string
+	// MaxStore is every server's JetStream max store in bytes (see
+	// [Options.MaxStore]): a replicated bucket reserves its bound on each
+	// server holding a replica. Zero writes none.
+	MaxStore int64
 	// TLS, when set, names the certificate files every server uses for
-	// its clients, routes and leafnodes (verify: the peers' certificates
-	// are checked against CA).
+	// its clients, routes and leafnodes (on routes, verify: each server's
+	// certificate is checked against CA by the others, so it must allow
+	// client authentication too).
 	TLS *TLSFiles
 }
 
@@ -111,7 +116,7 @@ func (c Cluster) Write(dir string) ([]string, error) {
 		}
 		seen[s.Name] = true
 	}
-	if err := CheckDir(dir); err != nil {
+	if err := CheckTree(dir); err != nil {
 		return nil, err
 	}
 	secret, err := routeSecret(dir)
@@ -144,6 +149,16 @@ func (c Cluster) Write(dir string) ([]string, error) {
 	return paths, nil
 }
 
+// monitorHost returns the loopback address of the family of host (an
+// IPv6 address gets ::1, anything else 127.0.0.1): where a server's
+// monitoring port listens.
+func monitorHost(host string) string {
+	if ip := net.ParseIP(host); ip != nil && ip.To4() == nil {
+		return "::1"
+	}
+	return "127.0.0.1"
+}
+
 // config returns the text of server s's configuration, whose folder is
 // folder.
 func (c Cluster) config(s Server, folder, secret string) []byte {
@@ -155,10 +170,16 @@ func (c Cluster) config(s Server, folder, secret string) []byte {
 	fmt.Fprintf(&b, "include %q\n\n", filepath.Join("..", "..", IncludeFile))
 	fmt.Fprintf(&b, "server_name: %s\n", s.Name)
 	fmt.Fprintf(&b, "listen: %s\n", net.JoinHostPort(s.Host, strconv.Itoa(client)))
-	fmt.Fprintf(&b, "http: %s\n", net.JoinHostPort(s.Host, strconv.Itoa(http)))
+	// Monitoring answers anyone who reaches it, without credentials, and
+	// names every connection's user key, every consumer and its deliver
+	// subject: on loopback only, for the server's own host.
+	b.WriteString("# Monitoring has no authentication and lists every user's key, consumer and inbox: keep it\n")
+	b.WriteString("# on loopback (reports over the bus: the operator's system user, nats server report).\n")
+	fmt.Fprintf(&b, "http: %s\n", net.JoinHostPort(monitorHost(s.Host), strconv.Itoa(http)))
 	c.tls(&b, "", false)
 	b.WriteString("\njetstream: {\n")
 	fmt.Fprintf(&b, "  store_dir: %q\n", filepath.Join(folder, "jetstream"))
+	maxStore(&b, c.MaxStore)
 	if c.Domain != "" {
 		fmt.Fprintf(&b, "  domain: %s\n", c.Domain)
 	}
@@ -182,7 +203,9 @@ func (c Cluster) config(s Server, folder, secret string) []byte {
 	b.WriteString("# Edge nodes' leafnode servers connect here (remotes: nats-leaf://<host>:<port>, with a party's\n")
 	b.WriteString("# credentials); see docs/deploying.md.\n")
 	fmt.Fprintf(&b, "leafnodes: {\n  listen: %s\n", net.JoinHostPort(s.Host, strconv.Itoa(leaf)))
-	c.tls(&b, "  ", true)
+	// A leaf authenticates with its node's credentials, as a client
+	// does: no certificate of its own is asked for.
+	c.tls(&b, "  ", false)
 	b.WriteString("}\n")
 	return b.Bytes()
 }
@@ -240,6 +263,9 @@ type Leaf struct {
 	Port int
 	// Hubs are the hub's leafnode URLs ("nats-leaf://host:7422").
 	Hubs []string
+	// CA, when set, is the CA file that signs the hub's certificate (the
+	// cluster's TLS): the links require TLS and check the hub against it.
+	CA string
 }
 
 // ParseLeaf reads a leaf given as "NODE[:PORT]=URL[,URL...]".
@@ -324,6 +350,13 @@ func (l Leaf) Write(dir string, remotes []Remote) (string, error) {
 		b.WriteString("]\n")
 		fmt.Fprintf(&b, "      account: %s\n", r.Account)
 		fmt.Fprintf(&b, "      credentials: %q\n", creds)
+		if l.CA != "" {
+			ca, err := filepath.Abs(l.CA)
+			if err != nil {
+				return "", fmt.Errorf("auth: %w", err)
+			}
+			fmt.Fprintf(&b, "      tls: { ca_file: %q }\n", ca)
+		}
 		b.WriteString("    }\n")
 	}
 	b.WriteString("  ]\n}\n")

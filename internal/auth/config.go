@@ -3,6 +3,8 @@ package auth
 import (
 	"bytes"
 	"fmt"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 )
 
 // include returns the text of [IncludeFile]: the operator, the system
@@ -47,10 +49,12 @@ func serverConfig(opts Options) []byte {
 	fmt.Fprintf(&b, "# nats-server configuration of %s. Yours to edit: \"mesh-provisioner auth gen\"\n", src)
 	b.WriteString("# wrote it once and never writes it again. It writes " + IncludeFile + " beside it (the operator,\n")
 	b.WriteString("# the accounts and their users' keys) and pushes changed accounts to running servers.\n")
-	b.WriteString("# Add listen, monitoring (http_port), TLS and cluster blocks here; docs/deploying.md.\n\n")
+	b.WriteString("# Add listen, monitoring (http: 127.0.0.1:8222, loopback only: it answers without credentials and\n")
+	b.WriteString("# lists every user's key, consumer and inbox), TLS and cluster blocks here; docs/deploying.md.\n\n")
 	fmt.Fprintf(&b, "include %q\n\n", IncludeFile)
 	b.WriteString("jetstream: {\n")
 	fmt.Fprintf(&b, "  store_dir: %q\n", opts.StoreDir)
+	maxStore(&b, opts.MaxStore)
 	if opts.Domain != "" {
 		fmt.Fprintf(&b, "  domain: %s\n", opts.Domain)
 	}
@@ -58,6 +62,17 @@ func serverConfig(opts Options) []byte {
 	b.WriteString("# The accounts' JWTs, kept by the server and updated at runtime (full resolver).\n")
 	b.WriteString(resolverBlock(opts.ResolverDir))
 	return b.Bytes()
+}
+
+// maxStore writes the jetstream block's max_file_store line, saying why,
+// for n bytes (none for zero).
+func maxStore(b *bytes.Buffer, n int64) {
+	if n <= 0 {
+		return
+	}
+	b.WriteString("  # What the mesh's buckets reserve: the server reserves each bucket's size bound when it is made\n")
+	b.WriteString("  # and refuses one that does not fit. Raise it for more providers (docs/deploying.md).\n")
+	fmt.Fprintf(b, "  max_file_store: %s\n", bus.Size(n))
 }
 
 // generatedBefore reports whether conf is a configuration an earlier

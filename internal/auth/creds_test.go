@@ -25,6 +25,7 @@ import (
 // verifies, is signed by the account, names its user and is for the
 // public key of the file's seed; then that Gen again keeps every key.
 func TestCredsFilesAsFormatUserConfig(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	res, parties := gen(t, dir)
 	conf, err := os.ReadFile(res.Include)
@@ -75,6 +76,7 @@ func TestCredsFilesAsFormatUserConfig(t *testing.T) {
 		if !strings.Contains(string(conf), uc.IssuerAccount+":") || uc.Issuer != signer {
 			t.Errorf("%s's JWT is signed by %s of %s, not the signing key %s of the configuration's account", p.User, uc.Issuer, uc.IssuerAccount, signer)
 		}
+		p.WatchToken = access.WatchToken(pub) // its consumer names carry its key's token
 		perm := p.Permissions()
 		if !slices.Equal(uc.Pub.Allow, perm.Publish) || !slices.Equal(uc.Sub.Allow, perm.Subscribe) || (uc.Resp != nil) != perm.Responses {
 			t.Errorf("%s's JWT allows publish %v, subscribe %v, responses %v; want %v, %v, %v",
@@ -109,6 +111,7 @@ func TestCredsFilesAsFormatUserConfig(t *testing.T) {
 // Result.WriteLater returns nil every client's file is there too, the
 // record is gone, and a second Gen keeps every key.
 func TestGenLeavesFilesForLater(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	f, err := meshfile.Parse("test.yaml", []byte(testMesh))
 	if err != nil {
@@ -201,6 +204,7 @@ func TestGenLeavesFilesForLater(t *testing.T) {
 // both clients anew and records them while their old files exist: Mend
 // writes the newly signed ones over them.
 func TestMendWritesWhatGenLeftForLater(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	f, err := meshfile.Parse("test.yaml", []byte(testMesh))
 	if err != nil {
@@ -242,7 +246,7 @@ func TestMendWritesWhatGenLeftForLater(t *testing.T) {
 	}
 	t.Cleanup(s.Shutdown)
 	for _, user := range clients {
-		nc, _, err := bus.Connect(bus.Dial{URL: s.URL(), Name: user, Creds: res.Creds[user]})
+		nc, _, err := busDial(bus.Dial{URL: s.URL(), Name: user, Creds: res.Creds[user]})
 		if err != nil {
 			t.Errorf("%s connects with its mended credentials: %v", user, err)
 			continue
@@ -336,9 +340,10 @@ func TestMendWritesWhatGenLeftForLater(t *testing.T) {
 		}
 	}
 	slices.Sort(stale)
-	// n moved: both clients' requests users differ (they ask the secrets
-	// of the modules placed on their node); their storage users do not.
-	if want := []string{"mesh-requests/client-n1", "mesh-requests/client-n2"}; !slices.Equal(stale, want) {
+	// n moved: both clients' users differ, the requests users (they ask
+	// the secrets of the modules placed on their node) and the storage
+	// users (they write the applied keys of those modules).
+	if want := []string{"client-n1", "client-n2", "mesh-requests/client-n1", "mesh-requests/client-n2"}; !slices.Equal(stale, want) {
 		t.Fatalf("users whose file differs from the record after the move = %v; want %v", stale, want)
 	}
 	written, err = auth.Mend(dir)
@@ -357,6 +362,7 @@ func TestMendWritesWhatGenLeftForLater(t *testing.T) {
 // byte). A file whose JWT grants other permissions, and one signed by
 // another account, are signed and written again with the party's own.
 func TestGenAgainLeavesCurrentFiles(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	first, parties := gen(t, dir)
 	stat := map[string]os.FileInfo{}
@@ -450,6 +456,7 @@ func TestGenAgainLeavesCurrentFiles(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", p.User, err)
 		}
+		p.WatchToken = access.WatchToken(uc.Subject)
 		perm := p.Permissions()
 		if uc.Issuer != signer || uc.IssuerAccount != accPub || !slices.Equal(uc.Pub.Allow, perm.Publish) || !slices.Equal(uc.Sub.Allow, perm.Subscribe) {
 			t.Errorf("%s's JWT after Gen: issuer %s of %s, publish %v; want %s of %s, %v", p.User, uc.Issuer, uc.IssuerAccount, uc.Pub.Allow, signer, accPub, perm.Publish)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -17,25 +18,28 @@ import (
 	"github.com/nats-io/nkeys"
 )
 
-// ErrLooseDir is returned (wrapped, naming the directory and its mode) by
-// [CheckDir], [Open] and [Gen] when a directory that exists may be written
-// by a group or by everyone, or is owned by another user: another local
-// user could replace the server's configuration or a credentials file in
-// it.
-var ErrLooseDir = errors.New("auth: directory writable by others")
+// ErrLooseDir is returned (wrapped, naming the path and its mode) by
+// [CheckDir], [CheckTree], [Open] and [Gen] when a directory that exists,
+// or a file or directory under it, may be written by a group or by
+// everyone, or is owned by another user, or is a symbolic link another
+// user (not root) owns: another local user could replace or change the
+// server's configuration, a key or a credentials file.
+var ErrLooseDir = errors.New("auth: writable by others")
 
 // CheckDir returns nil when dir does not exist, or is a directory owned by
 // this process's user that neither its group nor others may write; else an
-// error wrapping [ErrLooseDir] that says what to do. It never changes the
-// directory: what another user may have put there is for its owner to
-// check.
+// error wrapping [ErrLooseDir] that says what to do. dir may be a symbolic
+// link (or a chain of them) owned by this user or root, to such a
+// directory: a link another user owns is refused, since its owner may
+// point it elsewhere at any time. It never changes the directory: what
+// another user may have put there is for its owner to check.
 func CheckDir(dir string) error {
-	st, err := os.Stat(dir)
+	st, err := follow(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("auth: %w", err)
+		return err
 	}
 	if !st.IsDir() {
 		return fmt.Errorf("auth: %s is not a directory", dir)
@@ -44,8 +48,160 @@ func CheckDir(dir string) error {
 		return fmt.Errorf("%w: %s has mode %04o: another local user may have replaced its files; check them, run \"chmod go-w %s\", and run again",
 			ErrLooseDir, dir, st.Mode().Perm(), dir)
 	}
-	if sys, ok := st.Sys().(*syscall.Stat_t); ok && int(sys.Uid) != os.Getuid() {
-		return fmt.Errorf("%w: %s is owned by the user %d, not by this one (%d)", ErrLooseDir, dir, sys.Uid, os.Getuid())
+	if uid, ok := owner(st); ok && uid != os.Getuid() {
+		return fmt.Errorf("%w: %s is owned by the user %d, not by this one (%d)", ErrLooseDir, dir, uid, os.Getuid())
+	}
+	return nil
+}
+
+// maxLinks bounds the symbolic links [follow] follows from one path, as
+// Linux's own resolution does (40).
+const maxLinks = 40
+
+// follow returns what path names, following symbolic links one at a time
+// (os.Stat follows them all unseen): each link on the way must be owned by
+// this process's user or root, else the error wraps [ErrLooseDir] naming
+// the link, its owner and what to do. A link that leads nowhere is an
+// error wrapping [fs.ErrNotExist], as a missing path is.
+func follow(path string) (fs.FileInfo, error) {
+	at := path
+	for range maxLinks {
+		st, err := os.Lstat(at)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("auth: %w", err)
+		}
+		if st.Mode()&fs.ModeSymlink == 0 {
+			return st, nil
+		}
+		if uid, ok := owner(st); ok && uid != os.Getuid() && uid != 0 {
+			return nil, fmt.Errorf("%w: %s is a symbolic link owned by the user %d, neither this one (%d) nor root: its owner may point it elsewhere at any time; "+
+				"remove the link and give the path it points to, or make the link yourself", ErrLooseDir, at, uid, os.Getuid())
+		}
+		to, err := os.Readlink(at)
+		if err != nil {
+			return nil, fmt.Errorf("auth: %w", err)
+		}
+		if !filepath.IsAbs(to) {
+			to = filepath.Join(filepath.Dir(at), to)
+		}
+		at = to
+	}
+	return nil, fmt.Errorf("auth: %s: more than %d symbolic links", path, maxLinks)
+}
+
+// owner returns the user id of the owner of st, and whether the system
+// says one.
+func owner(st fs.FileInfo) (int, bool) {
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		return int(sys.Uid), true
+	}
+	return 0, false
+}
+
+// CheckTree returns nil when root does not exist, or when root ([CheckDir])
+// and every file and directory under it is owned by this process's user
+// and may be written by neither its group nor others, skipping the
+// directories of root named in skip (and what is under them); else an
+// error wrapping [ErrLooseDir] naming the first such path, its mode, and
+// how many there are. A symbolic link under root (or root itself) is
+// followed, link by link ([CheckDir]'s rule: each owned by this user or
+// root), and what it points to is checked, a directory with all under it.
+// Like [CheckDir] it changes nothing: a file others may have written is
+// for its owner to check (the server's configuration, a key, a
+// credentials file, a JetStream store).
+func CheckTree(root string, skip ...string) error {
+	if err := CheckDir(root); err != nil {
+		return err
+	}
+	c := treeCheck{seen: map[[2]uint64]bool{}}
+	if err := c.walk(root, skip); err != nil {
+		return fmt.Errorf("auth: %w", err)
+	}
+	if c.first != nil {
+		return fmt.Errorf("%w (%d such under %s): another local user may have changed them; check them, run \"chmod -R go-w %s\", and run again",
+			c.first, c.n, root, root)
+	}
+	return nil
+}
+
+// treeCheck is one [CheckTree]: the first loose entry found, how many,
+// and the directories walked (device and inode), so that a link back up
+// the tree is walked once.
+type treeCheck struct {
+	first error
+	n     int
+	seen  map[[2]uint64]bool
+}
+
+// loose counts err, a loose entry.
+func (c *treeCheck) loose(err error) {
+	c.n++
+	if c.first == nil {
+		c.first = err
+	}
+}
+
+// walk checks every entry of the directory dir, and under it, but the
+// directories named in skip; it returns an error only when a directory
+// cannot be read.
+func (c *treeCheck) walk(dir string, skip []string) error {
+	if st, err := os.Stat(dir); err == nil {
+		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+			id := [2]uint64{uint64(sys.Dev), sys.Ino}
+			if c.seen[id] {
+				return nil
+			}
+			c.seen[id] = true
+		}
+	}
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // removed meanwhile
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		path := filepath.Join(dir, e.Name())
+		st, err := follow(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // a dangling link, or removed meanwhile: nothing to read there
+		}
+		if errors.Is(err, ErrLooseDir) {
+			c.loose(err)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if st.IsDir() && slices.Contains(skip, e.Name()) {
+			continue
+		}
+		if loose := looseEntry(path, st); loose != nil {
+			c.loose(loose)
+			continue // what is under it is not this user's to trust either
+		}
+		if st.IsDir() {
+			if err := c.walk(path, nil); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// looseEntry returns an error wrapping [ErrLooseDir] when the file or
+// directory at path, of st, may be written by its group or others or is
+// owned by another user; else nil.
+func looseEntry(path string, st fs.FileInfo) error {
+	if st.Mode().Perm()&0o022 != 0 {
+		return fmt.Errorf("%w: %s has mode %04o", ErrLooseDir, path, st.Mode().Perm())
+	}
+	if uid, ok := owner(st); ok && uid != os.Getuid() {
+		return fmt.Errorf("%w: %s is owned by the user %d, not by this one (%d)", ErrLooseDir, path, uid, os.Getuid())
 	}
 	return nil
 }

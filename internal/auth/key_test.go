@@ -12,6 +12,7 @@ import (
 // with CRLF line ends, and from a bare seed; both refuse a file with no
 // user seed.
 func TestCredsUserKeyAsTheLibrary(t *testing.T) {
+	t.Parallel()
 	kp, err := nkeys.CreateUser()
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/access"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/auth"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus/bustest"
@@ -67,13 +70,14 @@ func (l *lines) count(part string) (int, []time.Duration) {
 // refusal text once however often it tries again, and waits longer before
 // each try (250 ms doubling, with jitter), not every 250 ms.
 func TestRevokedConnectionBacksOff(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	_, parties := gen(t, dir)
 	srv := serve(t, dir, t.TempDir())
 	old := copyFile(t, auth.CredsPath(dir, "client-n2"))
 	log := &lines{}
 	removed := make(chan error, 4)
-	nc, _, err := bus.Connect(bus.Dial{URL: srv.URL(), Name: "client-n2", Creds: old, Log: slog.New(log),
+	nc, _, err := busDial(bus.Dial{URL: srv.URL(), Name: "client-n2", Creds: old, Log: slog.New(log),
 		OnRemoved: func(err error) { removed <- err }})
 	if err != nil {
 		t.Fatal(err)
@@ -119,13 +123,14 @@ func TestRevokedConnectionBacksOff(t *testing.T) {
 // connection and makes the server drop it: the connection says once that
 // its access was removed and the missing file once, not each try.
 func TestMissingCredsFileBacksOff(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	gen(t, dir)
 	srv := serve(t, dir, t.TempDir())
 	creds := copyFile(t, auth.CredsPath(dir, "client-n1"))
 	log := &lines{}
 	removed := make(chan error, 4)
-	nc, _, err := bus.Connect(bus.Dial{URL: srv.URL(), Name: "client-n1", Creds: creds, Log: slog.New(log),
+	nc, _, err := busDial(bus.Dial{URL: srv.URL(), Name: "client-n1", Creds: creds, Log: slog.New(log),
 		OnRemoved: func(err error) { removed <- err }})
 	if err != nil {
 		t.Fatal(err)
@@ -151,5 +156,70 @@ func TestMissingCredsFileBacksOff(t *testing.T) {
 		}
 	default:
 		t.Error("OnRemoved was not called")
+	}
+}
+
+// TestRotatedConnectionKeepsRunning rotates client-n1's key while its
+// bus.Connect connection is open on the credentials file Rotate writes
+// anew: once pushed, the server drops the old key's connection, which
+// reconnects with the file's new key (the connection's user is the new
+// key), says no removal of its access (no OnRemoved, no ERROR line) and
+// publishes again.
+func TestRotatedConnectionKeepsRunning(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	res, parties := gen(t, dir)
+	srv := serve(t, dir, t.TempDir())
+	creds := auth.CredsPath(dir, "client-n1")
+	oldPub, _ := auth.PublicKey(creds)
+	log := &lines{}
+	removed := make(chan error, 4)
+	nc, _, err := busDial(bus.Dial{URL: srv.URL(), Name: "client-n1", Creds: creds, Log: slog.New(log),
+		OnRemoved: func(err error) { removed <- err }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	var n1 access.Party
+	for _, p := range parties {
+		if p.User == "client-n1" {
+			n1 = p
+		}
+	}
+	issued, err := res.Authority.Rotate(n1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newPub, _ := auth.PublicKey(issued[0].Path)
+	if oldPub == newPub {
+		t.Fatalf("Rotate kept the key %s", newPub)
+	}
+	jwts, err := res.Authority.Accounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	push(t, srv.URL(), res.Authority, jwts)
+	bustest.WaitFor(t, 20*time.Second, "client-n1 connected on its new key", func() bool {
+		cz, err := srv.Connz(&server.ConnzOptions{Username: true})
+		if err != nil {
+			return false
+		}
+		for _, c := range cz.Conns {
+			if c.Name == "client-n1" && c.AuthorizedUser == newPub {
+				return true
+			}
+		}
+		return false
+	})
+	if err := nc.FlushTimeout(5 * time.Second); err != nil {
+		t.Errorf("flush after the rotation: %v", err)
+	}
+	// A refusal said after the reconnect would come before this flush's
+	// answer: the server says it first.
+	if n, _ := log.count("ERROR"); n != 0 {
+		t.Errorf("%d ERROR lines after a rotation; want none:\n%s", n, strings.Join(log.said, "\n"))
+	}
+	if len(removed) != 0 {
+		t.Errorf("OnRemoved called after a rotation: %v", <-removed)
 	}
 }

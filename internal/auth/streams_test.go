@@ -23,6 +23,7 @@ import (
 // bucket: the server refuses each. The seat makes its buckets (bounded,
 // refusing rollups), and a stream with no size bound is refused even to it.
 func TestOnlyTheSeatMakesStreams(t *testing.T) {
+	t.Parallel()
 	f := start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -39,15 +40,36 @@ func TestOnlyTheSeatMakesStreams(t *testing.T) {
 		{"a", "KV_a_bound", []string{"$KV.a_bound.>"}},
 	} {
 		p := f.conns[c.as]
+		isCreate := func(s string) bool { return s == "$JS.API.STREAM.CREATE."+c.stream }
+		seen, stop := p.watch()
 		from := len(p.errors())
-		cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
-		_, err := p.js.CreateStream(cctx, jetstream.StreamConfig{Name: c.stream, Subjects: c.subjects, MaxBytes: 1 << 20})
+		// A refused request is never answered: it is cut once the
+		// server's violation comes, not left to its timeout.
+		cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
+		made := make(chan error, 1)
+		go func() {
+			_, err := p.js.CreateStream(cctx, jetstream.StreamConfig{Name: c.stream, Subjects: c.subjects, MaxBytes: 1 << 20})
+			made <- err
+		}()
+		var err error
+	wait:
+		for {
+			select {
+			case err = <-made:
+				break wait
+			case <-seen:
+				if p.violation(from, "Publish", isCreate) != "" {
+					ccancel()
+				}
+			}
+		}
 		ccancel()
+		stop()
 		if err == nil {
 			t.Errorf("%s made stream %s on %v; want it refused", c.as, c.stream, c.subjects)
 			continue
 		}
-		if v := p.violation(from, "Publish", func(s string) bool { return s == "$JS.API.STREAM.CREATE."+c.stream }); v == "" {
+		if v := p.violation(from, "Publish", isCreate); v == "" {
 			t.Errorf("%s making %s: %v; want the server's permissions violation (async %v)", c.as, c.stream, err, p.errors()[from:])
 		}
 	}
@@ -84,6 +106,7 @@ func TestOnlyTheSeatMakesStreams(t *testing.T) {
 // bucket's stream refuses it, and the other keys stay. The neighbour, the
 // same put without the header, is stored.
 func TestRollupsAreRefused(t *testing.T) {
+	t.Parallel()
 	f := start(t)
 	f.makeBuckets(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -91,33 +114,36 @@ func TestRollupsAreRefused(t *testing.T) {
 	// A key of another party in each shared bucket, which a rollup "all"
 	// would purge.
 	n2 := f.conns["client-n2"]
-	keep := "$KV." + mesh.AppliedBucket + ".n2.keep"
+	keep := "$KV." + mesh.AppliedBucket + ".n2.n"
 	if _, err := n2.js.Publish(ctx, keep, []byte(`{"fp":"kept"}`)); err != nil {
 		t.Fatal(err)
 	}
 	tried := 0
+	type write struct {
+		conn    *party
+		subject string
+	}
+	var writes []write
 	for _, p := range f.parties {
 		for _, r := range p.Rules() {
 			if r.Act != access.Write {
 				continue
 			}
 			key := strings.ReplaceAll(strings.ReplaceAll(r.Keys, ">", "x"), "*", "x")
-			subject := "$KV." + r.Target + "." + key
-			conn := f.conns[p.User]
-			for _, rollup := range []string{"all", "sub"} {
-				msg := nats.NewMsg(subject)
-				msg.Data = []byte(`{}`)
-				msg.Header.Set("Nats-Rollup", rollup)
-				_, err := conn.js.PublishMsg(ctx, msg)
-				var apiErr *jetstream.APIError
-				if !errors.As(err, &apiErr) || !strings.Contains(apiErr.Description, "rollup") {
-					t.Errorf("%s puts %s with Nats-Rollup %s: %v; want the stream's refusal of rollups", p.User, subject, rollup, err)
-				}
-				tried++
+			writes = append(writes, write{f.conns[p.User], "$KV." + r.Target + "." + key})
+		}
+	}
+	for _, w := range writes {
+		for _, rollup := range []string{"all", "sub"} {
+			msg := nats.NewMsg(w.subject)
+			msg.Data = []byte(`{}`)
+			msg.Header.Set("Nats-Rollup", rollup)
+			_, err := w.conn.js.PublishMsg(ctx, msg)
+			var apiErr *jetstream.APIError
+			if !errors.As(err, &apiErr) || !strings.Contains(apiErr.Description, "rollup") {
+				t.Errorf("%s puts %s with Nats-Rollup %s: %v; want the stream's refusal of rollups", w.conn.user, w.subject, rollup, err)
 			}
-			if _, err := conn.js.Publish(ctx, subject, []byte(`{}`)); err != nil {
-				t.Errorf("%s puts %s: %v; want it stored", p.User, subject, err)
-			}
+			tried++
 		}
 	}
 	if tried < 40 {
@@ -127,7 +153,13 @@ func TestRollupsAreRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e, err := kv.Get(ctx, "n2.keep"); err != nil || string(e.Value()) != `{"fp":"kept"}` {
+	if e, err := kv.Get(ctx, "n2.n"); err != nil || string(e.Value()) != `{"fp":"kept"}` {
 		t.Errorf("n2's applied key after the rollups: %v; want it kept", err)
+	}
+	// The neighbour: the same puts without the header are stored.
+	for _, w := range writes {
+		if _, err := w.conn.js.Publish(ctx, w.subject, []byte(`{}`)); err != nil {
+			t.Errorf("%s puts %s: %v; want it stored", w.conn.user, w.subject, err)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -23,6 +24,27 @@ const (
 	ClaimsLookup = "$SYS.REQ.ACCOUNT.*.CLAIMS.LOOKUP"
 )
 
+// reports are the servers' reports an operator's system user may ask, of
+// every server ("$SYS.REQ.SERVER.PING.<report>", and "$SYS.REQ.SERVER.PING"
+// itself, the STATSZ of "nats server list") or of one
+// ("$SYS.REQ.SERVER.<id>.<report>", as "nats server info" asks VARZ): what
+// "nats server list", "info", "ping", "check" and "report jetstream" ask.
+// CONNZ, SUBSZ, ACCOUNTZ, LEAFZ, GATEWAYZ and ROUTEZ are not among them
+// (CONNZ and SUBSZ list every connection's subscriptions, so every inbox's
+// random token), nor anything that changes a server (KICK, LDM, RELOAD,
+// CLAIMS.UPDATE and CLAIMS.DELETE, $JS.API.>).
+var reports = []string{"STATSZ", "VARZ", "JSZ", "HEALTHZ", "IDZ"}
+
+// reportSubjects returns the subjects of [reports] an operator's system
+// user may publish.
+func reportSubjects() jwt.StringList {
+	out := jwt.StringList{"$SYS.REQ.SERVER.PING"}
+	for _, r := range reports {
+		out = append(out, "$SYS.REQ.SERVER.PING."+r, "$SYS.REQ.SERVER.*."+r)
+	}
+	return out
+}
+
 // SystemCreds returns the path of [PushUser]'s credentials file,
 // dir/system/mesh-auth.creds, issued (or renewed) now when it is missing
 // or due: a system-account user that may publish only [ClaimsUpdate] and
@@ -34,36 +56,58 @@ func (a *Authority) SystemCreds() (string, error) {
 }
 
 // systemUser issues the system-account user name in dir/system, kept when
-// it says the same and is not due: with full, the whole system account (an
-// operator's: server reports, and any system request); else only what
-// pushing claims needs.
+// it says the same and is not due: with full, an operator's, the servers'
+// reports ([reports]) and nothing that changes a server; else only what
+// pushing claims needs. Either reads only its own inbox
+// ("_INBOX_<name>.>": the nats CLI is told with --inbox-prefix _INBOX_<name>).
 func (a *Authority) systemUser(name string, full bool, now time.Time) (string, error) {
-	acc, err := a.account(SystemAccountName)
+	s, err := a.signSystem(name, full, false, now)
 	if err != nil {
 		return "", err
+	}
+	return s.is.Path, a.writeSigned(s)
+}
+
+// signSystem signs the system-account user name (see
+// [Authority.systemUser]) without writing its file; with fresh, under a
+// new key whatever its file holds.
+func (a *Authority) signSystem(name string, full, fresh bool, now time.Time) (signedUser, error) {
+	acc, err := a.account(SystemAccountName)
+	if err != nil {
+		return signedUser{}, err
 	}
 	path := SystemCredsPath(a.dir, name)
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return "", fmt.Errorf("auth: %w", err)
+		return signedUser{}, fmt.Errorf("auth: %w", err)
 	}
 	uk, made, err := userKey(path)
+	if fresh {
+		uk, err = newUserKey()
+		made = true
+	}
 	if err != nil {
-		return "", err
+		return signedUser{}, err
 	}
 	uc := jwt.NewUserClaims(uk.pub)
 	uc.Name = name
-	if !full {
-		uc.Pub.Allow = jwt.StringList{ClaimsUpdate, ClaimsLookup}
-		uc.Sub.Allow = jwt.StringList{access.InboxPrefix(name) + ".>"}
+	uc.Pub.Allow = jwt.StringList{ClaimsUpdate, ClaimsLookup}
+	if full {
+		uc.Pub.Allow = reportSubjects()
 	}
-	s, err := a.signClaims(acc, uc, uk, path, made, now)
-	if err != nil {
-		return "", err
-	}
+	uc.Sub.Allow = jwt.StringList{access.InboxPrefix(name) + ".>"}
+	return a.signClaims(acc, uc, uk, path, made, now)
+}
+
+// writeSigned writes a signed user's credentials file (mode 0600), or
+// only makes its mode 0600 when it is kept.
+func (a *Authority) writeSigned(s signedUser) error {
 	if s.creds != nil {
-		return path, writeFile(path, s.creds, 0o600)
+		return writeFile(s.is.Path, s.creds, 0o600)
 	}
-	return path, os.Chmod(path, 0o600)
+	if err := os.Chmod(s.is.Path, 0o600); err != nil {
+		return fmt.Errorf("auth: %w", err)
+	}
+	return nil
 }
 
 // Renew signs anew, with the same key and claims and a new expiry, every
@@ -125,39 +169,132 @@ func (a *Authority) Renew() ([]string, error) {
 	return slices.Compact(renewed), nil // a party renewed in several accounts once
 }
 
-// Rotate gives the party's storage user a new key (its users of the
-// services and requests accounts keep theirs): its credentials file is written with
-// a new key and JWT, and every JWT of its old key is revoked in its
-// account (push [Authority.Accounts] to make the servers refuse them). It
-// returns what it issued.
-func (a *Authority) Rotate(p access.Party) (Issued, error) {
+// Rotate gives the party a new key in every account it has a user in
+// ([access.Party.Accounts]: its storage user, and its users of the
+// services and requests accounts), and an operator a new key for its
+// system user ([SystemCredsPath]) too: each of its credentials files
+// ([AccountCredsPath]) is written anew with a new key and a JWT of its
+// permissions there, and every JWT of each old key is revoked in its
+// account. A file of the party in an account it no longer acts in is
+// revoked and moved to dir/revoked/<account>, as [Gen] does. The accounts
+// whose revocations changed are signed anew and recorded
+// (dir/accounts/<name>.jwt, [IncludeFile]) before any new file is
+// written, so a rotation stopped half way loses no revocation; push
+// [Authority.Accounts] (the same JWTs, signed once) to make the servers
+// refuse the old keys. Files a [Gen] left for later ([LaterFile]) of the
+// party are dropped from their record: [Mend] never writes its old keys
+// back. It returns what it issued, one per file: the storage user's
+// first, the system user's last. It returns an error when a file of the
+// party holds no user key (its old key cannot be revoked: move it away
+// and rotate again), or one cannot be read or written.
+func (a *Authority) Rotate(p access.Party) ([]Issued, error) {
 	a.files.Lock()
 	defer a.files.Unlock()
 	now := a.opts.now()
-	acc, err := a.account(AccountName)
-	if err != nil {
-		return Issued{}, err
-	}
-	path := CredsPath(a.dir, p.User)
-	if b, err := readIfThere(path); err != nil {
-		return Issued{}, err
-	} else if b != nil {
-		kp, err := credsUserKey(b)
-		if err != nil {
-			return Issued{}, fmt.Errorf("auth: rotate %s: %w", p.User, err)
+	in := p.Accounts()
+	for _, acc := range access.Accounts {
+		path := AccountCredsPath(a.dir, acc, p.User)
+		if !slices.Contains(in, acc) {
+			if _, err := os.Stat(path); err == nil {
+				if err := a.revokeFile(p.User, acc, now); err != nil {
+					return nil, err
+				}
+			}
+			continue
 		}
-		a.revoke(acc, publicKey(kp), now.Unix())
+		if err := a.revokeKeyOf(string(acc), path, now); err != nil {
+			return nil, fmt.Errorf("auth: rotate %s: %w", p.User, err)
+		}
 	}
-	uk, err := newUserKey()
+	signed, err := a.sign(p, now, true)
 	if err != nil {
-		return Issued{}, err
+		return nil, err
 	}
-	s, err := a.signClaims(acc, userClaims(uk.pub, p, p.Permissions()), uk, path, true, now)
+	if p.Has(access.Operator) {
+		if err := a.revokeKeyOf(SystemAccountName, SystemCredsPath(a.dir, p.User), now); err != nil {
+			return nil, fmt.Errorf("auth: rotate %s: %w", p.User, err)
+		}
+		s, err := a.signSystem(p.User, true, true, now)
+		if err != nil {
+			return nil, err
+		}
+		signed = append(signed, s)
+	}
+	if _, _, err := a.signAccounts(); err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(in))
+	for _, acc := range in {
+		names = append(names, laterName(acc, p.User))
+	}
+	if err := a.forgetLater(names); err != nil {
+		return nil, err
+	}
+	out := make([]Issued, len(signed))
+	for i, s := range signed {
+		if err := a.writeSigned(s); err != nil {
+			return nil, err
+		}
+		s.is.Revoked = true
+		out[i] = s.is
+	}
+	return out, nil
+}
+
+// revokeKeyOf revokes in the account name every JWT of the user key of
+// the credentials file at path issued up to now (or up to its own JWT's
+// issue time, when that is later); a missing file revokes nothing.
+func (a *Authority) revokeKeyOf(name, path string, now time.Time) error {
+	b, err := readIfThere(path)
+	if err != nil || b == nil {
+		return err
+	}
+	kp, err := credsUserKey(b)
 	if err != nil {
-		return Issued{}, err
+		return fmt.Errorf("%s holds no user key, so its old key cannot be revoked (move it away and rotate again): %w", path, err)
 	}
-	s.is.Revoked = true
-	return s.is, writeFile(path, s.creds, 0o600)
+	acc, err := a.account(name)
+	if err != nil {
+		return err
+	}
+	t := now.Unix()
+	if uc, err := jwt.DecodeUserClaims(credsJWT(b)); err == nil {
+		t = max(t, uc.IssuedAt)
+	}
+	a.revoke(acc, publicKey(kp), t)
+	return nil
+}
+
+// forgetLater drops names ([laterName]) from the record of the files a
+// [Gen] left for later ([LaterFile]), removing the record when none is
+// left; no record is nothing to do.
+func (a *Authority) forgetLater(names []string) error {
+	path := filepath.Join(a.dir, LaterFile)
+	b, err := readIfThere(path)
+	if err != nil || b == nil {
+		return err
+	}
+	var pending map[string]string
+	if err := json.Unmarshal(b, &pending); err != nil {
+		return fmt.Errorf("auth: %s: %w", path, err)
+	}
+	n := len(pending)
+	for _, name := range names {
+		delete(pending, name)
+	}
+	switch {
+	case len(pending) == n:
+		return nil
+	case len(pending) == 0:
+		if err := os.Remove(path); err != nil {
+			return fmt.Errorf("auth: %w", err)
+		}
+		return nil
+	}
+	if b, err = json.Marshal(pending); err != nil {
+		return fmt.Errorf("auth: %s: %w", path, err)
+	}
+	return writeFile(path, b, 0o600)
 }
 
 // Merge takes the revocations of token, an account JWT a server holds

@@ -80,6 +80,7 @@ func (f *fixture) answerAll(t *testing.T) *heard {
 // other client hears nothing. The neighbour, the same request with the
 // asker's own inbox, is answered.
 func TestRepliesAimedAtTheBusActOnNothing(t *testing.T) {
+	t.Parallel()
 	f := start(t)
 	f.makeBuckets(t)
 	f.answerAll(t)
@@ -178,6 +179,7 @@ func verbSubjects() []string {
 // no responder is: none hears a thing. The neighbour, the operator asking
 // the provisioning verb through its requests user, is answered and named.
 func TestPushConsumersOnVerbsReachNoResponder(t *testing.T) {
+	t.Parallel()
 	f := start(t)
 	f.makeBuckets(t)
 	h := f.answerAll(t)
@@ -226,6 +228,7 @@ func TestPushConsumersOnVerbsReachNoResponder(t *testing.T) {
 // a verb's subject (routed back through the import, from the services
 // account) is no one's and is refused with bus.ErrNoAsker.
 func TestAnswererNamesTheAsker(t *testing.T) {
+	t.Parallel()
 	f := start(t)
 	f.makeBuckets(t)
 	h := f.answerAll(t)

@@ -8,12 +8,16 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/access"
 )
 
 // Dial says how one component connects to the bus. Every component dials
@@ -46,6 +50,12 @@ type Dial struct {
 	// clients reach JetStream as "$JS.<domain>.API"); empty for a
 	// connection to those servers themselves.
 	Domain string
+	// CA is an optional PEM file of the certificate authority that signs
+	// the servers' certificates: with it the connection requires TLS and
+	// checks the server's certificate against it (a cluster whose files
+	// auth gen wrote with --tls-cert, --tls-key and --tls-ca). Empty
+	// means the system's roots, for a server that asks for TLS.
+	CA string
 	// Log receives the connection's asynchronous errors (a denied publish
 	// is only ever reported there) and reconnects. Nil means slog.Default().
 	Log *slog.Logger
@@ -57,7 +67,10 @@ type Dial struct {
 	OnRefused func(err error)
 	// OnRemoved, if set, is called once, on the connection's goroutine,
 	// when the connection's access to the mesh was removed: its
-	// credentials file is gone or the server revoked its user. err wraps
+	// credentials file is gone, or the server revoked its user and refused
+	// the reconnect after (a user signed anew, whose old credentials were
+	// revoked as its permissions changed, reconnects with its new file and
+	// is not removed). err wraps
 	// [ErrAccessRemoved] and names the user. The connection keeps
 	// reconnecting with backoff (credentials given back let it in again);
 	// a standalone process stops. It must not block.
@@ -68,6 +81,10 @@ type Dial struct {
 // log and to Dial.OnRemoved) when its access to the mesh was removed: its
 // credentials file is gone, or the server revoked its user.
 var ErrAccessRemoved = errors.New("access to the mesh was removed")
+
+// DisconnectGrace is how long a lost connection may take to come back
+// before it is said at warn: a shorter loss is said at info.
+const DisconnectGrace = 5 * time.Second
 
 // Reconnect delays: the first try after a connection is lost waits
 // about ReconnectFirst, each further try of the whole server list waits
@@ -129,7 +146,12 @@ func Connect(d Dial) (*nats.Conn, jetstream.JetStream, error) {
 		nc.Close()
 		return nil, nil, fmt.Errorf("bus: jetstream for %s: %w", d.Name, err)
 	}
-	return nc, withReplicas(js, d.Replicas, d.Log), nil
+	js, err = withScoping(nc, withReplicas(js, d.Replicas, d.Log), CredsPublish(d.Creds), d.Creds)
+	if err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("bus: jetstream for %s: %w", d.Name, err)
+	}
+	return nc, js, nil
 }
 
 // dial connects as d says (see [Connect]), with no JetStream context.
@@ -146,6 +168,7 @@ func dial(d Dial) (*nats.Conn, error) {
 		who = d.Name
 	}
 	refused := &refusals{}
+	var disconnects atomic.Int64 // the connection's disconnects so far
 	opts := []nats.Option{
 		nats.Name(d.Name),
 		nats.MaxReconnects(-1),
@@ -165,6 +188,13 @@ func dial(d Dial) (*nats.Conn, error) {
 			if sub != nil {
 				subject = sub.Subject
 			}
+			if errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), ".CONSUMER.DELETE.") {
+				// A scoped party's watch stopped (or started again): the
+				// library asks to delete its consumer, which only the seat
+				// and the operators may; the server removes it.
+				log.Debug("bus: a consumer is left to the server to remove", "component", d.Name, "err", err)
+				return
+			}
 			if d.OnRefused != nil && errors.Is(err, nats.ErrPermissionViolation) {
 				d.OnRefused(err)
 				return // the command says it
@@ -173,12 +203,30 @@ func dial(d Dial) (*nats.Conn, error) {
 				refused.say(d, who, log, err)
 				return
 			}
+			if sub == nil && Transient(err) {
+				// A reconnect's handshake the server did not finish within
+				// the library's connect timeout (2 s: a slow server, a
+				// loaded machine): the library tries again with backoff,
+				// and a disconnect that lasts is said at warn (above).
+				log.Info("bus: a reconnect's handshake timed out; trying again", "component", d.Name, "err", err)
+				return
+			}
 			log.Error("bus: asynchronous error", "component", d.Name, "subject", subject, "err", err)
 		}),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			if err != nil {
-				log.Warn("bus: disconnected", "component", d.Name, "err", err)
+		nats.DisconnectErrHandler(func(c *nats.Conn, err error) {
+			if err == nil {
+				return
 			}
+			// A connection lost and back within DisconnectGrace (a
+			// server restarting, a user signed anew) is routine: said at
+			// info, and at warn only when it lasts.
+			n := disconnects.Add(1)
+			log.Info("bus: disconnected; reconnecting", "component", d.Name, "err", err)
+			time.AfterFunc(DisconnectGrace, func() {
+				if disconnects.Load() == n && !c.IsConnected() && !c.IsClosed() {
+					log.Warn("bus: disconnected and not back yet; reconnecting with backoff", "component", d.Name, "for", DisconnectGrace, "err", err)
+				}
+			})
 		}),
 		nats.ReconnectHandler(func(c *nats.Conn) {
 			refused.clear()
@@ -190,6 +238,9 @@ func dial(d Dial) (*nats.Conn, error) {
 	}
 	if d.User != "" {
 		opts = append(opts, nats.UserInfo(d.User, d.Password))
+	}
+	if d.CA != "" {
+		opts = append(opts, nats.RootCAs(d.CA))
 	}
 	nc, err := nats.Connect(d.URL, opts...)
 	if err != nil {
@@ -205,19 +256,53 @@ func dial(d Dial) (*nats.Conn, error) {
 // file at path (the party's user, as "auth gen" writes it), or "" when the
 // file cannot be read or holds no user JWT (nats.Connect then says why).
 func CredsUser(path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return ""
-	}
-	token, err := jwt.ParseDecoratedJWT(b)
-	if err != nil {
-		return ""
-	}
-	uc, err := jwt.DecodeUserClaims(token)
-	if err != nil {
+	uc := credsClaims(path)
+	if uc == nil {
 		return ""
 	}
 	return uc.Name
+}
+
+// CredsWatchToken returns the token of the consumer names of the user
+// whose credentials file is at path ([access.WatchToken] of its public
+// key), or "" when the file cannot be read or holds no user JWT.
+func CredsWatchToken(path string) string {
+	uc := credsClaims(path)
+	if uc == nil {
+		return ""
+	}
+	return access.WatchToken(uc.Subject)
+}
+
+// CredsPublish returns the subjects the user JWT in the credentials file
+// at path allows its user to publish (patterns, as the server enforces
+// them; a domain's twins included), or nil when the file cannot be read or
+// holds no user JWT. It says what the party may do, not that the server
+// agrees: the server checks every publish.
+func CredsPublish(path string) []string {
+	uc := credsClaims(path)
+	if uc == nil {
+		return nil
+	}
+	return uc.Pub.Allow
+}
+
+// credsClaims returns the claims of the user JWT in the credentials file
+// at path, or nil.
+func credsClaims(path string) *jwt.UserClaims {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	token, err := jwt.ParseDecoratedJWT(b)
+	if err != nil {
+		return nil
+	}
+	uc, err := jwt.DecodeUserClaims(token)
+	if err != nil {
+		return nil
+	}
+	return uc
 }
 
 // inboxToken keeps a user name usable as one subject token.
@@ -270,21 +355,34 @@ type refusals struct {
 	mu      sync.Mutex
 	last    string
 	removed bool
+	// revoked says the server told the open connection its user was
+	// revoked: confirmed as removed by the next refusal (a reconnect
+	// refused), not by itself, since a user signed anew (its permissions
+	// changed) reconnects with its new credentials file.
+	revoked bool
 }
 
 // say logs err, a refusal of d's credentials (user who), when its text
-// differs from the last one said, and the first time the refusal shows the
-// access removed (the credentials file gone, the user revoked) says so and
-// calls d.OnRemoved.
+// differs from the last one said, and the first time the refusals show the
+// access removed (the credentials file gone; the user revoked, and a
+// reconnect refused after: a user signed anew reconnects with its new
+// file) says so and calls d.OnRemoved.
 func (r *refusals) say(d Dial, who string, log *slog.Logger, err error) {
-	gone := errors.Is(err, nats.ErrAuthRevoked) || errors.Is(err, fs.ErrNotExist)
 	r.mu.Lock()
+	gone := errors.Is(err, fs.ErrNotExist) || r.revoked
+	r.revoked = r.revoked || errors.Is(err, nats.ErrAuthRevoked)
 	changed := err.Error() != r.last
 	r.last = err.Error()
 	first := gone && !r.removed
 	r.removed = r.removed || gone
 	r.mu.Unlock()
-	if changed {
+	switch {
+	case changed && errors.Is(err, nats.ErrAuthRevoked) && !gone:
+		// Routine when the user was signed anew (its permissions
+		// changed): the reconnect reads its credentials file again. A
+		// reconnect refused after says the removal.
+		log.Info("bus: its user's JWT was revoked; reconnecting with its credentials file", "component", d.Name, "user", who, "err", err)
+	case changed:
 		log.Warn("bus: refused; reconnecting with backoff", "component", d.Name, "user", who, "err", err)
 	}
 	if first {
@@ -299,6 +397,6 @@ func (r *refusals) say(d Dial, who string, log *slog.Logger, err error) {
 // clear forgets the refusals said, once the connection is back.
 func (r *refusals) clear() {
 	r.mu.Lock()
-	r.last, r.removed = "", false
+	r.last, r.removed, r.revoked = "", false, false
 	r.mu.Unlock()
 }

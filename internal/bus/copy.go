@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,9 +24,10 @@ type Item struct {
 }
 
 // Change is one change of a followed bucket, handed to a [Copy]'s OnChange
-// callback. Deleted is set for a delete, a purge, a key found gone when the
-// watch was started again, or a key of a bucket found deleted or made anew
-// without it; Value is then nil. Revision is the stream sequence of the
+// callback. Deleted is set for a delete, a purge, or a key found gone when
+// the watch was started again on the same stream; for a copy with
+// Options.Writes also for a key of a bucket found deleted or made anew
+// without it. Value is then nil. Revision is the stream sequence of the
 // change (0 for a key found gone, which has no message left).
 type Change struct {
 	Bucket   string
@@ -44,9 +46,23 @@ type Options struct {
 	OnChange func(Change)
 	// Create makes the copy create its bucket when it is missing (with the
 	// replicas of its connection, see [Dial.Replicas]). Without
-	// it a missing bucket is said and waited for with backoff, and the copy
-	// is ready (empty) meanwhile.
+	// it a missing bucket is said once and waited for with backoff, and the
+	// copy is ready (holding what it last knew, empty at first) and not
+	// [Copy.Known] meanwhile.
 	Create bool
+	// Writes says the copy's owner writes the keys it follows (the seat
+	// its plans, provisions and refusals; a client its applied and collect
+	// keys; a provider its entries; the registry's keeper): when the
+	// bucket is found deleted, or made anew without keys the copy held,
+	// those keys are taken as deleted (Change.Revision 0) so that the
+	// owner writes them again. Without it the copy only reads the bucket,
+	// and a bucket gone is unknown, not empty: the copy keeps every key it
+	// held (reporting nothing) until the bucket exists again, then takes
+	// the keys the bucket has, whatever their revisions, and keeps those
+	// it lacks as last known (said once) until they are written or deleted
+	// there. A reader so never acts on keys that vanished with their
+	// bucket: nothing is revoked, stopped, removed or asked for it.
+	Writes bool
 	// Log receives every give-up of the watch. Nil means slog.Default().
 	Log *slog.Logger
 	// Filter, if set, follows only the keys matching this one key pattern
@@ -80,12 +96,18 @@ type Options struct {
 // its revision is newer than the copy's, so replays are harmless.
 //
 // A bucket is one stream, known by the time it was created. When the
-// bucket is found deleted (its stream gone), every key the copy holds is
-// taken as deleted and reported to OnChange, and said in the log; a copy
-// with Options.Create makes the bucket again. When the bucket is found made
-// anew (another creation time, or a last sequence below what the copy has
-// seen: a server back on a wiped store), the new stream's keys are taken
-// whatever their revision and the keys it lacks are taken as deleted. The
+// bucket is found deleted (its stream gone), the copy is not [Copy.Known]
+// until it exists again, said once in the log; a copy with Options.Create
+// makes the bucket again. A reader keeps every key it holds meanwhile; a
+// copy with Options.Writes takes every key as deleted and reports it to
+// OnChange. When the bucket is found made anew (after it was found gone,
+// or another creation time, or, when the server does not say its creation
+// time, a last sequence below what the copy has seen: a server back on a
+// wiped store), the new stream's keys are taken whatever their revision;
+// the keys it lacks are taken as deleted by a copy with Options.Writes and
+// kept as last known by a reader. A watch started again on the same
+// stream (the same creation time: a server that rejoined its cluster, a
+// replica behind its leader) takes only what changed. The
 // copy hears of a deletion or creation at once through the stream
 // advisories ($JS.EVENT.ADVISORY.STREAM.CREATED|DELETED.KV_<bucket>, which
 // a scoped user must be allowed to subscribe to), and otherwise when its
@@ -107,6 +129,8 @@ type Copy struct {
 	readyOne sync.Once
 	healthy  atomic.Bool   // the last watch delivered its initial values
 	broke    bool          // a watch gave up since the last one delivered its initial values (run's own)
+	known    atomic.Bool   // the copy follows its bucket: initial values delivered, and not found gone since
+	goneSaid bool          // the bucket's absence was said since the last watch delivered its initial values (run's own)
 	seen     atomic.Uint64 // the highest revision the watch has delivered
 
 	wmu sync.Mutex // held across an owner's write, so that its echo is not taken first
@@ -130,6 +154,14 @@ type Copy struct {
 	// their revisions: each is replaced by the new stream's value whatever
 	// the revisions, or dropped when the new stream lacks it.
 	stale map[string]uint64
+	// lost is set once the bucket was found gone, until a watch of the
+	// stream it has again starts (see renew): that stream is new, whatever
+	// the server says of it (a scoped user is not told its creation time).
+	lost bool
+	// kept holds the keys a reader keeps from a stream it lost, which the
+	// current stream has neither written nor deleted, and their revisions:
+	// the next write or delete of each is taken whatever its revision.
+	kept map[string]uint64
 }
 
 // Follow starts following bucket into a new [Copy] and returns it at once.
@@ -160,6 +192,12 @@ func (c *Copy) Bucket() string { return c.bucket }
 // Ready is closed once the copy holds every key the bucket held when it was
 // first watched (or once a missing bucket has been said).
 func (c *Copy) Ready() <-chan struct{} { return c.ready }
+
+// Known reports whether the copy follows its bucket: its watch has
+// delivered the bucket's keys, and the bucket has not been found gone
+// since (deleted, or not made yet). A copy not known holds what it last
+// knew (see Options.Writes).
+func (c *Copy) Known() bool { return c.known.Load() }
 
 // KV returns the bucket handle, waiting until the copy has one or ctx is
 // done.
@@ -357,11 +395,16 @@ func (c *Copy) take(key string, value []byte, rev uint64, removed bool) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	it, had := c.items.get(key)
-	if old, ok := c.stale[key]; ok && had && it.Revision == old {
+	old, ok := c.stale[key]
+	if !ok {
+		old, ok = c.kept[key]
+	}
+	if ok && had && it.Revision == old {
 		// The old stream's value: the new stream's is taken whatever
 		// the revisions, and reported even when its bytes are the same,
 		// so that a conditional write expects the new revision.
 		delete(c.stale, key)
+		delete(c.kept, key)
 		if removed {
 			c.items.del(key)
 			c.gone[key] = deletion(rev)
@@ -402,12 +445,28 @@ func (c *Copy) run(ctx context.Context) {
 		countGiveUp(c.bucket)
 		c.broke = true
 		wait := bo.NextBackOff()
-		if err == nil {
+		switch {
+		case err == nil:
 			err = errors.New("updates channel closed")
-		} else if gone(err) {
+		case gone(err):
+			c.missing()
 			c.readyOne.Do(func() { close(c.ready) })
 		}
-		c.log.Warn("bus: watch gave up; starting it again", "bucket", c.bucket, "err", err, "retry_in", wait)
+		if gone(err) && c.goneSaid {
+			// Said once: the copy waits for its bucket with backoff.
+			c.log.Debug("bus: the bucket is still gone; looking again", "bucket", c.bucket, "err", err, "retry_in", wait)
+		} else {
+			if gone(err) {
+				c.goneSaid = true
+			}
+			// A watch ended by its connection coming back is routine (a
+			// server restarted, a user signed anew): said at info.
+			level := slog.LevelWarn
+			if errors.Is(err, errReconnected) {
+				level = slog.LevelInfo
+			}
+			c.log.Log(ctx, level, "bus: watch gave up; starting it again", "bucket", c.bucket, "err", err, "retry_in", wait)
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -461,8 +520,35 @@ func (c *Copy) info(ctx context.Context, kv jetstream.KeyValue) (*jetstream.Stre
 	return bs.StreamInfo(), nil
 }
 
-// lose takes every key the copy holds as deleted: the bucket is gone. It
-// says so once per stream lost, and reports each key to OnChange.
+// missing takes the bucket as gone (deleted, or not made yet): the copy
+// is not known until a watch of the bucket delivers its keys again. A
+// reader keeps every key it holds, and the stream the bucket has next is
+// taken as new (see renew); a copy with Options.Writes loses its keys
+// (lose). Each loss of a stream the copy followed is said once.
+func (c *Copy) missing() {
+	c.known.Store(false)
+	if c.opts.Writes {
+		c.lose()
+		return
+	}
+	c.mu.Lock()
+	n := c.items.len()
+	followed := !c.created.IsZero() || n > 0
+	first := followed && !c.lost
+	if followed {
+		c.lost = true // a bucket never followed is not lost: its first stream is not new
+	}
+	c.mu.Unlock()
+	if first && followed {
+		c.goneSaid = true
+		c.log.Warn("bus: the bucket is gone; the copy keeps the keys it held as last known until the bucket exists again",
+			"bucket", c.bucket, "keys", n)
+	}
+}
+
+// lose takes every key the copy holds as deleted: the bucket is gone (the
+// owner of a copy with Options.Writes writes them again). It says so once
+// per stream lost, and reports each key to OnChange.
 func (c *Copy) lose() {
 	c.wmu.Lock()
 	c.mu.Lock()
@@ -481,27 +567,43 @@ func (c *Copy) lose() {
 	c.mu.Unlock()
 	c.wmu.Unlock()
 	if lost {
-		c.log.Warn("bus: the bucket is gone; every key it held is taken as deleted", "bucket", c.bucket, "keys", len(out))
+		c.goneSaid = true
+		c.log.Warn("bus: the bucket is gone; every key it held is taken as deleted, to be written again", "bucket", c.bucket, "keys", len(out))
 	}
 	c.report(out)
 }
 
-// renew compares the stream the watch is about to follow with the one the
-// copy holds: a stream made anew (another creation time, or a last
-// sequence below what the copy has seen) has its keys taken whatever their
-// revision. It reports whether the stream is new.
+// renew compares the stream the watch is about to follow (info, nil when
+// the server does not give it) with the one the copy holds: a stream made
+// anew has its keys taken whatever their revision. The stream is new when
+// the copy found its bucket gone since it last followed it, when the two
+// creation times differ, or, only when either is not known, when its last
+// sequence is below what the copy has seen. The same creation time is the
+// same stream, however far behind its replica (a server that rejoined):
+// the watch then takes what changed. It reports whether the stream is new.
 func (c *Copy) renew(info *jetstream.StreamInfo) bool {
-	if info == nil {
-		return false
-	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	prev := c.created
-	c.created = info.Created
-	anew := (!prev.IsZero() && !info.Created.IsZero() && !prev.Equal(info.Created)) ||
-		info.State.LastSeq < c.seen.Load()
+	var created time.Time
+	var last uint64
+	if info != nil {
+		created, last = info.Created, info.State.LastSeq
+		c.created = created
+	}
+	var anew bool
+	switch {
+	case c.lost:
+		anew = true
+	case info == nil:
+	case !prev.IsZero() && !created.IsZero():
+		anew = !prev.Equal(created)
+	default:
+		anew = last < c.seen.Load()
+	}
+	c.lost = false
 	c.stale = nil
 	if !anew {
 		return false
@@ -511,10 +613,11 @@ func (c *Copy) renew(info *jetstream.StreamInfo) bool {
 		c.stale[k] = it.Revision
 		return true
 	})
+	c.kept = nil
 	c.gone = map[string]removal{}
 	c.seen.Store(0)
 	c.log.Warn("bus: the bucket was made anew; its keys are taken whatever their revision",
-		"bucket", c.bucket, "keys_held", c.items.len(), "created", info.Created, "last_seq", info.State.LastSeq)
+		"bucket", c.bucket, "keys_held", c.items.len(), "created", created, "last_seq", last)
 	return true
 }
 
@@ -539,22 +642,18 @@ var errStreamChanged = errors.New("the bucket was deleted or made anew; the watc
 func (c *Copy) watch(ctx context.Context) error {
 	c.settle(ctx)
 	kv, err := c.handle(ctx)
-	if gone(err) {
-		c.lose()
-	}
 	if err != nil {
-		return err
+		return err // a missing bucket is said by run (missing)
 	}
 	info, err := c.info(ctx, kv)
 	if gone(err) {
 		if !c.opts.Create {
-			c.lose()
 			return err
 		}
 		// Made again before the loss is reported, so that an owner
 		// answering the loss at once writes into a bucket that exists.
 		_, made := Bucket(ctx, c.js, c.bucket, 0)
-		c.lose()
+		c.missing()
 		if made != nil {
 			return made
 		}
@@ -583,7 +682,7 @@ func (c *Copy) watch(ctx context.Context) error {
 		case strings.HasPrefix(m.Subject, "$JS.EVENT.ADVISORY.STREAM.CREATED."):
 			why = errStreamCreated
 		case strings.HasPrefix(m.Subject, "$JS.EVENT.ADVISORY.STREAM.DELETED."):
-			why = errStreamChanged
+			why = errStreamDeleted
 		case strings.HasPrefix(m.Subject, "$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED."):
 			why = errNewLeader
 		default:
@@ -597,12 +696,7 @@ func (c *Copy) watch(ctx context.Context) error {
 	if err == nil {
 		defer adv.Unsubscribe()
 	}
-	var w jetstream.KeyWatcher
-	if c.opts.Filter != "" {
-		w, err = kv.Watch(ctx, c.opts.Filter)
-	} else {
-		w, err = kv.WatchAll(ctx)
-	}
+	w, err := checkedWatch(ctx, c.js, kv, c.bucket, c.opts.Filter)
 	if err != nil {
 		return err
 	}
@@ -628,7 +722,12 @@ func (c *Copy) watch(ctx context.Context) error {
 			countRestart(c.bucket)
 			c.broke = false
 		}
+		if c.goneSaid {
+			c.log.Info("bus: the bucket exists again; the copy follows it", "bucket", c.bucket, "keys", c.Len())
+			c.goneSaid = false
+		}
 		c.healthy.Store(true)
+		c.known.Store(true)
 		c.readyOne.Do(func() { close(c.ready) })
 	}
 	// drain takes the changes that waited while the copy was held, unless
@@ -654,6 +753,18 @@ func (c *Copy) watch(ctx context.Context) error {
 				// component's just before the watch started).
 				c.log.Debug("bus: the stream the watch follows is the one created; the watch goes on", "bucket", c.bucket)
 				continue
+			}
+			if why == errStreamDeleted && !c.opts.Writes {
+				// The stream the bucket has next is new, even to a
+				// watch that is not told its creation time (a scoped
+				// user), and it may be made again before that watch
+				// starts. A copy that writes its keys learns of the
+				// loss as its next watch starts, once its bucket is
+				// made again (see watch).
+				c.missing()
+			}
+			if why == errNewLeader {
+				return why
 			}
 			return errStreamChanged
 		case <-c.resumed:
@@ -827,6 +938,10 @@ func (c *Copy) follows(ctx context.Context, kv jetstream.KeyValue, had *jetstrea
 	return now.Created.Equal(had.Created) && now.State.LastSeq >= had.State.LastSeq
 }
 
+// errStreamDeleted is what the advisory of the stream's deletion hands the
+// watch; it ends the watch as errStreamChanged.
+var errStreamDeleted = errors.New("the bucket's stream was deleted")
+
 // errNewLeader ends a watch when its bucket's stream (replicated on a
 // cluster) elected a new leader: the watch's consumer may have lived on the
 // server that stopped, and would otherwise sit silent until the client
@@ -838,14 +953,29 @@ var errReconnected = errors.New("the connection came back; the watch starts agai
 
 // dropUnseen takes as deleted the keys the copy holds that the watch's
 // initial values lacked: those written before lastSeq, and after a stream
-// made anew (anew) every key still holding the old stream's value.
+// made anew (anew) every key still holding the old stream's value, which a
+// reader (no Options.Writes) keeps instead as last known (said once). A
+// key a reader keeps so is not dropped by a later watch of the same
+// stream either.
 func (c *Copy) dropUnseen(seen map[string]bool, lastSeq uint64, anew bool) {
 	var out []Change
+	var kept []string
 	c.wmu.Lock()
 	c.mu.Lock()
 	c.items.each(func(k string, it Item) bool {
 		old, stale := c.stale[k]
 		if seen[k] {
+			return true
+		}
+		if _, ok := c.kept[k]; ok && !anew {
+			return true // last known from a stream lost: kept
+		}
+		if anew && stale && it.Revision == old && !c.opts.Writes {
+			if c.kept == nil {
+				c.kept = map[string]uint64{}
+			}
+			c.kept[k] = old
+			kept = append(kept, k)
 			return true
 		}
 		if (anew && stale && it.Revision == old) || (!anew && it.Revision <= lastSeq) {
@@ -862,6 +992,11 @@ func (c *Copy) dropUnseen(seen map[string]bool, lastSeq uint64, anew bool) {
 	c.stale = nil
 	c.mu.Unlock()
 	c.wmu.Unlock()
+	if len(kept) > 0 {
+		slices.Sort(kept)
+		c.log.Warn("bus: the bucket is back without keys the copy held; they are kept as last known until written or deleted there",
+			"bucket", c.bucket, "keys", len(kept), "first", kept[:min(len(kept), 5)])
+	}
 	c.report(out)
 }
 

@@ -18,6 +18,7 @@ import (
 )
 
 func TestCopyFollowsPutsAndDeletes(t *testing.T) {
+	t.Parallel()
 	s := bustest.Server(t)
 	ctx := bustest.Context(t)
 	_, js := bustest.Connect(t, s, "writer")
@@ -56,6 +57,7 @@ func TestCopyFollowsPutsAndDeletes(t *testing.T) {
 }
 
 func TestCopyTookIsNotReportedAgain(t *testing.T) {
+	t.Parallel()
 	s := bustest.Server(t)
 	ctx := bustest.Context(t)
 	_, js := bustest.Connect(t, s, "owner")
@@ -77,7 +79,13 @@ func TestCopyTookIsNotReportedAgain(t *testing.T) {
 	}
 	kv, _ := c.KV(ctx)
 	kv.Put(ctx, "other", []byte(`1`))
-	bustest.WaitFor(t, 0, "other", func() bool { _, ok := c.Get("other"); return ok })
+	// OnChange runs after the copy holds the key: wait for both.
+	bustest.WaitFor(t, 0, "other and its OnChange", func() bool {
+		_, ok := c.Get("other")
+		mu.Lock()
+		defer mu.Unlock()
+		return ok && n > 0
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	if n != 1 {
@@ -86,6 +94,7 @@ func TestCopyTookIsNotReportedAgain(t *testing.T) {
 }
 
 func TestCopySurvivesServerRestart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s, err := bus.StartServer(bus.ServerConfig{Dir: dir, Listen: "127.0.0.1:0"})
 	if err != nil {
@@ -142,6 +151,7 @@ func TestCopySurvivesServerRestart(t *testing.T) {
 }
 
 func TestCopyFilterFollowsOnlyMatchingKeys(t *testing.T) {
+	t.Parallel()
 	s := bustest.Server(t)
 	ctx := bustest.Context(t)
 	_, js := bustest.Connect(t, s, "writer")
@@ -184,6 +194,13 @@ func (l *logBuffer) has(s string) bool {
 	return strings.Contains(l.b.String(), s)
 }
 
+// count returns how many lines hold s.
+func (l *logBuffer) count(s string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Count(l.b.String(), s)
+}
+
 func (l *logBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -201,22 +218,30 @@ type recorder struct {
 
 func record(ctx context.Context, t *testing.T, js jetstream.JetStream, bucket string, create bool) *recorder {
 	t.Helper()
+	return recordWith(ctx, t, js, bucket, bus.Options{Create: create})
+}
+
+// recordWith is record with the copy's options (Log and OnChange its
+// own).
+func recordWith(ctx context.Context, t *testing.T, js jetstream.JetStream, bucket string, opts bus.Options) *recorder {
+	t.Helper()
 	r := &recorder{log: &logBuffer{}}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("the copy of %s said:\n%s", bucket, r.log)
 		}
 	})
-	r.c = bus.Follow(ctx, js, bucket, bus.Options{Create: create, Log: slog.New(slog.NewTextHandler(r.log, nil)),
-		OnChange: func(ch bus.Change) {
-			r.mu.Lock()
-			defer r.mu.Unlock()
-			if ch.Deleted {
-				r.chs = append(r.chs, ch.Key+" deleted")
-				return
-			}
-			r.chs = append(r.chs, ch.Key+"="+string(ch.Value))
-		}})
+	opts.Log = slog.New(slog.NewTextHandler(r.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	opts.OnChange = func(ch bus.Change) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if ch.Deleted {
+			r.chs = append(r.chs, ch.Key+" deleted")
+			return
+		}
+		r.chs = append(r.chs, ch.Key+"="+string(ch.Value))
+	}
+	r.c = bus.Follow(ctx, js, bucket, opts)
 	<-r.c.Ready()
 	return r
 }
@@ -254,8 +279,10 @@ func fill(ctx context.Context, t *testing.T, kv jetstream.KeyValue) {
 
 // TestCopyTakesABucketMadeAnew deletes a followed bucket and makes it again
 // with one key at revision 1, below what the copy held: the copy takes the
-// new value, and takes the key the new bucket lacks as deleted, saying so.
+// new value; the key the new bucket lacks is kept as last known by a
+// reader, said, and taken as deleted by a copy whose owner writes it.
 func TestCopyTakesABucketMadeAnew(t *testing.T) {
+	t.Parallel()
 	s := bustest.Server(t)
 	ctx := bustest.Context(t)
 	_, js := bustest.Connect(t, s, "writer")
@@ -266,8 +293,12 @@ func TestCopyTakesABucketMadeAnew(t *testing.T) {
 	fill(ctx, t, kv)
 	_, rjs := bustest.Connect(t, s, "reader")
 	r := record(ctx, t, rjs, "route-proxy_bound", false)
-	if !r.holds(map[string]string{"route": `"provided 4"`, "other": `"provided 4"`}) {
-		t.Fatalf("the copy does not hold the bucket's two keys")
+	_, ojs := bustest.Connect(t, s, "owner")
+	o := recordWith(ctx, t, ojs, "route-proxy_bound", bus.Options{Writes: true})
+	for _, c := range []*recorder{r, o} {
+		if !c.holds(map[string]string{"route": `"provided 4"`, "other": `"provided 4"`}) {
+			t.Fatalf("the copy does not hold the bucket's two keys")
+		}
 	}
 	if err := js.DeleteKeyValue(ctx, "route-proxy_bound"); err != nil {
 		t.Fatal(err)
@@ -282,26 +313,37 @@ func TestCopyTakesABucketMadeAnew(t *testing.T) {
 	if err != nil || rev != 1 {
 		t.Fatalf("put in the new bucket = revision %d, %v; want 1", rev, err)
 	}
-	bustest.WaitFor(t, 0, "the copy to hold route=failed alone", func() bool {
-		return r.holds(map[string]string{"route": `"failed"`})
+	bustest.WaitFor(t, 0, "the reader to hold route=failed and other as last known", func() bool {
+		return r.holds(map[string]string{"route": `"failed"`, "other": `"provided 4"`}) && r.c.Known()
 	})
-	ch := r.changes()
-	if !slices.Contains(ch, `route="failed"`) || !slices.Contains(ch, "other deleted") {
-		t.Errorf("changes = %q; want route=\"failed\" and other deleted reported", ch)
+	bustest.WaitFor(t, 0, "the owner's copy to hold route=failed alone", func() bool {
+		return o.holds(map[string]string{"route": `"failed"`}) && slices.Contains(o.changes(), "other deleted")
+	})
+	if ch := r.changes(); !slices.Contains(ch, `route="failed"`) || slices.Contains(ch, "other deleted") {
+		t.Errorf("reader's changes = %q; want route=\"failed\" and no delete of other", ch)
 	}
-	if !r.log.has("bus: the bucket was made anew") && !r.log.has("bus: the bucket is gone") {
-		t.Errorf("the copy did not say the bucket was gone or made anew")
+	if !r.log.has("bus: the bucket is back without keys the copy held") {
+		t.Errorf("the reader did not say it keeps other as last known:\n%s", r.log)
 	}
-	// Later writes of the new bucket are taken as usual.
+	// Later writes of the new bucket are taken as usual, and a kept key's
+	// write at a revision below the one it was kept at too.
 	kv.Put(ctx, "later", []byte(`1`))
-	bustest.WaitFor(t, 0, "later", func() bool { _, ok := r.c.Get("later"); return ok })
+	kv.Put(ctx, "other", []byte(`"provided 5"`))
+	bustest.WaitFor(t, 0, "later and other=provided 5", func() bool {
+		return r.holds(map[string]string{"route": `"failed"`, "other": `"provided 5"`, "later": "1"})
+	})
+	kv.Delete(ctx, "other")
+	bustest.WaitFor(t, 0, "other deleted", func() bool { _, ok := r.c.Get("other"); return !ok })
 }
 
-// TestCopyOfABucketGone deletes a followed bucket: a copy that does not
-// create its bucket holds nothing any more (each key reported deleted, the
-// loss said); one that creates its bucket makes it again and takes its new
-// writes from revision 1.
+// TestCopyOfABucketGone deletes a followed bucket: a reader keeps every key
+// it held, reports none, is not known and says so once while it waits
+// (with backoff) for the bucket; the copy of an owner that creates and
+// writes the bucket makes it again and takes its keys as deleted. Once the
+// bucket has a key again, the reader takes it (from revision 1) and is
+// known. Before, the reader took every key as deleted.
 func TestCopyOfABucketGone(t *testing.T) {
+	t.Parallel()
 	s := bustest.Server(t)
 	ctx := bustest.Context(t)
 	_, js := bustest.Connect(t, s, "writer")
@@ -312,24 +354,44 @@ func TestCopyOfABucketGone(t *testing.T) {
 	fill(ctx, t, kv)
 	_, rjs := bustest.Connect(t, s, "reader")
 	reader := record(ctx, t, rjs, "test_gone", false)
-	_, ojs := bustest.Connect(t, s, "owner")
-	owner := record(ctx, t, ojs, "test_gone", true)
+	if !reader.c.Known() {
+		t.Fatal("the reader is not known once ready")
+	}
+	before := bus.WatchCounts()["test_gone"].GiveUps
 	if err := js.DeleteKeyValue(ctx, "test_gone"); err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range []*recorder{reader, owner} {
-		// The copy empties itself before it reports the deletes to
-		// OnChange: wait for both.
-		bustest.WaitFor(t, 0, "the copies to hold nothing, route and other reported deleted", func() bool {
-			ch := r.changes()
-			return r.c.Len() == 0 && slices.Contains(ch, "route deleted") && slices.Contains(ch, "other deleted")
-		})
-		// The reader may look only once the owner has made the bucket
-		// again: then it finds it made anew.
-		if !r.log.has("bus: the bucket is gone; every key it held is taken as deleted") &&
-			(r == owner || !r.log.has("bus: the bucket was made anew")) {
-			t.Errorf("the copy did not say the bucket is gone (or, for the reader, made anew)")
-		}
+	bustest.WaitFor(t, 0, "the reader to find the bucket gone", func() bool { return !reader.c.Known() })
+	// It looks again with backoff: three looks, one warning.
+	bustest.WaitFor(t, 20*time.Second, "the reader to look for the bucket three times", func() bool {
+		return bus.WatchCounts()["test_gone"].GiveUps >= before+3
+	})
+	if !reader.holds(map[string]string{"route": `"provided 4"`, "other": `"provided 4"`}) {
+		t.Errorf("the reader does not hold what it held before the bucket was deleted")
+	}
+	if ch := reader.changes(); len(ch) != 2 {
+		t.Errorf("reader's changes = %q; want only the two initial values", ch)
+	}
+	if n := reader.log.count("level=WARN msg=\"bus: the bucket is gone; the copy keeps the keys it held"); n != 1 {
+		t.Errorf("the reader said the bucket gone %d times; want once:\n%s", n, reader.log)
+	}
+	if n := reader.log.count("level=WARN"); n > 2 {
+		t.Errorf("the reader warned %d times while the bucket was gone; want the loss and one give-up:\n%s", n, reader.log)
+	}
+
+	_, ojs := bustest.Connect(t, s, "owner")
+	kv, _ = bus.Bucket(ctx, ojs, "test_gone", 0)
+	fill(ctx, t, kv)
+	owner := recordWith(ctx, t, ojs, "test_gone", bus.Options{Create: true, Writes: true})
+	if err := js.DeleteKeyValue(ctx, "test_gone"); err != nil {
+		t.Fatal(err)
+	}
+	bustest.WaitFor(t, 0, "the owner's copy to hold nothing, route and other reported deleted", func() bool {
+		ch := owner.changes()
+		return owner.c.Len() == 0 && slices.Contains(ch, "route deleted") && slices.Contains(ch, "other deleted")
+	})
+	if !owner.log.has("bus: the bucket is gone; every key it held is taken as deleted") {
+		t.Errorf("the owner's copy did not say the bucket is gone:\n%s", owner.log)
 	}
 	bustest.WaitFor(t, 0, "the owner to make the bucket again", func() bool {
 		_, err := js.KeyValue(ctx, "test_gone")
@@ -339,18 +401,27 @@ func TestCopyOfABucketGone(t *testing.T) {
 	if rev, err := kv.Put(ctx, "route", []byte(`"failed"`)); err != nil || rev != 1 {
 		t.Fatalf("put in the bucket made again = revision %d, %v; want 1", rev, err)
 	}
-	for _, r := range []*recorder{reader, owner} {
-		bustest.WaitFor(t, 20*time.Second, "route=failed in both copies", func() bool {
-			return r.holds(map[string]string{"route": `"failed"`})
-		})
+	bustest.WaitFor(t, 20*time.Second, "route=failed in the owner's copy", func() bool {
+		return owner.holds(map[string]string{"route": `"failed"`})
+	})
+	bustest.WaitFor(t, 20*time.Second, "route=failed in the reader, other kept, known", func() bool {
+		return reader.holds(map[string]string{"route": `"failed"`, "other": `"provided 4"`}) && reader.c.Known()
+	})
+	if ch := reader.changes(); slices.Contains(ch, "other deleted") || slices.Contains(ch, "route deleted") {
+		t.Errorf("reader's changes = %q; want no delete", ch)
+	}
+	if !reader.log.has("bus: the bucket exists again") {
+		t.Errorf("the reader did not say the bucket exists again:\n%s", reader.log)
 	}
 }
 
 // TestCopyOfAServerBackOnAWipedStore restarts the server on an empty store
-// at the same address: a copy that creates its bucket makes it again and
-// holds only what is written anew; a copy that does not holds nothing until
-// the bucket is made again, then takes its keys from revision 1.
+// at the same address: a copy that creates and writes its bucket makes it
+// again and holds only what is written anew; a reader keeps what it held
+// until the bucket is made again, then takes its keys from revision 1 and
+// keeps the others as last known.
 func TestCopyOfAServerBackOnAWipedStore(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	s, err := bus.StartServer(bus.ServerConfig{Dir: dir, Listen: "127.0.0.1:0"})
 	if err != nil {
@@ -367,7 +438,7 @@ func TestCopyOfAServerBackOnAWipedStore(t *testing.T) {
 		fill(ctx, t, kv)
 	}
 	_, rjs := bustest.Connect(t, s, "reader")
-	owned := record(ctx, t, rjs, "test_owned", true)
+	owned := recordWith(ctx, t, rjs, "test_owned", bus.Options{Create: true, Writes: true})
 	read := record(ctx, t, rjs, "test_read", false)
 	s.Shutdown()
 	if err := os.RemoveAll(dir); err != nil {
@@ -378,9 +449,12 @@ func TestCopyOfAServerBackOnAWipedStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(s2.Shutdown)
-	bustest.WaitFor(t, 20*time.Second, "both copies to hold nothing", func() bool {
-		return owned.c.Len() == 0 && read.c.Len() == 0
+	bustest.WaitFor(t, 20*time.Second, "the owner's copy to hold nothing, the reader not known", func() bool {
+		return owned.c.Len() == 0 && !read.c.Known()
 	})
+	if read.c.Len() != 2 {
+		t.Errorf("the reader holds %d keys while its bucket is gone; want the 2 it held", read.c.Len())
+	}
 	bustest.WaitFor(t, 0, "the owned bucket to be made again", func() bool {
 		_, err := js.KeyValue(ctx, "test_owned")
 		return err == nil
@@ -394,14 +468,54 @@ func TestCopyOfAServerBackOnAWipedStore(t *testing.T) {
 			t.Fatalf("put in %s on the wiped server = revision %d, %v; want 1", b, rev, err)
 		}
 	}
-	for _, r := range []*recorder{owned, read} {
-		bustest.WaitFor(t, 20*time.Second, "route=failed in both copies", func() bool {
-			return r.holds(map[string]string{"route": `"failed"`})
-		})
-		if ch := r.changes(); !slices.Contains(ch, "other deleted") {
-			t.Errorf("changes = %q; want other reported deleted", ch)
-		}
+	bustest.WaitFor(t, 20*time.Second, "route=failed in the owner's copy", func() bool {
+		return owned.holds(map[string]string{"route": `"failed"`})
+	})
+	if ch := owned.changes(); !slices.Contains(ch, "other deleted") {
+		t.Errorf("owner's changes = %q; want other reported deleted", ch)
 	}
+	bustest.WaitFor(t, 20*time.Second, "route=failed in the reader, other kept", func() bool {
+		return read.holds(map[string]string{"route": `"failed"`, "other": `"provided 4"`}) && read.c.Known()
+	})
+	if ch := read.changes(); slices.Contains(ch, "other deleted") {
+		t.Errorf("reader's changes = %q; want no delete of other", ch)
+	}
+}
+
+// TestCopyRestartedOnTheSameStreamTakesWhatChanged starts a copy's watch
+// again (the advisory of a new leader) on the stream it follows while its
+// stream says a last sequence below what the copy has seen (a replica
+// behind, a server that rejoined its cluster): the same creation time is
+// the same stream, so nothing is taken anew nor reported. Before, the
+// copy took the stream as made anew and reported every key again.
+func TestCopyRestartedOnTheSameStreamTakesWhatChanged(t *testing.T) {
+	t.Parallel()
+	s := bustest.Server(t)
+	ctx := bustest.Context(t)
+	nc, js := bustest.Connect(t, s, "writer")
+	const bucket = "test_same_stream"
+	kv, err := bus.Bucket(ctx, js, bucket, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(ctx, t, kv)
+	r := record(ctx, t, js, bucket, false)
+	bus.SetSeen(r.c, 1000) // past the stream's last sequence, 10
+	before := bus.WatchCounts()[bucket]
+	if err := nc.Publish("$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED.KV_"+bucket, []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	bustest.WaitFor(t, 0, "the watch to start again", func() bool {
+		return bus.WatchCounts()[bucket].Restarts > before.Restarts
+	})
+	if r.log.has("bus: the bucket was made anew") {
+		t.Errorf("the copy took its own stream as made anew:\n%s", r.log)
+	}
+	if ch := r.changes(); len(ch) != 2 {
+		t.Errorf("changes = %q; want only the two initial values", ch)
+	}
+	kv.Put(ctx, "later", []byte(`1`))
+	bustest.WaitFor(t, 0, "later", func() bool { _, ok := r.c.Get("later"); return ok })
 }
 
 // TestCopyGoesOnAfterTheCreationOfItsOwnStream hands a copy the server's
@@ -412,6 +526,7 @@ func TestCopyOfAServerBackOnAWipedStore(t *testing.T) {
 // anew. A cold start of `up` said "the bucket was deleted or made anew" of
 // postgres_bound, a bucket the seat had just made.
 func TestCopyGoesOnAfterTheCreationOfItsOwnStream(t *testing.T) {
+	t.Parallel()
 	s := bustest.Server(t)
 	ctx := bustest.Context(t)
 	nc, js := bustest.Connect(t, s, "writer")
@@ -454,6 +569,7 @@ func TestCopyGoesOnAfterTheCreationOfItsOwnStream(t *testing.T) {
 // stream's last sequence, and the owner's next write was refused ("wrong
 // last sequence: 0").
 func TestCopyFoundGoneKeyExpectsNoMessage(t *testing.T) {
+	t.Parallel()
 	s := bustest.Server(t)
 	ctx := bustest.Context(t)
 	nc, js := bustest.Connect(t, s, "writer")

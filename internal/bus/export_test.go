@@ -1,6 +1,11 @@
 package bus
 
-import "github.com/nats-io/nats.go/jetstream"
+import (
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
 
 // Waiting returns how many changes c's watch read while c was held and has
 // yet to take.
@@ -9,3 +14,43 @@ func Waiting(c *Copy) int { return c.waiting() }
 // SizeHint returns sizeHint(st): how many keys a copy's maps are made for
 // before its watch's initial values.
 func SizeHint(st jetstream.StreamState) int { return sizeHint(st) }
+
+// ScopedFor returns js binding buckets as a user whose JWT allows
+// publishing publish ([withScoping]).
+func ScopedFor(nc *nats.Conn, js jetstream.JetStream, publish []string) (jetstream.JetStream, error) {
+	return withScoping(nc, js, publish, "")
+}
+
+// WatchSubject returns the subject a scoped party's watch w receives its
+// consumer's messages on ("" for another watch).
+func WatchSubject(w jetstream.KeyWatcher) string {
+	sw, ok := w.(*scopedWatcher)
+	if !ok {
+		return ""
+	}
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	return sw.sub.Subject
+}
+
+// SetWatchHeartbeat sets how often a scoped watch's consumer beats (three
+// missed make it anew) until the test ends.
+func SetWatchHeartbeat(t interface{ Cleanup(func()) }, d time.Duration) {
+	old := watchHeartbeat
+	watchHeartbeat = d
+	t.Cleanup(func() { watchHeartbeat = old })
+}
+
+// SetSeen sets the highest revision c's watch has delivered, as a copy
+// that read a stream further than a replica it is served by next.
+func SetSeen(c *Copy, rev uint64) { c.seen.Store(rev) }
+
+// AskersSaid returns how many headers a's Asker holds what it made of.
+func AskersSaid(a *Answerer) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.said)
+}
+
+// MaxAskersSaid is how many headers an Answerer holds at most.
+const MaxAskersSaid = askersSaid

@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -33,7 +35,7 @@ func Bucket(ctx context.Context, js jetstream.JetStream, name string, replicas i
 	if replicas <= 0 {
 		replicas = max(ReplicasOf(js), 1)
 	}
-	kv, err = makeBucket(ctx, js, jetstream.KeyValueConfig{Bucket: name, History: 1, Replicas: replicas})
+	kv, err = makeBucket(ctx, js, jetstream.KeyValueConfig{Bucket: name, History: History, Replicas: replicas})
 	if err != nil {
 		return nil, fmt.Errorf("bus: create bucket %s: %w", name, err)
 	}
@@ -41,42 +43,212 @@ func Bucket(ctx context.Context, js jetstream.JetStream, name string, replicas i
 }
 
 // makeBucket creates the bucket cfg says, bounded as
-// [access.BucketLimits] says (its size, one value's size), and makes its
-// stream refuse rollups: a "Nats-Rollup" header on a put would purge other
-// keys (all) or the key's history (sub), and the parties delete keys,
-// never purge them. A bucket made meanwhile by another is returned as it
-// is.
+// [access.BucketLimits] says (its size, one value's size), and brings its
+// stream to the rest of the seat's configuration (see [Conform]): rollups
+// refused, since a "Nats-Rollup" header on a put would purge other keys
+// (all) or the key's history (sub), and the parties delete keys, never
+// purge them. A bucket made meanwhile by another is returned as it is.
 func makeBucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
 	cfg.MaxBytes, cfg.MaxValueSize = access.BucketLimits(cfg.Bucket)
 	kv, err := js.CreateKeyValue(ctx, cfg)
 	if errors.Is(err, jetstream.ErrBucketExists) {
 		return js.KeyValue(ctx, cfg.Bucket)
 	}
+	if isStoreFull(err) {
+		return nil, storeTooSmall(ctx, js, cfg.Bucket, err)
+	}
 	if err != nil {
 		return nil, err
 	}
-	if err := refuseRollups(ctx, js, cfg.Bucket); err != nil {
+	if _, _, err := conform(ctx, js, cfg.Bucket); err != nil {
 		return nil, err
 	}
 	return kv, nil
 }
 
-// refuseRollups updates bucket's stream to refuse rollups, unless it does.
-func refuseRollups(ctx context.Context, js jetstream.JetStream, bucket string) error {
+// ErrStoreTooSmall is wrapped by the error of [Bucket] and [LeaseBucket]
+// when the server refuses to make a bucket because its bound does not fit
+// in the server's JetStream max store beside what the streams there
+// reserve ("insufficient storage resources"). The error says the max
+// store the mesh's buckets need ([access.StoreReserved]) and where to set
+// it. It is not [Transient]: the server keeps refusing until its
+// configuration changes and it restarts.
+var ErrStoreTooSmall = errors.New("the server's JetStream max store cannot hold the bucket's bound beside the other buckets'")
+
+// jsStorageResourcesExceeded is the server's code for a stream refused
+// because its max_bytes do not fit in the server's (or account's) store.
+const jsStorageResourcesExceeded = 10047
+
+// isStoreFull reports whether err is the server's refusal of a stream
+// whose bound does not fit in its store.
+func isStoreFull(err error) bool {
+	var api *jetstream.APIError
+	return errors.As(err, &api) && api.ErrorCode == jsStorageResourcesExceeded
+}
+
+// storeTooSmall returns the error of bucket refused with err for want of
+// store: what the bucket reserves, what the mesh's buckets reserve with
+// the providers' buckets that exist and room for more, and what to set.
+func storeTooSmall(ctx context.Context, js jetstream.JetStream, bucket string, err error) error {
+	providers := 0
+	names := js.StreamNames(ctx)
+	for n := range names.Name() {
+		if strings.HasPrefix(n, "KV_") && strings.HasSuffix(n, "_bound") {
+			providers++
+		}
+	}
+	if strings.HasSuffix(bucket, "_bound") {
+		providers++
+	}
+	maxBytes, _ := access.BucketLimits(bucket)
+	need := access.StoreReserved(providers)
+	return fmt.Errorf("%w (%w): %s reserves %s when it is made, and the mesh's buckets %s with %d providers' and room for %d more; "+
+		"set max_file_store: %s (or more) in the jetstream block of the server's configuration (every server's, in a cluster) and restart it "+
+		"(docs/deploying.md; up's own server reserves it at start for the mesh file's providers: restart up)",
+		ErrStoreTooSmall, err, bucket, Size(maxBytes), Size(need), providers, access.SpareProviders, Size(need))
+}
+
+// Size returns b bytes as nats-server's configuration writes a size,
+// rounded up to whole MiB ("64MB") or, from 1 GiB, whole GiB ("20GB"):
+// the server reads "MB" and "GB" as powers of 1024. Below zero (a size
+// not known) it returns "unknown".
+func Size(b int64) string {
+	const mib, gib = 1 << 20, 1 << 30
+	if b < 0 {
+		return "unknown"
+	}
+	if b >= gib {
+		return strconv.FormatInt((b+gib-1)/gib, 10) + "GB"
+	}
+	return strconv.FormatInt((b+mib-1)/mib, 10) + "MB"
+}
+
+// Conform brings the stream of bucket, which exists, to the configuration
+// the seat makes every bucket with: the bounds of [access.BucketLimits]
+// (max_bytes, the stream's size; max_msg_size, one value with its
+// headers), history 1 (max_msgs_per_subject: one message per key),
+// rollups refused, [DuplicateWindow] and [ConsumerLimits] (left, and said,
+// while a consumer made before asks more). A bucket made before these bounds (no max_bytes,
+// rollups allowed, no value bound, another history) is updated, and log
+// says once, at the update, what changed. A size bound below what the
+// bucket holds is not set, since the server would drop the oldest keys to
+// fit it (log says so; the rest is updated). Only a user that may update
+// the stream (the seat) conforms it. It returns what changed, each as
+// "<field> <old> -> <new>" (none when the bucket conforms), and an error
+// when the stream cannot be read or the server refuses the update.
+func Conform(ctx context.Context, js jetstream.JetStream, bucket string, log *slog.Logger) ([]string, error) {
+	changed, kept, err := conform(ctx, js, bucket)
+	if kept.size != "" {
+		log.Error("bus: a bucket holds more than its bound; its size bound is left as it is", "bucket", bucket, "kept", kept.size)
+	}
+	if kept.consumers != "" {
+		log.Error("bus: a bucket's consumer limits are left as they are while a consumer asks more; the next conform sets them",
+			"bucket", bucket, "err", kept.consumers)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(changed) > 0 {
+		log.Info("bus: a bucket made with an older configuration is updated to the current one",
+			"bucket", bucket, "changed", strings.Join(changed, "; "))
+	}
+	return changed, nil
+}
+
+// leftOld says what [Conform] left of a bucket's older configuration: its
+// size bound when the bucket holds more (what it holds), its consumer
+// limits while a consumer asks more (the server's refusal).
+type leftOld struct{ size, consumers string }
+
+// conform is [Conform] without the log: it returns what changed and what
+// it left.
+func conform(ctx context.Context, js jetstream.JetStream, bucket string) (changed []string, kept leftOld, err error) {
 	st, err := js.Stream(ctx, "KV_"+bucket)
 	if err != nil {
-		return fmt.Errorf("bus: bucket %s: %w", bucket, err)
+		return nil, kept, fmt.Errorf("bus: bucket %s: %w", bucket, err)
 	}
-	sc := st.CachedInfo().Config
-	if !sc.AllowRollup {
-		return nil
+	info := st.CachedInfo()
+	sc := info.Config
+	maxBytes, maxValue := access.BucketLimits(bucket)
+	if sc.MaxBytes != maxBytes {
+		if info.State.Bytes > uint64(maxBytes) {
+			kept.size = fmt.Sprintf("%d bytes, bound %d, max_bytes %d", info.State.Bytes, maxBytes, sc.MaxBytes)
+		} else {
+			changed = append(changed, fmt.Sprintf("max_bytes %d -> %d", sc.MaxBytes, maxBytes))
+			sc.MaxBytes = maxBytes
+		}
 	}
-	sc.AllowRollup = false
-	if _, err := js.UpdateStream(ctx, sc); err != nil {
-		return fmt.Errorf("bus: bucket %s: refuse rollups: %w", bucket, err)
+	if sc.MaxMsgSize != maxValue {
+		changed = append(changed, fmt.Sprintf("max_msg_size %d -> %d", sc.MaxMsgSize, maxValue))
+		sc.MaxMsgSize = maxValue
 	}
-	return nil
+	if sc.MaxMsgsPerSubject != History {
+		changed = append(changed, fmt.Sprintf("max_msgs_per_subject %d -> %d", sc.MaxMsgsPerSubject, History))
+		sc.MaxMsgsPerSubject = History
+	}
+	if sc.AllowRollup {
+		changed = append(changed, "allow_rollup_hdrs true -> false")
+		sc.AllowRollup = false
+	}
+	if sc.Duplicates != DuplicateWindow {
+		changed = append(changed, fmt.Sprintf("duplicate_window %s -> %s", sc.Duplicates, DuplicateWindow))
+		sc.Duplicates = DuplicateWindow
+	}
+	old := sc.ConsumerLimits
+	if old != ConsumerLimits {
+		changed = append(changed, fmt.Sprintf("consumer_limits %s -> %s", consumerLimits(old), consumerLimits(ConsumerLimits)))
+		sc.ConsumerLimits = ConsumerLimits
+	}
+	if len(changed) == 0 {
+		return nil, kept, nil
+	}
+	_, err = js.UpdateStream(ctx, sc)
+	if err != nil && old != ConsumerLimits && strings.Contains(err.Error(), "violates consumers") {
+		// A consumer made before asks more (a longer inactive threshold):
+		// the server refuses the limits while it exists. The rest is
+		// updated; the next conform sets them once it is gone.
+		changed = changed[:len(changed)-1]
+		kept.consumers = err.Error()
+		sc.ConsumerLimits = old
+		if len(changed) == 0 {
+			return nil, kept, nil
+		}
+		_, err = js.UpdateStream(ctx, sc)
+	}
+	if err != nil {
+		return nil, kept, fmt.Errorf("bus: bucket %s: update its configuration (%s): %w", bucket, strings.Join(changed, "; "), err)
+	}
+	return changed, kept, nil
 }
+
+// ConsumerLimits are every bucket's stream's bounds on its consumers
+// (consumer_limits): a consumer is removed [access.ConsumerInactive] after
+// nothing subscribes to its messages (one asking a longer threshold is
+// refused, one asking none takes it). They bound every consumer of the
+// bucket, the direct ones a reader can make beyond its names too
+// (docs/trust.md). No max_ack_pending: the server gives a stream's to
+// every consumer that asks none, and refuses it to one that acknowledges
+// nothing (the watches: "consumer requires ack policy for max ack
+// pending").
+var ConsumerLimits = jetstream.StreamConsumerLimits{InactiveThreshold: access.ConsumerInactive}
+
+// consumerLimits says l as "inactive_threshold <d>".
+func consumerLimits(l jetstream.StreamConsumerLimits) string {
+	return fmt.Sprintf("inactive_threshold %s", l.InactiveThreshold)
+}
+
+// DuplicateWindow is every bucket's duplicate window (the stream's
+// duplicate_window): the smallest nats-server accepts, 100 ms. No bucket
+// wants de-duplication (a put is a key's value, never a message to send
+// once), and the server holds each "Nats-Msg-Id" header a writer sends for
+// the window, in memory: at the default two minutes a writer of one key
+// could make it hold gigabytes of ids.
+const DuplicateWindow = 100 * time.Millisecond
+
+// History is every bucket's history: the messages its stream keeps per
+// key (max_msgs_per_subject). One: a key holds its last value or its
+// delete marker, so that a writer of a key holds at most one value there.
+const History = 1
 
 // LeaseBucket returns the bucket for a lease whose key lapses ttl after its
 // last write, creating it when missing with the replicas of js's connection
@@ -88,7 +260,7 @@ func LeaseBucket(ctx context.Context, js jetstream.JetStream, name string, ttl t
 		sayReplicas(ctx, js, kv, 0)
 		return kv, nil
 	}
-	kv, err = makeBucket(ctx, js, jetstream.KeyValueConfig{Bucket: name, History: 1, TTL: ttl, Replicas: max(ReplicasOf(js), 1)})
+	kv, err = makeBucket(ctx, js, jetstream.KeyValueConfig{Bucket: name, History: History, TTL: ttl, Replicas: max(ReplicasOf(js), 1)})
 	if err != nil {
 		return nil, fmt.Errorf("bus: create lease bucket %s: %w", name, err)
 	}
@@ -141,19 +313,38 @@ func IsConflict(err error) bool {
 		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
 }
 
+// A Header is a header a delete marker carries beside the key-value
+// store's own ([DeleteAt]): its reader finds it in [LeaderEntry.Header].
+type Header struct{ Name, Value string }
+
 // DeleteAt deletes key of bucket through js only when the key's last
 // revision (stream sequence) is rev, 0 meaning the key has no message at
-// all, and returns the revision of the delete marker it wrote. When the key
-// changed meanwhile it returns an error for which [IsConflict] reports
-// true, and deletes nothing.
-func DeleteAt(ctx context.Context, js jetstream.JetStream, bucket, key string, rev uint64) (uint64, error) {
+// all, and returns the revision of the delete marker it wrote, which
+// carries headers too. When the key changed meanwhile it returns an error
+// for which [IsConflict] reports true, and deletes nothing.
+func DeleteAt(ctx context.Context, js jetstream.JetStream, bucket, key string, rev uint64, headers ...Header) (uint64, error) {
 	m := DeleteMsg(bucket, key)
+	m.Subject = putSubject(js, bucket, key)
+	for _, h := range headers {
+		m.Header.Set(h.Name, h.Value)
+	}
 	m.Header[expectedLastSubjSeq] = []string{strconv.FormatUint(rev, 10)}
 	ack, err := js.PublishMsg(ctx, m)
 	if err != nil {
 		return 0, fmt.Errorf("bus: delete %s %s at revision %d: %w", bucket, key, rev, err)
 	}
 	return ack.Sequence, nil
+}
+
+// putSubject returns the subject a write of key in bucket is published on
+// through js: "$KV.<bucket>.<key>", or that behind the JetStream API
+// prefix of a domain's connection ("$JS.<domain>.API.$KV.<bucket>.<key>",
+// as the library's key-value puts are), which the hub maps back.
+func putSubject(js jetstream.JetStream, bucket, key string) string {
+	if api := apiPrefixOf(js); api != "$JS.API." {
+		return api + kvPrefix(bucket) + key
+	}
+	return kvPrefix(bucket) + key
 }
 
 // DeleteMsg returns the message that, published to JetStream, deletes key

@@ -2,12 +2,15 @@ package bus_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/mesh-provisioner/mesh-provisioner/internal/access"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus/bustest"
 )
@@ -17,6 +20,7 @@ import (
 // conflict at any other revision than the key's last, written at it, and
 // read back as a plain value (the header is no part of it).
 func TestPutAtMsg(t *testing.T) {
+	t.Parallel()
 	s := bustest.Server(t)
 	ctx := bustest.Context(t)
 	_, js := bustest.Connect(t, s, "writer")
@@ -111,5 +115,46 @@ func BenchmarkConditionalPut(b *testing.B) {
 			}
 			<-js.PublishAsyncComplete()
 		})
+	}
+}
+
+// TestTheStoreReservesEveryBucketsBound checks what docs/trust.md says of
+// the server's store: each bucket's size bound is reserved when the
+// bucket is made, so a bucket that does not fit is refused then, and a
+// full bucket refuses its own writes only. On a store of 600 MiB two
+// providers' buckets (256 MiB each) are made and a third is refused; the
+// first filled to its bound refuses the next write, while the second
+// still takes one.
+func TestTheStoreReservesEveryBucketsBound(t *testing.T) {
+	t.Parallel()
+	s := bustest.Server(t, "jetstream: {max_file_store: 600MB}")
+	ctx := bustest.Context(t)
+	_, js := bustest.Connect(t, s, "seat")
+	for _, b := range []string{"a_bound", "b_bound"} {
+		if _, err := bus.Bucket(ctx, js, b, 0); err != nil {
+			t.Fatalf("make %s on a store of 600 MiB: %v", b, err)
+		}
+	}
+	// Refused, saying what to set: the mesh's buckets with three
+	// providers' and the spare room.
+	set := "set max_file_store: " + bus.Size(access.StoreReserved(3)) + " (or more) in the jetstream block"
+	if _, err := bus.Bucket(ctx, js, "c_bound", 0); !errors.Is(err, bus.ErrStoreTooSmall) ||
+		!strings.Contains(err.Error(), "insufficient storage") || !strings.Contains(err.Error(), set) {
+		t.Errorf("a third bucket of 256 MiB on a store of 600 MiB: %v; want it refused (insufficient storage), bus.ErrStoreTooSmall saying %q", err, set)
+	}
+	maxBytes, maxValue := access.BucketLimits("a_bound")
+	value := make([]byte, maxValue)
+	var refused error
+	for i := 0; refused == nil; i++ {
+		if i > int(maxBytes)/len(value)+16 {
+			t.Fatalf("%d values of %d bytes written to a_bound, bound %d: none refused", i, len(value), maxBytes)
+		}
+		_, refused = js.Publish(ctx, "$KV.a_bound.k"+strconv.Itoa(i), value)
+	}
+	if !strings.Contains(refused.Error(), "maximum bytes") {
+		t.Errorf("a write to the full a_bound: %v; want the refusal (maximum bytes)", refused)
+	}
+	if _, err := js.Publish(ctx, "$KV.b_bound.k", value); err != nil {
+		t.Errorf("a write to b_bound beside the full a_bound: %v; want it stored", err)
 	}
 }

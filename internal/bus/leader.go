@@ -14,12 +14,14 @@ import (
 
 // A LeaderEntry is one message of a bucket's stream as its leader holds it:
 // the key (the subject past "$KV.<bucket>."), its value, its revision
-// (stream sequence) and whether it is a delete or purge marker.
+// (stream sequence), whether it is a delete or purge marker, and its
+// headers (nil when it has none; a delete marker's [Header]s among them).
 type LeaderEntry struct {
 	Key      string
 	Value    []byte
 	Revision uint64
 	Deleted  bool
+	Header   nats.Header
 }
 
 // LeaderGet reads the last message of key in bucket from the leader of the
@@ -114,6 +116,7 @@ func leaderGet(ctx context.Context, js jetstream.JetStream, bucket string, req m
 		}
 		op := h.Get(kvOperation)
 		e.Deleted = op == kvDelete || op == kvPurge
+		e.Header = h
 	}
 	return e, nil
 }

@@ -85,6 +85,7 @@ func (f *freezer) pass(dst, src net.Conn) {
 // partition) is taken as disconnected within PingInterval x (MaxPingsOut
 // + 1) and a margin, not after nats.go's default of minutes.
 func TestConnectFindsADeadServerInSeconds(t *testing.T) {
+	t.Parallel()
 	s := bustest.Server(t)
 	f := newFreezer(t, strings.TrimPrefix(s.URL(), "nats://"))
 	var down atomic.Bool

@@ -48,7 +48,7 @@ func withReplicas(js jetstream.JetStream, n int, log *slog.Logger) jetstream.Jet
 // [Dial.Replicas] of the connection js comes from, or 0 (the server's
 // default, one replica) when it set none.
 func ReplicasOf(js jetstream.JetStream) int {
-	if r, ok := js.(*replicated); ok {
+	if r, ok := unscoped(js).(*replicated); ok {
 		return r.replicas
 	}
 	return 0
@@ -95,7 +95,7 @@ func (r *replicated) CreateOrUpdateStream(ctx context.Context, cfg jetstream.Str
 // as it is (changing a bucket's replicas is an operator's decision, made
 // with "nats stream edit KV_<bucket> --replicas N").
 func sayReplicas(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue, want int) {
-	r, ok := js.(*replicated)
+	r, ok := unscoped(js).(*replicated)
 	if !ok {
 		return
 	}

@@ -54,9 +54,7 @@ func replicasOf(t *testing.T, ctx context.Context, js jetstream.JetStream, bucke
 // Update, an expected-last-subject-sequence publish, synchronous or
 // asynchronous, and DeleteAt) is one bus.IsConflict and errors.Is report.
 func TestClusterReplicasAndConflicts(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a three-server cluster: not in -short")
-	}
+	t.Parallel()
 	c := bustest.Cluster(t)
 	ctx, cancel := context.WithTimeout(bustest.Context(t), 30*time.Second)
 	defer cancel()
@@ -162,6 +160,7 @@ func code(err error) jetstream.ErrorCode {
 
 // Connect refuses a replica count a bucket cannot have.
 func TestConnectRefusesBadReplicas(t *testing.T) {
+	t.Parallel()
 	for _, n := range []int{-1, 6} {
 		if _, _, err := bus.Connect(bus.Dial{URL: "nats://127.0.0.1:1", Name: "x", Replicas: n}); err == nil ||
 			!strings.Contains(err.Error(), "1 to 5") {

@@ -18,6 +18,7 @@ import (
 // each value from OnChange, and PutIfChanged (with nothing to compare
 // with) writes every time and takes the write in at its revision.
 func TestCopyRevisionsOnlyKeepsNoValues(t *testing.T) {
+	t.Parallel()
 	s := bustest.Server(t)
 	ctx := bustest.Context(t)
 	_, js := bustest.Connect(t, s, "writer")
@@ -153,6 +154,7 @@ func heap() uint64 {
 // in the copy, not taken), and once released takes them in order,
 // reporting the other writer's fifty and never the owner's own echo.
 func TestCopyReadsOnWhileHeld(t *testing.T) {
+	t.Parallel()
 	s := bustest.Server(t)
 	ctx := bustest.Context(t)
 	_, js := bustest.Connect(t, s, "owner")

@@ -35,6 +35,15 @@ type ServerConfig struct {
 	// NoJetStream starts a server without JetStream, as a bare nats-server
 	// runs: only for tests of how the tools tell such a server.
 	NoJetStream bool
+	// MinStore is the JetStream max store, in bytes, the server must at
+	// least have: what the buckets made on it reserve
+	// ([access.StoreReserved]). When the configuration sets no
+	// max_file_store and the server's own choice (75% of the disk's free
+	// space) is smaller, the max store is MinStore, though the disk be
+	// smaller: a stream is then made, and a full disk refuses writes
+	// later, rather than a bucket be refused now. Zero leaves the
+	// server's choice.
+	MinStore int64
 }
 
 // Server is a running embedded nats-server. Stop it with [Server.Shutdown].
@@ -95,6 +104,13 @@ func StartServer(cfg ServerConfig) (*Server, error) {
 			return nil, fmt.Errorf("bus: server configuration: %w", err)
 		}
 	}
+	if cfg.MinStore > 0 && opts.JetStreamMaxStore <= 0 {
+		// What nats-server picks when nothing is set (it adds back 75% of
+		// what its streams hold once they are recovered).
+		if free := diskFree(cfg.Dir); free >= 0 && free/4*3 < cfg.MinStore {
+			opts.JetStreamMaxStore = cfg.MinStore
+		}
+	}
 	opts.ServerName = "mesh-provisioner"
 	opts.Host = host
 	opts.Port = port
@@ -137,6 +153,27 @@ func checkListen(listen string) error {
 		return fmt.Errorf("bus: listen address %s: %w", listen, err)
 	}
 	return nil
+}
+
+// Store says the server's JetStream store: its max store (what streams'
+// bounds may reserve, in bytes; 0 without JetStream), what its streams
+// reserve now, and the free space of the store directory's disk (-1 when
+// it cannot be read).
+type Store struct {
+	MaxStore, Reserved, Used, Free int64
+}
+
+// Store returns what [Store] says of s's JetStream store.
+func (s *Server) Store() Store {
+	st := Store{Free: -1}
+	if c := s.JetStreamConfig(); c != nil {
+		st.MaxStore = c.MaxStore
+		st.Free = diskFree(c.StoreDir)
+	}
+	if z, err := s.Jsz(&server.JSzOptions{}); err == nil {
+		st.Reserved, st.Used = int64(z.ReservedStore), int64(z.Store)
+	}
+	return st
 }
 
 // URL returns the nats:// URL clients connect to.

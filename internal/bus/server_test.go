@@ -12,6 +12,7 @@ import (
 // A listen address another process holds fails at once with an error
 // naming it, not after the server's wait for readiness.
 func TestStartServerRefusesAnAddressInUse(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 // messages, and its maps never shrink). Without a subject count (a server
 // that leaves it 0) the messages stand in, and the hint never passes 2^20.
 func TestSizeHintCountsKeysNotMessages(t *testing.T) {
+	t.Parallel()
 	s := bustest.Server(t)
 	ctx := bustest.Context(t)
 	_, js := bustest.Connect(t, s, "test")

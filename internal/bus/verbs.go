@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
@@ -76,7 +77,27 @@ type Answerer struct {
 	// own is the public key of the account of the connection's user; ""
 	// without credentials.
 	own string
+	// said holds what [Answerer.Asker] made of the headers it read last,
+	// by the header's text (at most [askersSaid] of them): the server
+	// writes the same header for every request of one connection (its
+	// user's JWT among its fields) until its round-trip time changes, so
+	// that a flood of one connection's requests is told apart from
+	// another's by a map lookup, not by decoding a JSON object of a
+	// kilobyte or two each.
+	mu   sync.Mutex
+	said map[string]asker
 }
+
+// asker is what [Answerer.Asker] made of one header: a user, or an error.
+type asker struct {
+	user string
+	err  error
+}
+
+// askersSaid bounds [Answerer].said: past it, the map starts again empty
+// (an asker that varies its header, by reconnecting, makes the vault
+// decode again, never hold more).
+const askersSaid = 1024
 
 // NewAnswerer returns the answerer of nc, dialled with the credentials
 // file creds ("" for none: a server without accounts). It returns an
@@ -124,7 +145,8 @@ func (a *Answerer) Open() bool { return a.own == "" }
 // the asker set), or, on a server whose configuration holds the accounts
 // and users, the user's name. It returns "" and nil when the answerer is [Answerer.Open],
 // and an error wrapping [ErrNoAsker] when the server names no client user
-// of another account.
+// of another account. What it made of a header is held (see
+// [Answerer].said): the requests of one connection cost a lookup.
 func (a *Answerer) Asker(m *nats.Msg) (string, error) {
 	if a.Open() {
 		return "", nil
@@ -133,6 +155,24 @@ func (a *Answerer) Asker(m *nats.Msg) (string, error) {
 	if h == "" {
 		return "", fmt.Errorf("%w (no %s header)", ErrNoAsker, RequestInfoHeader)
 	}
+	a.mu.Lock()
+	said, ok := a.said[h]
+	a.mu.Unlock()
+	if ok {
+		return said.user, said.err
+	}
+	user, err := a.asker(h)
+	a.mu.Lock()
+	if a.said == nil || len(a.said) >= askersSaid {
+		a.said = make(map[string]asker)
+	}
+	a.said[h] = asker{user, err}
+	a.mu.Unlock()
+	return user, err
+}
+
+// asker decodes the header h (a [RequestInfoHeader]'s text) as [Answerer.Asker] says.
+func (a *Answerer) asker(h string) (string, error) {
 	var ri requestInfo
 	if err := json.Unmarshal([]byte(h), &ri); err != nil {
 		return "", fmt.Errorf("%w (%s does not decode: %v)", ErrNoAsker, RequestInfoHeader, err)

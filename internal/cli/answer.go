@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/asks"
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
 
 func init() { commands = append(commands, newAnswerCmd) }
@@ -20,8 +21,10 @@ func newAnswerCmd() *cobra.Command {
 		Short: "Answer an open ask: yes removes, no keeps",
 		Long: "answer decides one open ask through the ask router (mesh-asks.answer.<user>). The router writes\n" +
 			"the warrant: the option, the digest of the act it binds, who answered (--user, the NATS user you\n" +
-			"connect as; the bus lets each user answer only under its own name) and when. An unknown ask, an\n" +
-			"ask no longer open or an option the ask does not offer is refused with the router's why.",
+			"connect as; the bus lets each user answer only under its own name) and when. With credentials (a\n" +
+			"mesh with accounts) the answer is signed: your user JWT and your key's signature of the option's\n" +
+			"digest go with it, and the seat takes no warrant without them. An unknown ask, an ask no longer\n" +
+			"open or an option the ask does not offer is refused with the router's why.",
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 2 {
 				return usageError{fmt.Errorf("want ASK-ID and an option (yes or no), got %d arguments", len(args))}
@@ -35,9 +38,15 @@ func newAnswerCmd() *cobra.Command {
 				return err
 			}
 			defer nc.Close()
-			ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
-			defer cancel()
-			rec, err := asks.Answer(ctx, nc, user, args[0], args[1])
+			// Asked again only while no router takes it: an answer whose
+			// request timed out may have been recorded.
+			var rec mesh.Record
+			err = bf.retryUntaken(cmd.Context(), "answer "+args[0], func(ctx context.Context) (err error) {
+				ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+				defer cancel()
+				rec, err = asks.Answer(ctx, nc, user, args[0], args[1])
+				return err
+			})
 			if err != nil {
 				return err
 			}
@@ -52,6 +61,7 @@ func newAnswerCmd() *cobra.Command {
 		},
 	}
 	bf.add(cmd)
+	bf.addTimeout(cmd)
 	cmd.Flags().StringVar(&user, "user", "", "the NATS user you answer as, named in the warrant (default: the user of the credentials, else operator)")
 	return cmd
 }

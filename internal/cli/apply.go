@@ -2,13 +2,16 @@ package cli
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
@@ -27,7 +30,7 @@ const bucketWait = time.Minute
 func newApplyCmd() *cobra.Command {
 	var bf busFlags
 	var file string
-	var yes, dryRun, detailed bool
+	var yes, dryRun, detailed, phases bool
 	var output string
 	cmd := &cobra.Command{
 		Use:   "apply -f MESHFILE",
@@ -37,6 +40,9 @@ error printed with its line, and nothing is written. A valid file writes placeme
 modules, manifests, builds and haves, only where a key's bytes differ, and removes the
 placement, wants and haves of nodes and modules the file no longer has (manifests, builds
 and modules stay). Applying the same file again writes nothing.
+
+Apply asks the seat's verb which nodes' placement, wants and haves differ from the file and reads only
+those (with no seat running it says so and reads them whole).
 
 --dry-run writes nothing: it reads the live mesh once, takes the file's changes into a copy of it, and
 composes every node they touch with the seat's own code, as the seat would, until nothing is left to do.
@@ -53,7 +59,9 @@ asks first, saying how many keys it removes and which modules it unplaces: type 
 			if file == "" {
 				return usageError{errors.New("apply: -f MESHFILE is required")}
 			}
+			began := time.Now()
 			f, err := meshfile.ParseFile(file)
+			parsed, parsedCPU := time.Since(began), processCPU()
 			if errs, ok := errors.AsType[*meshfile.Errors](err); ok {
 				fmt.Fprintln(cmd.ErrOrStderr(), errs.Error())
 				return fmt.Errorf("apply: %s refused with %s; nothing written", file, errs.Count())
@@ -75,8 +83,21 @@ asks first, saying how many keys it removes and which modules it unplaces: type 
 				return fmt.Errorf("apply: %w", err)
 			}
 			defer nc.Close()
+			// The seat's verb, asked which nodes differ from the file, is
+			// asked in the requests account; without it the buckets are
+			// read whole.
+			ask := asker{}
+			if anc, err := bf.connectAsk("apply"); err != nil {
+				ask.why = "no connection to ask the seat's verb on: " + err.Error()
+			} else {
+				defer anc.Close()
+				ask.nc = anc
+			}
 			if dryRun {
-				return runDry(cmd, js, f, output, detailed)
+				if !phases {
+					parsed = 0
+				}
+				return runDry(cmd, js, ask, f, output, detailed, parsed, parsedCPU)
 			}
 			// A cluster just formed, or electing a leader, does not
 			// answer for a while: each read and the apply are tried again
@@ -86,35 +107,18 @@ asks first, saying how many keys it removes and which modules it unplaces: type 
 			// Under the mesh's users the seat alone makes buckets: an
 			// operator's apply waits for it to have made them.
 			if bf.credsOrDefault() != "" {
-				for _, b := range meshfile.Buckets {
-					if _, err := bus.AwaitBucket(cmd.Context(), js, b, bucketWait); err != nil {
-						return fmt.Errorf("apply %s: %w", file, err)
-					}
+				if err := awaitBuckets(cmd.Context(), js, cmd.ErrOrStderr(), "apply", meshfile.Buckets, bucketWait); err != nil {
+					return fmt.Errorf("apply %s: %w", file, err)
 				}
 			}
-			if !yes {
-				var current map[string]map[string][]byte
-				err := bus.Retry(cmd.Context(), applyRetry, say, "read the mesh", func() error {
-					var err error
-					current, err = meshfile.Current(cmd.Context(), js)
-					return err
-				})
-				if err != nil {
-					return fmt.Errorf("apply: %w", err)
-				}
-				loss := f.Loss(current, f.Diff(current, time.Now()))
-				if loss.Most() {
-					if err := confirm(cmd, fmt.Sprintf("apply %s %s", file, loss)); err != nil {
-						return fmt.Errorf("apply: %s %s: %w", file, loss, err)
-					}
-				}
+			fr, d, err := readForApply(cmd, js, ask, f, yes, say)
+			if fr != nil && fr.fallback {
+				fmt.Fprintln(cmd.ErrOrStderr(), "apply:", fr.says())
 			}
-			var st meshfile.Stats
-			err = bus.Retry(cmd.Context(), applyRetry, say, "apply "+file, func() error {
-				var err error
-				st, err = meshfile.Apply(cmd.Context(), js, f, time.Now())
+			if err != nil {
 				return err
-			})
+			}
+			st, err := writeApply(cmd.Context(), js, ask, f, fr, d, say)
 			for _, o := range st.Odd {
 				fmt.Fprintf(cmd.ErrOrStderr(), "odd key %s in %s left alone: %s\n", o.Key, o.Bucket, o.Why)
 			}
@@ -139,10 +143,71 @@ asks first, saying how many keys it removes and which modules it unplaces: type 
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "write nothing: compose the file against a copy of the live mesh as the seat would, and print what it would write per node")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "with --dry-run: table or json")
 	cmd.Flags().BoolVar(&detailed, "detailed-exitcode", false, "with --dry-run: exit 0 when the seat would change nothing, 2 when it would change something, 1 on an error (as terraform plan -detailed-exitcode)")
+	cmd.Flags().BoolVar(&phases, "phases", false, "with --dry-run: say on stderr how long the file's parse, the reads, the diff and the run took")
+	_ = cmd.Flags().MarkHidden("phases")
 	cmd.Flags().BoolVar(&yes, "yes", false, "apply a file that no longer places most of the mesh without asking")
 	bf.add(cmd)
 	bf.addReplicas(cmd)
 	return cmd
+}
+
+// readForApply reads what the diff of f needs through js ([readFile]: of
+// placement, wants and haves only the nodes the seat's verb says differ
+// from the file), trying again for [applyRetry] while the bus's errors are
+// transient (said on say), and returns what it read and the diff; unless
+// yes, it asks the operator first when the file no longer places most of
+// the mesh. Its errors say apply.
+func readForApply(cmd *cobra.Command, js jetstream.JetStream, ask asker, f *meshfile.File, yes bool, say *slog.Logger) (*fileRead, *meshfile.Diff, error) {
+	fr, d, err := readDiff(cmd.Context(), js, ask, f, say)
+	if err != nil {
+		return fr, nil, fmt.Errorf("apply: %w", err)
+	}
+	if !yes {
+		if loss := f.Loss(fr.current, d); loss.Most() {
+			if err := confirm(cmd, fmt.Sprintf("apply %s %s", f.Name, loss)); err != nil {
+				return fr, nil, fmt.Errorf("apply: %s %s: %w", f.Name, loss, err)
+			}
+		}
+	}
+	return fr, d, nil
+}
+
+// readDiff reads what the diff of f needs ([readFile]) and makes it,
+// trying again for [applyRetry] while the bus's errors are transient.
+func readDiff(ctx context.Context, js jetstream.JetStream, ask asker, f *meshfile.File, say *slog.Logger) (*fileRead, *meshfile.Diff, error) {
+	var fr *fileRead
+	var d *meshfile.Diff
+	err := bus.Retry(ctx, applyRetry, say, "read the mesh", func() error {
+		var err error
+		if fr, err = readFile(ctx, js, ask, f); err != nil {
+			return err
+		}
+		d = f.DiffOf(fr.read, fr.nodes, time.Now())
+		return nil
+	})
+	return fr, d, err
+}
+
+// writeApply writes d, the diff of f over fr ([meshfile.Write]); a
+// transient error of the bus is tried again for [applyRetry], said on say,
+// with the keys read and the diff made again first (it writes only what
+// still differs).
+func writeApply(ctx context.Context, js jetstream.JetStream, ask asker, f *meshfile.File, fr *fileRead, d *meshfile.Diff, say *slog.Logger) (meshfile.Stats, error) {
+	var st meshfile.Stats
+	again := false
+	err := bus.Retry(ctx, applyRetry, say, "apply "+f.Name, func() error {
+		if again {
+			var err error
+			if fr, d, err = readDiff(ctx, js, ask, f, say); err != nil {
+				return err
+			}
+		}
+		again = true
+		var err error
+		st, err = meshfile.Write(ctx, js, f, d)
+		return err
+	})
+	return st, err
 }
 
 // applyRetry is how long apply tries again while the bus's errors are
@@ -157,11 +222,15 @@ var errNotConfirmed = errors.New("not confirmed; nothing written")
 // what: only "yes" goes on. With no terminal on stdin nobody can answer:
 // it refuses, saying to give --yes.
 func confirm(cmd *cobra.Command, what string) error {
-	in := cmd.InOrStdin()
+	return confirmOn(cmd.InOrStdin(), cmd.ErrOrStderr(), what)
+}
+
+// confirmOn is [confirm] asking on errOut, reading the answer from in.
+func confirmOn(in io.Reader, errOut io.Writer, what string) error {
 	if f, ok := in.(*os.File); !ok || !isTerminal(f) {
 		return fmt.Errorf("%w (stdin is not a terminal: give --yes to apply it)", errNotConfirmed)
 	}
-	fmt.Fprintf(cmd.ErrOrStderr(), "%s.\nType yes to apply it: ", what)
+	fmt.Fprintf(errOut, "%s.\nType yes to apply it: ", what)
 	line, _ := bufio.NewReader(in).ReadString('\n')
 	if strings.TrimSpace(line) != "yes" {
 		return errNotConfirmed

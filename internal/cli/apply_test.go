@@ -18,6 +18,7 @@ import (
 const homelabFile = "../../examples/homelab.yaml"
 
 func TestApplyCommand(t *testing.T) {
+	t.Parallel()
 	s := bustest.Server(t)
 	out, errOut, err := run(t, "apply", "-f", homelabFile, "--nats", s.URL())
 	if err != nil {
@@ -45,6 +46,7 @@ func TestApplyCommand(t *testing.T) {
 // TestApplyCommandOneError checks that a file with one error says so in
 // the singular.
 func TestApplyCommandOneError(t *testing.T) {
+	t.Parallel()
 	s := bustest.Server(t)
 	path := filepath.Join(t.TempDir(), "one.yaml")
 	if err := os.WriteFile(path, []byte("nodes: [control]\ncolour: blue\n"), 0o600); err != nil {
@@ -62,6 +64,7 @@ func TestApplyCommandOneError(t *testing.T) {
 // TestApplyCommandBroken checks that a broken file is refused whole: every
 // error printed with its line, and no bucket even created.
 func TestApplyCommandBroken(t *testing.T) {
+	t.Parallel()
 	s := bustest.Server(t)
 	const broken = "../meshfile/testdata/broken.yaml"
 	out, errOut, err := run(t, "apply", "-f", broken, "--nats", s.URL())
@@ -96,6 +99,7 @@ func TestApplyCommandBroken(t *testing.T) {
 }
 
 func TestApplyCommandUsage(t *testing.T) {
+	t.Parallel()
 	_, _, err := run(t, "apply")
 	if _, ok := errors.AsType[usageError](err); !ok {
 		t.Errorf("apply with no -f = %v; want a usage error", err)
@@ -107,6 +111,7 @@ func TestApplyCommandUsage(t *testing.T) {
 }
 
 func TestGenCommand(t *testing.T) {
+	t.Parallel()
 	out, _, err := run(t, "gen", "--nodes", "20", "--modules", "3", "--seed", "5")
 	if err != nil {
 		t.Fatal(err)
@@ -147,6 +152,7 @@ placement:
 // the mesh is refused with no terminal to ask on, saying how many keys it
 // removes, writes nothing, and is applied with --yes.
 func TestApplyAsksBeforeRemovingMost(t *testing.T) {
+	t.Parallel()
 	s := bustest.Server(t)
 	if _, _, err := run(t, "apply", "-f", homelabFile, "--nats", s.URL()); err != nil {
 		t.Fatal(err)
@@ -186,9 +192,7 @@ func TestApplyAsksBeforeRemovingMost(t *testing.T) {
 // cluster makes every bucket it writes with three replicas, and that a
 // second apply with the default --replicas 1 uses them as they are.
 func TestApplyReplicas(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a three-server cluster: not in -short")
-	}
+	t.Parallel()
 	c := bustest.Cluster(t)
 	if _, errOut, err := run(t, "apply", "-f", homelabFile, "--nats", c.URL(), "--replicas", "3"); err != nil {
 		t.Fatalf("apply --replicas 3 = %v (stderr %s)", err, errOut)
@@ -223,9 +227,8 @@ func TestApplyReplicas(t *testing.T) {
 // applies the file once the servers are back, saying each retry on
 // stderr. It failed with "context deadline exceeded".
 func TestApplyWaitsForAClusterToAnswer(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a three-server cluster: not in -short")
-	}
+	t.Parallel()
+	bustest.Long(t, "that apply on a three-server cluster without its quorum tries again, saying so, and applies the file once the servers are back")
 	c := bustest.Cluster(t)
 	c.Stop(1)
 	c.Stop(2)

@@ -61,16 +61,22 @@ func newAsksCmd() *cobra.Command {
 				return err
 			}
 			defer nc.Close()
-			ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
-			defer cancel()
 			state := mesh.RecordOpen
 			if all {
 				state = "all"
 			}
-			l, err := asks.List(ctx, nc, state)
+			var l asks.Listing
+			err = bf.retry(cmd.Context(), "asks", func(ctx context.Context) (err error) {
+				ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+				defer cancel()
+				l, err = asks.List(ctx, nc, state)
+				return err
+			})
 			if err != nil {
 				return err
 			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
+			defer cancel()
 			views := make([]askView, 0, len(l.Records))
 			provs, _ := js.KeyValue(ctx, mesh.ProvisionsBucket) // nil: no provider shown
 			leader := bf.leader(ctx, js)
@@ -95,6 +101,7 @@ func newAsksCmd() *cobra.Command {
 		},
 	}
 	bf.add(cmd)
+	bf.addTimeout(cmd)
 	cmd.Flags().BoolVar(&all, "all", false, "every ask, answered and expired too, with its warrant (who, when, option)")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table (fits the terminal; ids and keys whole), wide, json or yaml")
 	return cmd

@@ -30,6 +30,7 @@ func run(t *testing.T, args ...string) (string, string, error) {
 }
 
 func TestAsksAndAnswer(t *testing.T) {
+	t.Parallel()
 	s := bustest.Server(t)
 	rnc, rjs := bustest.Connect(t, s, "asks")
 	seat, sjs := bustest.Connect(t, s, "seat")
@@ -151,6 +152,7 @@ func TestAsksAndAnswer(t *testing.T) {
 }
 
 func TestAsksUsage(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{
 		{"answer", "only-an-id"},
 		{"asks", "extra"},
@@ -163,12 +165,15 @@ func TestAsksUsage(t *testing.T) {
 }
 
 func TestAsksWithoutRouter(t *testing.T) {
+	t.Parallel()
 	s := bustest.Server(t)
-	_, _, err := run(t, "asks", "--nats", s.URL())
+	// --timeout 1s: each command tries again for its --timeout (10 s by
+	// default) while nobody takes its request.
+	_, _, err := run(t, "asks", "--nats", s.URL(), "--timeout", "1s")
 	if !errors.Is(err, asks.ErrNoRouter) {
 		t.Errorf("asks with no router = %v; want %v", err, asks.ErrNoRouter)
 	}
-	_, _, err = run(t, "answer", "retire-x-1", "yes", "--nats", s.URL())
+	_, _, err = run(t, "answer", "retire-x-1", "yes", "--nats", s.URL(), "--timeout", "1s")
 	if !errors.Is(err, asks.ErrNoRouter) {
 		t.Errorf("answer with no router = %v; want %v", err, asks.ErrNoRouter)
 	}

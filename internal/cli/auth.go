@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"net"
 	"slices"
 	"strings"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/access"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/assemble"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/auth"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/meshfile"
@@ -21,7 +23,7 @@ func init() { commands = append(commands, newAuthCmd) }
 func newAuthCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "auth",
-		Short: "Make the mesh's NATS users and their permissions (spec section 10)",
+		Short: "Make the mesh's NATS users and their permissions (docs/trust.md)",
 	}
 	cmd.AddCommand(newAuthGenCmd(), newAuthPushCmd(), newAuthRenewCmd(), newAuthRotateCmd())
 	return cmd
@@ -40,7 +42,7 @@ func newAuthGenCmd() *cobra.Command {
 		Short: "Write the mesh's NATS trust (operator, accounts, one credentials file per party) and push it to running servers",
 		Long: `gen writes into DIR the mesh's NATS trust in operator mode: ` + auth.IncludeFile + ` (the operator's JWT, the
 system account and every account's JWT), the account "` + auth.AccountName + `" with JetStream, and one credentials
-file per party (<user>.creds, mode 0600), each user's JWT carrying its permissions of spec section 10,
+file per party (<user>.creds, mode 0600), each user's JWT carrying its party's permissions (docs/trust.md),
 signed by the account's signing key and expiring after --expiry:
 
   mesh-provisioner   the seat: alone writes registry, plans, provisions, refused and its lease
@@ -53,7 +55,8 @@ signed by the account's signing key and expiring after --expiry:
                      everything, answers asks as mesh-asks.answer.<operator>, rotates credentials
 
 Each operator also gets a system-account user, DIR/` + auth.SystemDir + `/<operator>.creds, for the server's own
-reports (nats --creds DIR/` + auth.SystemDir + `/operator.creds server report jetstream).
+reports only (nats --creds DIR/` + auth.SystemDir + `/operator.creds --inbox-prefix _INBOX_operator server report
+jetstream; server list, info, ping, check): it may not push accounts, purge, kick or reload.
 
 ` + auth.ConfigFile + ` is written only when DIR has none: it includes ` + auth.IncludeFile + ` and names the JetStream
 store and the full resolver's directory; from then on it is yours (listen, cluster, TLS, monitoring).
@@ -76,12 +79,14 @@ connections are closed and its old credentials refused on every server.`,
 			if err != nil {
 				return err
 			}
-			res, err := auth.Gen(dir, parties, auth.Options{StoreDir: store, Source: file, Expiry: expiry, Domain: domain})
+			// A new server file's max store holds the mesh's buckets.
+			reserved := access.StoreReserved(assemble.Providers(f))
+			res, err := auth.Gen(dir, parties, auth.Options{StoreDir: store, Source: file, Expiry: expiry, Domain: domain, MaxStore: reserved})
 			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "wrote %s and %d credentials files in %s\n", res.Include, len(res.Creds), dir)
+			fmt.Fprintln(out, wroteLine(res, dir))
 			if res.ConfigKept {
 				fmt.Fprintf(out, "kept %s as it is (yours)\n", res.Config)
 			} else {
@@ -95,11 +100,13 @@ connections are closed and its old credentials refused on every server.`,
 			if len(res.Narrowed) > 0 {
 				fmt.Fprintf(out, "older credentials revoked (permissions changed): %s\n", list(res.Narrowed))
 			}
-			if sys, ok := res.System[firstOperator(operators)]; ok {
-				fmt.Fprintf(out, "the operator's system user: %s (nats --creds %s server report jetstream)\n", sys, sys)
+			if op := firstOperator(operators); res.System[op] != "" {
+				sys := res.System[op]
+				fmt.Fprintf(out, "the operator's system user: %s (nats --creds %s --inbox-prefix %s server report jetstream)\n",
+					sys, sys, access.InboxPrefix(op))
 			}
 			if len(c.servers) > 0 {
-				c.domain = domain
+				c.domain, c.maxStore = domain, reserved
 				paths, err := c.write(dir)
 				if err != nil {
 					return err
@@ -107,25 +114,29 @@ connections are closed and its old credentials refused on every server.`,
 				for _, path := range paths {
 					fmt.Fprintf(out, "server: nats-server -c %s\n", path)
 				}
+				if w := c.plainWarning(); w != "" {
+					fmt.Fprintln(cmd.ErrOrStderr(), w)
+				}
 			}
-			if err := writeLeaves(out, leaves, res.Authority.Domain(), dir, file, parties, res); err != nil {
+			if err := writeLeaves(out, leaves, res.Authority.Domain(), c.ca, dir, file, parties, res); err != nil {
 				return err
 			}
 			if p.url == "" {
 				fmt.Fprintf(out, "run: nats-server -c %s; a running server takes a change from \"auth push -o %s --nats URL\"\n", res.Config, dir)
 				return nil
 			}
+			p.ca = c.ca
 			return p.push(cmd, res.Authority, res.Accounts)
 		},
 	}
 	fl := cmd.Flags()
 	fl.StringVarP(&file, "file", "f", "", "the mesh file")
-	fl.StringVarP(&dir, "output", "o", "", "the directory to write into (created, mode 0700; refused when others may write it)")
+	fl.StringVarP(&dir, "output", "o", "", "the directory to write into (created, mode 0700; refused when its group or others may write it or anything in it)")
 	fl.StringVar(&store, "store", "", "JetStream store directory written into a new "+auth.ConfigFile+" (default DIR/jetstream)")
 	fl.StringArrayVar(&operators, "operator", nil, "an operator's user name (repeat for several; default operator)")
 	fl.DurationVar(&expiry, "expiry", 0, "life of each user's JWT, renewed by gen or \"auth renew\" once a third is left (default 720h, or what DIR keeps from the last run given one)")
-	p.add(cmd, "push")
 	c.add(cmd)
+	p.add(cmd, "push")
 	fl.StringVar(&domain, "domain", "", "the JetStream domain of the mesh's servers (written into new server files; the users may also call JetStream's API in it; kept in DIR for later runs): needed by --leaf")
 	fl.StringArrayVar(&leaves, "leaf", nil, "an edge node's leafnode server, NODE[:PORT]=URL[,URL...] with the hub's leafnode URLs (nats-leaf://host:7422): writes DIR/"+auth.LeavesDir+"/NODE/"+auth.ConfigFile+" when missing")
 	return cmd
@@ -135,6 +146,7 @@ connections are closed and its old credentials refused on every server.`,
 type clusterFlags struct {
 	name, cert, key, ca string
 	domain              string
+	maxStore            int64 // each server's max_file_store, bytes
 	servers             []string
 }
 
@@ -144,12 +156,12 @@ func (c *clusterFlags) add(cmd *cobra.Command) {
 	fl.StringArrayVar(&c.servers, "server", nil, "a server of a cluster, NAME=HOST[:PORT[:CLUSTERPORT[:HTTPPORT[:LEAFPORT]]]] (repeat, 3 or 5; default ports 4222, 6222, 8222, 7422): writes DIR/"+auth.ServersDir+"/NAME/"+auth.ConfigFile+" when missing")
 	fl.StringVar(&c.cert, "tls-cert", "", "with --server: each server's certificate file (client, route and leafnode TLS)")
 	fl.StringVar(&c.key, "tls-key", "", "with --server: its key file")
-	fl.StringVar(&c.ca, "tls-ca", "", "with --server: the CA file that signs the peers' certificates")
+	fl.StringVar(&c.ca, "tls-ca", "", "with --server: the CA file that signs the peers' certificates (--push checks the servers' against it too)")
 }
 
 // write writes the servers' files into dir.
 func (c *clusterFlags) write(dir string) ([]string, error) {
-	cl := auth.Cluster{Name: c.name, Domain: c.domain}
+	cl := auth.Cluster{Name: c.name, Domain: c.domain, MaxStore: c.maxStore}
 	for _, s := range c.servers {
 		srv, err := auth.ParseServer(s)
 		if err != nil {
@@ -166,6 +178,33 @@ func (c *clusterFlags) write(dir string) ([]string, error) {
 	return cl.Write(dir)
 }
 
+// plainWarning returns the warning auth gen says of a cluster whose
+// servers listen beyond loopback without TLS ("" with TLS, or on loopback
+// only): every value the vault answers and the route password would cross
+// the network in clear.
+func (c *clusterFlags) plainWarning() string {
+	if c.cert != "" {
+		return ""
+	}
+	var off []string
+	for _, s := range c.servers {
+		srv, err := auth.ParseServer(s)
+		if err != nil {
+			continue
+		}
+		if ip := net.ParseIP(srv.Host); ip == nil || !ip.IsLoopback() {
+			if srv.Host != "localhost" {
+				off = append(off, srv.Name+"="+srv.Host)
+			}
+		}
+	}
+	if len(off) == 0 {
+		return ""
+	}
+	return "warning: the servers " + strings.Join(off, ", ") + " listen beyond loopback without TLS: every value the vault answers, " +
+		"and the route password, cross the network in clear; give --tls-cert, --tls-key and --tls-ca (docs/trust.md)"
+}
+
 // firstOperator returns the first of the --operator names, or the
 // default operator.
 func firstOperator(operators []string) string {
@@ -179,11 +218,20 @@ func firstOperator(operators []string) string {
 type pushFlags struct {
 	url     string
 	servers int
+	// ca is the CA file the servers' certificates are checked against
+	// (--tls-ca), "" for servers without TLS.
+	ca string
 }
 
+// add adds the flags of a push to cmd: name is the URL's flag; --tls-ca
+// is added unless cmd has one already (auth gen's, which the caller copies
+// into p.ca).
 func (p *pushFlags) add(cmd *cobra.Command, name string) {
 	cmd.Flags().StringVar(&p.url, name, "", "push the accounts' JWTs to the running servers at this NATS URL (a comma-separated list for a cluster), as DIR/"+auth.SystemDir+"/"+auth.PushUser+auth.CredsExt)
 	cmd.Flags().IntVar(&p.servers, "servers", 1, "how many servers must take each account's JWT (the cluster's size)")
+	if cmd.Flags().Lookup("tls-ca") == nil {
+		cmd.Flags().StringVar(&p.ca, "tls-ca", "", "the CA file (PEM) that signs the servers' certificates, for servers with TLS")
+	}
 }
 
 // push delivers jwts to the servers at p.url as a's pushing system user.
@@ -192,7 +240,7 @@ func (p *pushFlags) push(cmd *cobra.Command, a *auth.Authority, jwts []string) e
 	if err != nil {
 		return err
 	}
-	nc, _, err := bus.Connect(bus.Dial{URL: p.url, Name: auth.PushUser, Creds: creds})
+	nc, _, err := bus.Connect(bus.Dial{URL: p.url, Name: auth.PushUser, Creds: creds, CA: p.ca})
 	if err != nil {
 		return err
 	}
@@ -220,7 +268,7 @@ func (p *pushFlags) push(cmd *cobra.Command, a *auth.Authority, jwts []string) e
 	if err := bus.PushClaims(cmd.Context(), nc, jwts, p.servers); err != nil {
 		return err
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "pushed %d accounts' JWTs to %s (%d servers took each)\n", len(jwts), p.url, max(p.servers, 1))
+	fmt.Fprintf(cmd.OutOrStdout(), "pushed %d accounts' JWTs to %s (%s took each)\n", len(jwts), p.url, plural(max(p.servers, 1), "server"))
 	return nil
 }
 
@@ -290,8 +338,13 @@ func newAuthRotateCmd() *cobra.Command {
 	var p pushFlags
 	cmd := &cobra.Command{
 		Use:   "rotate -f MESHFILE -o DIR USER",
-		Short: "Give a party a new key: its credentials file is written anew and every JWT of its old key revoked",
-		Args:  exactArgs(1),
+		Short: "Give a party a new key in every account it has a user in: each of its credentials files is written anew and every JWT of its old keys revoked",
+		Long: `rotate gives USER a new key for each of its users: DIR/<USER>.creds, DIR/` + string(access.Services) + `/<USER>.creds and
+DIR/` + string(access.Requests) + `/<USER>.creds where it has them, and an operator's DIR/` + auth.SystemDir + `/<USER>.creds; every JWT
+of each old key is revoked in its account. With --push the accounts are pushed at once: every server refuses
+the old files and closes their connections. Hand the new files to the party (the machine that runs it), each
+where the old one was: a running component reconnects with the files it finds there.`,
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if file == "" || dir == "" {
 				return usageError{fmt.Errorf("auth rotate needs -f MESHFILE and -o DIR")}
@@ -312,7 +365,7 @@ func newAuthRotateCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			is, err := a.Rotate(parties[i])
+			issued, err := a.Rotate(parties[i])
 			if err != nil {
 				return err
 			}
@@ -320,7 +373,12 @@ func newAuthRotateCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "rotated %s: new key in %s; its old key is revoked once pushed\n", is.User, is.Path)
+			paths := make([]string, len(issued))
+			for j, is := range issued {
+				paths[j] = is.Path
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "rotated %s: a new key in each of its files (%s); its old keys are revoked once pushed\n",
+				args[0], strings.Join(paths, ", "))
 			if p.url == "" {
 				fmt.Fprintf(cmd.OutOrStdout(), "push it: auth push -o %s --nats URL\n", dir)
 				return nil
@@ -364,13 +422,15 @@ func someOfList(s []string, n int) []string {
 }
 
 // writeLeaves writes the leafnode servers' files of --leaf: one remote
-// per account the node's client has a user in.
-func writeLeaves(out io.Writer, leaves []string, domain, dir, file string, parties []access.Party, res *auth.Result) error {
+// per account the node's client has a user in, over TLS checked against
+// ca (--tls-ca) when it is set.
+func writeLeaves(out io.Writer, leaves []string, domain, ca, dir, file string, parties []access.Party, res *auth.Result) error {
 	for _, spec := range leaves {
 		l, err := auth.ParseLeaf(spec)
 		if err != nil {
 			return usageError{err}
 		}
+		l.CA = ca
 		if domain == "" {
 			return usageError{fmt.Errorf("--leaf needs --domain: an edge node's client reaches the hub's JetStream in its domain")}
 		}
@@ -391,4 +451,25 @@ func writeLeaves(out io.Writer, leaves []string, domain, dir, file string, parti
 			l.Node, path, l.Node, l.ListenPort(), domain)
 	}
 	return nil
+}
+
+// wroteLine says what auth gen wrote in dir: the include file when its
+// bytes changed, and the credentials files of the parties it signed anew
+// (every other file is kept byte for byte), or that nothing changed.
+func wroteLine(res *auth.Result, dir string) string {
+	var wrote []string
+	if res.IncludeWritten {
+		wrote = append(wrote, res.Include)
+	}
+	switch n := len(res.Signed); n {
+	case 0:
+	case 1:
+		wrote = append(wrote, "1 credentials file")
+	default:
+		wrote = append(wrote, fmt.Sprintf("%d credentials files", n))
+	}
+	if len(wrote) == 0 {
+		return fmt.Sprintf("nothing changed in %s: every file already holds what gen writes", dir)
+	}
+	return fmt.Sprintf("wrote %s in %s", strings.Join(wrote, " and "), dir)
 }

@@ -19,6 +19,7 @@ import (
 // TestCaptureAndBench captures the homelab as the seat left it and times
 // composing its nodes over the capture.
 func TestCaptureAndBench(t *testing.T) {
+	t.Parallel()
 	s := bustest.Server(t)
 	startSeat(t, s, homelabFile)
 	path := filepath.Join(t.TempDir(), "homelab.capture.json")
@@ -85,6 +86,7 @@ func TestCaptureAndBench(t *testing.T) {
 // on: readMesh reads every bucket a mesh file writes, so that the dry run
 // takes them from its one read of the mesh.
 func TestReadMeshReadsTheMeshFilesBuckets(t *testing.T) {
+	t.Parallel()
 	for _, b := range meshfile.Buckets {
 		if !slices.Contains(meshBuckets, b) {
 			t.Errorf("readMesh does not read %s, a bucket a mesh file writes", b)

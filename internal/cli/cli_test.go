@@ -11,11 +11,17 @@ import (
 // wrote to stdout and stderr.
 func run(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
+	return runWith(t, testHooks{}, args...)
+}
+
+// runWith is run with the test hooks h set for the command alone.
+func runWith(t *testing.T, h testHooks, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
 	root := Root()
 	var out, errb bytes.Buffer
 	root.SetOut(&out)
 	root.SetErr(&errb)
 	root.SetArgs(args)
-	err = root.ExecuteContext(bustest.Context(t))
+	err = root.ExecuteContext(withTestHooks(bustest.Context(t), h))
 	return out.String(), errb.String(), err
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
@@ -138,20 +139,32 @@ It applies nothing: run it beside the node's client.`,
 				return fmt.Errorf("render: %w", err)
 			}
 			defer ask.Close()
-			ctx, cancel := context.WithCancel(cmd.Context())
-			defer cancel()
-			c, err := client.New(client.Config{Node: node, Root: ".", JS: js, NC: nc, Ask: ask, ReadOnly: true})
-			if err != nil {
+			// A read-only client reads what the node's plans name, then
+			// renders: tried again while the bus does not answer.
+			var out string
+			err = bf.retry(cmd.Context(), "render", func(ctx context.Context) error {
+				ctx, cancel := context.WithCancel(ctx)
+				defer cancel()
+				c, err := client.New(client.Config{Node: node, Root: ".", JS: js, NC: nc, Ask: ask, ReadOnly: true})
+				if err != nil {
+					return err
+				}
+				done := make(chan error, 1)
+				go func() { done <- c.Run(ctx) }()
+				ready := time.NewTimer(requestTimeout)
+				defer ready.Stop()
+				select {
+				case <-c.Ready():
+				case err := <-done:
+					return err
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-ready.C:
+					return fmt.Errorf("the node's plans not read within %v: %w", requestTimeout, context.DeadlineExceeded)
+				}
+				out, err = c.Render(ctx, module, string(text))
 				return err
-			}
-			done := make(chan error, 1)
-			go func() { done <- c.Run(ctx) }()
-			select {
-			case <-c.Ready():
-			case err := <-done:
-				return err
-			}
-			out, err := c.Render(ctx, module, string(text))
+			})
 			var re *client.RenderError
 			if errors.As(err, &re) {
 				for _, u := range re.Unresolved {
@@ -171,6 +184,7 @@ It applies nothing: run it beside the node's client.`,
 	cmd.MarkFlagRequired("node")
 	cmd.MarkFlagRequired("module")
 	bf.add(cmd)
+	bf.addTimeout(cmd)
 	return cmd
 }
 

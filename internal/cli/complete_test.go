@@ -12,6 +12,7 @@ import (
 // node, module names and the open asks' ids and options, against a real
 // homelab with vaultwarden's keys asked; and --version prints the version.
 func TestCompletion(t *testing.T) {
+	t.Parallel()
 	s := bustest.Server(t)
 	startRouter(t, s)
 	st := startSeat(t, s, homelabFile)

@@ -3,6 +3,9 @@ package cli
 import (
 	"os"
 	"path/filepath"
+	"time"
+
+	"github.com/nats-io/jwt/v2"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/access"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/auth"
@@ -40,4 +43,30 @@ func (f *busFlags) user(given string) string {
 		return u
 	}
 	return access.DefaultOperator
+}
+
+// credsExpiry returns when the user JWT in the credentials file at path
+// expires (its exp claim), zero when it never does or the file holds no
+// user JWT that decodes.
+func credsExpiry(path string) time.Time {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return time.Time{}
+	}
+	token, err := jwt.ParseDecoratedJWT(b)
+	if err != nil {
+		return time.Time{}
+	}
+	uc, err := jwt.DecodeUserClaims(token)
+	if err != nil || uc.Expires == 0 {
+		return time.Time{}
+	}
+	return time.Unix(uc.Expires, 0)
+}
+
+// credsExpired reports whether the user JWT in the credentials file at
+// path had expired at now ([credsExpiry]).
+func credsExpired(path string, now time.Time) bool {
+	exp := credsExpiry(path)
+	return !exp.IsZero() && !now.Before(exp)
 }

@@ -22,12 +22,19 @@ import (
 
 // dryRun reads what a dry run of f at now needs and runs it: the report,
 // the file's diff, what it read, and every odd change said by the mesh.
-func dryRun(ctx context.Context, js jetstream.JetStream, f *meshfile.File, now time.Time) (*dryrun.Report, *meshfile.Diff, *inputs, []error, error) {
-	in, err := readInputs(ctx, js)
+func dryRun(ctx context.Context, js jetstream.JetStream, ask asker, f *meshfile.File, now time.Time) (*dryrun.Report, *meshfile.Diff, *inputs, []error, error) {
+	began, cpu := time.Now(), processCPU()
+	in, err := readInputs(ctx, js, ask, f)
 	if err != nil {
 		return nil, nil, nil, nil, err
 	}
-	d := f.Diff(in.current, now)
+	in.phases.read, in.phases.readCPU = time.Since(began), processCPU()-cpu
+	began, cpu = time.Now(), processCPU()
+	d := f.DiffOf(in.file.read, in.file.nodes, now)
+	in.phases.diff, in.phases.diffCPU = time.Since(began), processCPU()-cpu
+	defer func(began time.Time, cpu time.Duration) {
+		in.phases.run, in.phases.runCPU = time.Since(began), processCPU()-cpu
+	}(time.Now(), processCPU())
 	changes := make([]bus.Change, 0, len(d.Puts)+len(d.Removes))
 	for _, p := range d.Puts {
 		changes = append(changes, bus.Change{Bucket: p.Bucket, Key: p.Key, Value: p.Value})
@@ -37,9 +44,14 @@ func dryRun(ctx context.Context, js jetstream.JetStream, f *meshfile.File, now t
 	}
 	m, odd := in.mesh()
 	for {
-		rep, missing := dryrun.RunLoaded(m, in.loaded, changes, now.UTC())
+		loaded := in.loaded
+		if loaded == nil {
+			loaded = &dryrun.Loaded{Every: true}
+		}
+		loaded.Lazy = in.lazy
+		rep, missing := dryrun.RunLoaded(m, loaded, changes, now.UTC())
 		if missing.None() {
-			return rep, d, in, odd, nil
+			return rep, d, in, append(odd, in.lazy.Odd()...), nil
 		}
 		read, err := in.read(ctx, js, missing)
 		if err != nil {
@@ -63,10 +75,33 @@ func dryRun(ctx context.Context, js jetstream.JetStream, f *meshfile.File, now t
 // With detailed, a run that would change something returns [errChanges]
 // (exit code 2, as Terraform's plan -detailed-exitcode), one that would
 // change nothing nil (0); an error is 1.
-func runDry(cmd *cobra.Command, js jetstream.JetStream, f *meshfile.File, output string, detailed bool) error {
-	rep, d, _, odd, err := dryRun(cmd.Context(), js, f, time.Now())
+//
+// With parsed (the file's parse and check took that long, and the process
+// had taken parsedCPU of CPU time by its end) it says on
+// stderr how long each step took, and how many keys it read and decoded
+// past the file's buckets (apply's hidden --phases, for
+// scripts/dryruncost).
+func runDry(cmd *cobra.Command, js jetstream.JetStream, ask asker, f *meshfile.File, output string, detailed bool, parsed, parsedCPU time.Duration) error {
+	rep, d, in, odd, err := dryRun(cmd.Context(), js, ask, f, time.Now())
 	if err != nil {
 		return fmt.Errorf("apply --dry-run: %w", err)
+	}
+	if in.file.fallback {
+		fmt.Fprintln(cmd.ErrOrStderr(), "apply --dry-run:", in.file.says())
+	}
+	if parsed > 0 {
+		seatKeys := 0
+		for _, held := range in.seat {
+			seatKeys += len(held)
+		}
+		nodes := "every node: " + in.file.whole
+		if in.file.nodes != nil {
+			nodes = fmt.Sprintf("%d nodes differing as the seat's digests say", len(in.file.nodes))
+		}
+		fmt.Fprintf(cmd.ErrOrStderr(), "apply --dry-run phases: parse and check %.3f s, read %.3f s (%d keys of the file's buckets of %s, %d records), diff %.3f s, run %.3f s (%.3f s CPU, %d seat keys read, %d wants and haves and %d placements decoded, %d rounds)\n",
+			parsed.Seconds(), in.phases.read.Seconds(), in.file.keys, nodes, len(in.records), in.phases.diff.Seconds(), in.phases.run.Seconds(), in.phases.runCPU.Seconds(), seatKeys, len(in.lazy.Took()), len(in.lazy.Placements()), rep.Rounds)
+		fmt.Fprintf(cmd.ErrOrStderr(), "apply --dry-run CPU: parse and check %.3f s, read %.3f s, diff %.3f s\n",
+			parsedCPU.Seconds(), in.phases.readCPU.Seconds(), in.phases.diffCPU.Seconds())
 	}
 	for _, o := range odd {
 		fmt.Fprintln(cmd.ErrOrStderr(), "apply --dry-run: odd key left as it is:", o)
@@ -180,12 +215,27 @@ func would(c dryrun.Change) string {
 // providers' entries of the nodes in loaded (nil once whole buckets were
 // read).
 type inputs struct {
-	current map[string]map[string][]byte // the buckets a mesh file writes
+	file    *fileRead
+	current map[string]map[string][]byte // the buckets a mesh file writes (in.file.current)
 	records map[string][]byte
 	seat    map[string]map[string][]byte // plans, provisions, refused and bound buckets read so far
 	loaded  *dryrun.Loaded               // nil once whole buckets were read
+	lazy    *dryrun.Lazy                 // the wants and haves of current, taken into the mesh as the run reads them
 	nodes   int                          // nodes placed
-	bound   []string                     // the providers that keep entries, once a mesh was made
+	phases  phases
+	bound   []string // the providers that keep entries, once a mesh was made
+}
+
+// phases are the wall times of a dry run's steps past the file's parse and
+// check: the read of the buckets a mesh file writes and of the ask
+// router's records (what the file's diff needs, as apply reads them), the
+// diff, and the run (the mesh made, the seat's keys of the nodes it needs
+// read by subject, composed).
+type phases struct {
+	read, diff, run time.Duration
+	// The process's CPU time in the read, the diff and the run (its
+	// garbage collection's too).
+	readCPU, diffCPU, runCPU time.Duration
 }
 
 // seatBuckets are the buckets whose keys a dry run reads per node.
@@ -193,21 +243,21 @@ var seatBuckets = []string{mesh.PlansBucket, mesh.ProvisionsBucket, mesh.Refused
 
 // wholeShare is the share of the nodes past which a dry run reads whole
 // buckets rather than each node's keys by subject (a quarter): a read per
-// node costs a watch each. A variable for the tests, which read by node.
-var wholeShare = 4
+// node costs a watch each. A test reads by node with [testHooks].
+const wholeShare = 4
 
-// readInputs reads every key of the buckets a mesh file writes and of the
-// ask router's records; a bucket that does not exist is read as empty.
-func readInputs(ctx context.Context, js jetstream.JetStream) (*inputs, error) {
-	in := &inputs{current: map[string]map[string][]byte{}, seat: map[string]map[string][]byte{},
+// readInputs reads what the diff of f needs of the buckets a mesh file
+// writes ([readFile]: the keys of the nodes where the bus differs from
+// the file, as the seat's verb says) and every key of the ask router's
+// records; a bucket that does not exist is read as empty.
+func readInputs(ctx context.Context, js jetstream.JetStream, ask asker, f *meshfile.File) (*inputs, error) {
+	in := &inputs{seat: map[string]map[string][]byte{},
 		loaded: &dryrun.Loaded{Nodes: map[string]bool{}, Dependents: map[string]bool{}}}
-	for _, b := range meshfile.Buckets {
-		held, err := readKeys(ctx, js, b, "")
-		if err != nil {
-			return nil, err
-		}
-		in.current[b] = held
+	fr, err := readFile(ctx, js, ask, f)
+	if err != nil {
+		return nil, err
 	}
+	in.file, in.current = fr, fr.current
 	records, err := readKeys(ctx, js, mesh.RecordsBucket, "")
 	if err != nil {
 		return nil, err
@@ -229,7 +279,7 @@ func (in *inputs) read(ctx context.Context, js jetstream.JetStream, missing dryr
 	for _, p := range in.bound {
 		buckets = append(buckets, mesh.BoundBucket(p))
 	}
-	whole := wholeShare*(len(in.loaded.Nodes)+len(missing.Nodes)) > in.nodes
+	whole := hooksOf(ctx).share(hooksOf(ctx).wholeShare, wholeShare)*(len(in.loaded.Nodes)+len(missing.Nodes)) > in.nodes
 	if whole {
 		for _, b := range buckets {
 			held, err := readKeys(ctx, js, b, "")
@@ -310,7 +360,11 @@ func boundBuckets(providers []string) []string {
 }
 
 // mesh returns a fresh [state.Mesh] holding what in has read, and every odd
-// change said by the mesh.
+// change said by the mesh; the placements, wants and haves are not taken
+// but left to in.lazy, a new source of them for the runs over this mesh,
+// which takes each as a run reads it (most of a mesh's keys: a run decodes
+// those of the nodes it composes, of their providers and of the nodes
+// placing a module it asks about).
 func (in *inputs) mesh() (*state.Mesh, []error) {
 	m := state.New()
 	var odd []error
@@ -322,8 +376,11 @@ func (in *inputs) mesh() (*state.Mesh, []error) {
 		}
 	}
 	for _, b := range meshfile.Buckets {
-		take(b, in.current[b])
+		if b != mesh.PlacementBucket && b != mesh.WantsBucket && b != mesh.HaveBucket {
+			take(b, in.current[b])
+		}
 	}
+	in.lazy = dryrun.NewLazy(in.current[mesh.PlacementBucket], in.current[mesh.WantsBucket], in.current[mesh.HaveBucket])
 	take(mesh.RecordsBucket, in.records)
 	for _, b := range seatBuckets {
 		take(b, in.seat[b])

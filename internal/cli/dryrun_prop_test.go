@@ -29,9 +29,13 @@ import (
 // provision and refusal key written or removed, on every node, with each
 // provision's state and why and each refusal's why (no provider runs, so
 // nothing answers meanwhile). The dry run reads each node's keys by
-// subject, only the nodes it needs. MESH_DRYRUN_SEED picks the seed and
-// MESH_DRYRUN_STEPS the number of changes (24 by default).
+// subject, only the nodes it needs, and of placement, wants and haves
+// only the nodes the seat's verb says differ from the file; apply too.
+// MESH_DRYRUN_SEED picks the seed and MESH_DRYRUN_STEPS the number of
+// changes (24 by default); MESH_DRYRUN_NOVERB=1 runs it with no seat verb
+// (placement, wants and haves read whole).
 func TestDryRunPredictsWhatTheSeatWrites(t *testing.T) {
+	t.Parallel()
 	seed := uint64(20261201)
 	if s := os.Getenv("MESH_DRYRUN_SEED"); s != "" {
 		seed, _ = strconv.ParseUint(s, 10, 64)
@@ -42,12 +46,15 @@ func TestDryRunPredictsWhatTheSeatWrites(t *testing.T) {
 	}
 	// Each node's keys read by subject, never whole buckets (a small mesh
 	// would read whole buckets at its second node).
-	was := wholeShare
-	wholeShare = 0
-	t.Cleanup(func() { wholeShare = was })
+	// The file's nodes too, as the seat's verb says which differ.
+	zero := 0
+	byNode := testHooks{wholeShare: &zero, nodeShare: &zero}
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	s := bustest.Server(t)
 	startRouter(t, s)
+	if os.Getenv("MESH_DRYRUN_NOVERB") == "" {
+		startVerb(t, s)
+	}
 	m := randomMesh(rng)
 	path := filepath.Join(t.TempDir(), "mesh.yaml")
 	write := func(text string) {
@@ -62,7 +69,7 @@ func TestDryRunPredictsWhatTheSeatWrites(t *testing.T) {
 		text := m.render()
 		write(text)
 		before := seatValues(t, s)
-		out, errOut, err := run(t, "apply", "--dry-run", "-f", path, "-o", "json", "--nats", s.URL())
+		out, errOut, err := runWith(t, byNode, "apply", "--dry-run", "-f", path, "-o", "json", "--nats", s.URL())
 		if err != nil {
 			t.Fatalf("seed %d step %d (%s): apply --dry-run: %v (%s)\n%s", seed, step, what, err, errOut, text)
 		}
@@ -70,7 +77,10 @@ func TestDryRunPredictsWhatTheSeatWrites(t *testing.T) {
 		if err := json.Unmarshal([]byte(out), &rep); err != nil {
 			t.Fatalf("apply --dry-run -o json printed %s: %v", out, err)
 		}
-		if _, errOut, err := run(t, "apply", "--yes", "-f", path, "--nats", s.URL()); err != nil {
+		if os.Getenv("MESH_DRYRUN_NOVERB") == "" && strings.Contains(errOut, " whole (") {
+			t.Fatalf("seed %d step %d: apply --dry-run read the file's buckets whole: %s", seed, step, errOut)
+		}
+		if _, errOut, err := runWith(t, byNode, "apply", "--yes", "-f", path, "--nats", s.URL()); err != nil {
 			t.Fatalf("seed %d step %d (%s): apply: %v (%s)\n%s", seed, step, what, err, errOut, text)
 		}
 		waitSeat(t, s, st)
@@ -471,16 +481,21 @@ func (m *randMesh) render() string {
 }
 
 // TestDryRunReadsWhatTheChangeTouches dry-runs, over a settled generated
-// mesh of 120 nodes, the same file with one more app module placed on
+// mesh of 60 nodes, the same file with one more app module placed on
 // node-0001, and checks what it read: the seat's keys of node-0001 and
 // control only (the node composed, and the node of the credentials its keys
 // depend on), no whole bucket, and a report of node-0001's keys alone; the
-// same file as applied reads no node's keys and predicts nothing. It read
+// same file as applied reads no node's keys and predicts nothing. Of the
+// wants and haves (read whole with the file's buckets, for its diff) the
+// run decodes those of node-0001 (and of its providers on control, at
+// most), and of the placements node-0001's and control's, where it decoded
+// every node's. It read
 // every bucket whole and composed every node (issue 17: 16 s and 980 MB at
 // 10,000 nodes; scripts/dryruncost measures it).
 func TestDryRunReadsWhatTheChangeTouches(t *testing.T) {
+	t.Parallel()
 	s := bustest.Server(t)
-	text := gen.Generate(120, 8, 1)
+	text := gen.Generate(60, 8, 1)
 	path := filepath.Join(t.TempDir(), "gen.yaml")
 	if err := os.WriteFile(path, text, 0o600); err != nil {
 		t.Fatal(err)
@@ -493,12 +508,15 @@ func TestDryRunReadsWhatTheChangeTouches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, _, in, _, err := dryRun(ctx, js, f, time.Now())
+	rep, _, in, _, err := dryRun(ctx, js, asker{nc: js.Conn()}, f, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if rep.Changed() || in.loaded == nil || len(in.loaded.Nodes) != 0 {
 		t.Errorf("the file as applied: changes %v, nodes read %v; want none", rep.Changes, in.loaded)
+	}
+	if took, placed := in.lazy.Took(), in.lazy.Placements(); len(took)+len(placed) != 0 {
+		t.Errorf("the file as applied: the run took the wants and haves of %v and the placements of %v; want none", took, placed)
 	}
 
 	lines := strings.Split(string(text), "\n")
@@ -523,7 +541,7 @@ func TestDryRunReadsWhatTheChangeTouches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, _, in, _, err = dryRun(ctx, js, f, time.Now())
+	rep, _, in, _, err = dryRun(ctx, js, asker{nc: js.Conn()}, f, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -532,6 +550,26 @@ func TestDryRunReadsWhatTheChangeTouches(t *testing.T) {
 	}
 	if got := sortedNodes(in.loaded.Nodes); !slices.Equal(got, []string{"control", "node-0001"}) {
 		t.Errorf("the dry run read the keys of %v; want control and node-0001", got)
+	}
+	// The wants and haves of the 60 nodes were read with the file's
+	// buckets (what the file's diff needs); the run decodes only those of
+	// node-0001's modules and of their providers on control.
+	took := in.lazy.Took()
+	t.Logf("wants and haves taken: %v", took)
+	if len(took) == 0 || len(took) > 2*len(mine(lines)) {
+		t.Errorf("the dry run took the wants and haves of %d modules %v; want node-0001's and their providers'", len(took), took)
+	}
+	for _, pair := range took {
+		if n, _, _ := strings.Cut(pair, "."); n != "node-0001" && n != "control" {
+			t.Errorf("the dry run took the want and have of %s; want node-0001's and control's only", pair)
+		}
+	}
+	// Of the placements, those of node-0001 and of the nodes whose value
+	// names a module it reads the nodes of (its providers', control's).
+	placed := in.lazy.Placements()
+	t.Logf("placements taken: %v", placed)
+	if !slices.Contains(placed, "node-0001") || len(placed) > 2 {
+		t.Errorf("the dry run took the placements of %v; want node-0001's and control's", placed)
 	}
 	var plan bool
 	for _, c := range rep.Changes {
@@ -543,6 +581,16 @@ func TestDryRunReadsWhatTheChangeTouches(t *testing.T) {
 	if !plan {
 		t.Errorf("changes %+v; want node-0001.%s's plan added", rep.Changes, added)
 	}
+}
+
+// mine returns the modules placed on node-0001 in a generated file's lines.
+func mine(lines []string) []string {
+	for _, l := range lines {
+		if strings.HasPrefix(l, "  node-0001: [") {
+			return strings.Split(strings.TrimSuffix(strings.TrimPrefix(l, "  node-0001: ["), "]"), ", ")
+		}
+	}
+	return nil
 }
 
 func sortedNodes(m map[string]bool) []string {

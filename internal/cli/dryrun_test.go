@@ -18,6 +18,7 @@ import (
 // a build wanted by nobody, checks what it says, applies the file and
 // finds exactly the keys and states the dry run said.
 func TestApplyDryRunIsExact(t *testing.T) {
+	t.Parallel()
 	s := bustest.Server(t)
 	ctx := bustest.Context(t)
 	startRouter(t, s)
@@ -124,6 +125,7 @@ func keysOf(t *testing.T, s *bus.Server, bucket string) []string {
 }
 
 func TestCountKeys(t *testing.T) {
+	t.Parallel()
 	for n, want := range map[int]string{0: "0 keys", 1: "1 key", 2: "2 keys"} {
 		if got := countKeys(n); got != want {
 			t.Errorf("countKeys(%d) = %q; want %q", n, got, want)

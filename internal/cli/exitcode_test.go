@@ -15,6 +15,7 @@ import (
 // and changed ones with ~, uncoloured off a terminal), 1 for a file that
 // does not parse and for the flag without --dry-run.
 func TestDryRunDetailedExitCode(t *testing.T) {
+	t.Parallel()
 	s := bustest.Server(t)
 	startSeat(t, s, homelabFile)
 	if code := Run([]string{"apply", "-f", homelabFile, "--dry-run", "--detailed-exitcode", "--nats", s.URL()}); code != 0 {

@@ -54,6 +54,10 @@ type getQuery struct {
 	// key is the one key asked for (get KIND KEY), "" for all; state
 	// narrows provisions to one state (--state).
 	key, state string
+	// filtered, for get KIND KEY, says why the key was read but not
+	// shown ("ace.gitea.database.main is provided, not asked"); "" when
+	// it was shown or not read.
+	filtered string
 	// nc and js are the connection the command dialed: js for kinds that
 	// read buckets, nc for kinds that ask a verb.
 	nc *nats.Conn
@@ -147,13 +151,18 @@ func newGetCmd() *cobra.Command {
 			if watch && kind.bucket == "" {
 				return usageError{fmt.Errorf("get %s: --watch follows plans, provisions and refused only", args[0])}
 			}
+			bf.ownNode = q.node
 			nc, js, err := bf.connect("get")
 			if err != nil {
 				return fmt.Errorf("get: %w", err)
 			}
 			defer nc.Close()
 			q.bus, q.nc, q.js = &bf, nc, js
-			ans, err := readKind(cmd.Context(), kind, &q)
+			var ans getAnswer
+			err = bf.retry(cmd.Context(), "get "+args[0], func(ctx context.Context) (err error) {
+				ans, err = readKind(ctx, kind, &q)
+				return err
+			})
 			if err != nil {
 				return fmt.Errorf("get %s: %w", args[0], err)
 			}
@@ -164,6 +173,8 @@ func newGetCmd() *cobra.Command {
 			}
 			bf.sayNoSeat(cmd.Context(), js, cmd.ErrOrStderr(), "get")
 			switch {
+			case q.key != "" && len(ans.Items) == 0 && len(ans.Odd) == 0 && !watch && q.filtered != "":
+				return fmt.Errorf("get %s %s: %s", args[0], q.key, q.filtered)
 			case q.key != "" && len(ans.Items) == 0 && len(ans.Odd) == 0 && !watch:
 				return fmt.Errorf("get %s %s: no such key in %s", args[0], q.key, kind.bucket)
 			case output == "json" || output == "yaml":
@@ -185,6 +196,7 @@ func newGetCmd() *cobra.Command {
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "table (fits the terminal, $COLUMNS or 120; keys whole, other cells cut), wide (whole cells), json or yaml (an object: key -> value as stored)")
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "after what is there, print each change as it happens (plans, provisions, refused), until Ctrl-C")
 	bf.add(cmd)
+	bf.addTimeout(cmd)
 	return cmd
 }
 
@@ -460,6 +472,9 @@ func checkProvision(q *getQuery) func(key string, value []byte) (bool, string) {
 		var p mesh.Provision
 		if why := decode(value, &p); why != "" {
 			return matches(q.node, k.Node) && matches(q.module, k.Consumer), why
+		}
+		if q.key != "" && key == q.key && !matches(q.state, string(p.State)) {
+			q.filtered = fmt.Sprintf("%s is %s, not %s", key, p.State, q.state)
 		}
 		return matches(q.node, k.Node) && matches(q.module, k.Consumer, p.Provider.Module) && matches(q.state, string(p.State)), ""
 	}

@@ -66,6 +66,7 @@ func seatKeys(t *testing.T, s *bus.Server) {
 }
 
 func TestGetPlans(t *testing.T) {
+	t.Parallel()
 	s := bustest.Server(t)
 	seatKeys(t, s)
 	out, _, err := run(t, "get", "plans", "-o", "wide", "--nats", s.URL())
@@ -173,6 +174,7 @@ control  control.keycloak.database  failed  3h   postgres@control  postgres said
 }
 
 func TestGetRefusedJSON(t *testing.T) {
+	t.Parallel()
 	s := bustest.Server(t)
 	seatKeys(t, s)
 	out, errOut, err := run(t, "get", "refused", "-o", "json", "--nats", s.URL())
@@ -207,6 +209,7 @@ func TestGetRefusedJSON(t *testing.T) {
 }
 
 func TestGetEmptyAndUsage(t *testing.T) {
+	t.Parallel()
 	s := bustest.Server(t)
 	out, errOut, err := run(t, "get", "plans", "--nats", s.URL())
 	if err != nil {

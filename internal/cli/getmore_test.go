@@ -50,6 +50,7 @@ func TestGetOneKeyStateAndYAML(t *testing.T) {
 // sequences (a colour and a cursor move) and a provision quoting it: get and
 // why print them escaped, never raw.
 func TestGetAndWhyEscapeControlSequences(t *testing.T) {
+	t.Parallel()
 	s := bustest.Server(t)
 	st := startSeat(t, s, homelabFile)
 	_, js := bustest.Connect(t, s, "mesh-vault")
@@ -102,6 +103,7 @@ func (s *syncBuffer) String() string {
 // deleted, nothing for a key of another node, and ends on Ctrl-C (its
 // context) without an error.
 func TestGetWatch(t *testing.T) {
+	t.Parallel()
 	s := bustest.Server(t)
 	seatKeys(t, s)
 	ctx, cancel := context.WithCancel(bustest.Context(t))

@@ -13,6 +13,7 @@ import (
 // 2: names are exact) as an odd key, not as a provided key: encoding/json
 // folded the names and listed it provided.
 func TestGetSaysValuesWithNamesInAnotherCase(t *testing.T) {
+	t.Parallel()
 	s := bustest.Server(t)
 	_, js := bustest.Connect(t, s, "seat")
 	ctx := bustest.Context(t)

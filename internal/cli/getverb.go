@@ -3,11 +3,15 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/lookup"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/provisioning"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh/token"
@@ -57,6 +61,13 @@ func askVerb(what string) func(ctx context.Context, q *getQuery) (getAnswer, err
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		msg, err := nc.RequestWithContext(ctx, mesh.ProvisioningSubject, body)
+		if errors.Is(err, nats.ErrNoResponders) && q.js != nil {
+			// Nobody to wait for when no seat holds the lease: said at
+			// once, as apply and status say it.
+			if s, serr := lookup.ReadSeat(ctx, q.js); serr == nil && !s.Held {
+				return ans, final{fmt.Errorf("no seat holds the lease, so none answers %s: start one (mesh-provisioner serve, or up)", mesh.ProvisioningSubject)}
+			}
+		}
 		if err != nil {
 			return ans, fmt.Errorf("asking %s (is the seat running?): %w", mesh.ProvisioningSubject, err)
 		}

@@ -30,6 +30,7 @@ func runCmd(ctx context.Context, args ...string) (string, string, error) {
 }
 
 func TestClientGetAndRenderCommands(t *testing.T) {
+	t.Parallel()
 	s := bustest.Server(t)
 	ctx := bustest.Context(t)
 	seatNC, seat := bustest.Connect(t, s, "seat")

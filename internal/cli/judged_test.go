@@ -11,6 +11,7 @@ import (
 // A key that one judging turned retiring and then retired is said once, as
 // retired (the fresh-user review saw "X retired, X retiring").
 func TestPrintResultSaysARetiredKeyOnce(t *testing.T) {
+	t.Parallel()
 	r := &compose.Result{
 		Provisions: map[string]mesh.Provision{
 			"ace.vaultwarden.database": {State: mesh.Retiring},
@@ -28,6 +29,7 @@ func TestPrintResultSaysARetiredKeyOnce(t *testing.T) {
 
 // A judging of more than three keys names three and says how many more.
 func TestPrintResultNamesThreeKeys(t *testing.T) {
+	t.Parallel()
 	r := &compose.Result{Provisions: map[string]mesh.Provision{
 		"a.m.x": {State: mesh.Provided}, "b.m.x": {State: mesh.Provided},
 		"c.m.x": {State: mesh.Asked}, "d.m.x": {State: mesh.Asked}, "e.m.x": {State: mesh.Asked},

@@ -22,6 +22,7 @@ import (
 // SetIndent("", "  ") writes for the whole object: nested values, an empty
 // bucket, a value that is not JSON, keys and values that need escaping.
 func TestWriteKeptJSONAsEncoderWrites(t *testing.T) {
+	t.Parallel()
 	buckets := []struct {
 		name  string
 		items []getItem

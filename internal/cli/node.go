@@ -2,11 +2,13 @@ package cli
 
 import (
 	"fmt"
+	"path/filepath"
 	"slices"
 
 	"github.com/spf13/cobra"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/access"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/assemble"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/auth"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/meshfile"
 )
@@ -52,7 +54,7 @@ func (f *nodeFlags) gen(cmd *cobra.Command) (*auth.Result, *meshfile.File, error
 	if err != nil {
 		return nil, nil, err
 	}
-	res, err := auth.Gen(f.dir, parties, auth.Options{Source: f.file})
+	res, err := auth.Gen(f.dir, parties, auth.Options{Source: f.file, MaxStore: access.StoreReserved(assemble.Providers(mf))})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -85,7 +87,18 @@ NODE, with the command its client runs there. Add the node to the mesh file and 
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "signed anew: %s\n", list(someOfList(res.Signed, 8)))
 			fmt.Fprintf(out, "hand %s to %s; there, run:\n", creds, node)
-			fmt.Fprintf(out, "  mesh-provisioner client --node %s --nats %s --creds %s --root DIR\n", node, f.push.url, auth.CredsPath(".", access.ClientUser(node)))
+			tls := ""
+			if f.push.ca != "" {
+				tls = " --tls-ca " + f.push.ca // the node needs the CA file too
+			}
+			// The file's absolute path, as the node may keep it in the same
+			// place; /srv/mesh is only a root for the example (DIR is the
+			// auth directory everywhere else).
+			abs, err := filepath.Abs(creds)
+			if err != nil {
+				abs = creds
+			}
+			fmt.Fprintf(out, "  mesh-provisioner client --node %s --nats %s%s --creds %s --root /srv/mesh\n", node, f.push.url, tls, abs)
 			for _, mod := range mf.Placement[node] {
 				if p, ok := res.Creds[mod]; ok && slices.Contains(res.Signed, mod) {
 					fmt.Fprintf(out, "the module %s placed on %s runs as %s\n", mod, node, p)

@@ -16,6 +16,7 @@ import (
 // names it; once it has stopped, get and why say on stderr that no seat
 // holds the lease and when the seat last wrote, and still answer.
 func TestReadViewsSayNoSeat(t *testing.T) {
+	t.Parallel()
 	s := bustest.Server(t)
 	if _, errOut, err := run(t, "apply", "-f", homelabFile, "--yes", "--nats", s.URL()); err != nil {
 		t.Fatalf("apply: %v (%s)", err, errOut)

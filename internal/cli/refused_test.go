@@ -17,12 +17,15 @@ import (
 )
 
 // TestPermissionRefusalIsSaid runs commands against a server made by auth
-// gen as a node's client, which may read only its node's keys: get of the
-// whole provisions bucket and asks (an operator's verb) fail with the
-// server's refusal said as such, naming the user, the subject and
-// --creds (not a deadline passed); the allowed neighbour, get provisions
-// --node ace as ace's client, works.
+// gen as a node's client, which may read only its node's keys: get of its
+// node's refusals (a bucket it may not read; an operator's command such as
+// asks stops before it connects, see
+// TestOperatorCommandsRefuseAnotherPartysCreds) fails with the server's
+// refusal said as such, naming the user, the subject and --creds (not a
+// deadline passed); the allowed neighbour, get provisions --node ace as
+// ace's client, works.
 func TestPermissionRefusalIsSaid(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "auth")
 	if _, _, err := run(t, "auth", "gen", "-f", homelabFile, "-o", dir); err != nil {
 		t.Fatalf("auth gen: %v", err)
@@ -55,7 +58,7 @@ func TestPermissionRefusalIsSaid(t *testing.T) {
 	if out, errOut, err := run(t, "get", "provisions", "--node", "ace", "--nats", s.URL(), "--creds", ace); err != nil {
 		t.Errorf("get provisions --node ace as ace's client = %q, %v (%s); want it allowed", out, err, errOut)
 	}
-	for _, args := range [][]string{{"get", "provisions"}, {"asks"}} {
+	for _, args := range [][]string{{"get", "refused", "--node", "ace"}} {
 		_, _, err := run(t, append(args, "--nats", s.URL(), "--creds", ace)...)
 		var refused *refusedError
 		if !errors.As(err, &refused) || !errors.Is(err, nats.ErrPermissionViolation) {

@@ -24,6 +24,7 @@ import (
 // its access to the mesh was removed and naming the user, rather than
 // reconnect for ever.
 func TestClientStopsWhenItsAccessIsRemoved(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "auth")
 	if _, _, err := run(t, "auth", "gen", "-f", homelabFile, "-o", dir); err != nil {
 		t.Fatalf("auth gen: %v", err)

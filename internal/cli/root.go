@@ -6,13 +6,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -127,6 +130,9 @@ func (e *refusedError) Unwrap() error { return e.err }
 type busFlags struct {
 	url   string
 	creds string
+	// ca is --tls-ca: the CA file of the servers' certificates, for a
+	// cluster with TLS ("" for none).
+	ca string
 	// domain is --domain: the JetStream domain reached through a leafnode
 	// server ("" on the mesh's servers).
 	domain string
@@ -144,6 +150,16 @@ type busFlags struct {
 	// replicas is the replica count of the buckets the command makes
 	// (--replicas, see addReplicas); 0 for a command without the flag.
 	replicas replicas
+	// wait is --timeout, the bound of an operator's command's retries
+	// (see retry); 0 means busWait.
+	wait time.Duration
+	// errOut is the command's stderr, set in its PreRunE: where its
+	// retries are said (see retry).
+	errOut io.Writer
+	// ownNode, set by get before it connects, is the node its reads are
+	// narrowed to (--node): a node's client may get its own node's keys
+	// (see checkOperator).
+	ownNode string
 }
 
 // replicas is the --replicas flag: a bucket's replica count, refused
@@ -171,6 +187,7 @@ func (f *busFlags) addReplicas(cmd *cobra.Command) {
 func (f *busFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.url, "nats", "nats://127.0.0.1:4222", "URL of the mesh's NATS server (else the context's url, else $NATS_URL)")
 	cmd.Flags().StringVar(&f.domain, "domain", "", "the JetStream domain of the mesh's servers, for a connection to an edge node's leafnode server (auth gen --domain); empty on the servers themselves")
+	cmd.Flags().StringVar(&f.ca, "tls-ca", "", "the CA file (PEM) that signs the servers' certificates: the connection requires TLS and checks the server's certificate against it (a cluster whose files auth gen wrote with --tls-cert, --tls-key and --tls-ca)")
 	cmd.Flags().StringVar(&f.creds, "creds", "", "NATS credentials file (else the context's creds, else $NATS_CREDS; an operator's command without any uses the operator's that up writes, DATA/auth/operator.creds, when there is one)")
 	cmd.Flags().StringVar(&f.context, "context", "", "the nats CLI's context to connect with (~/.config/nats/context/NAME.json: its url and creds; default $NATS_CONTEXT)")
 	pre := cmd.PreRunE
@@ -181,6 +198,7 @@ func (f *busFlags) add(cmd *cobra.Command) {
 		ctx, cancel := context.WithCancelCause(c.Context())
 		c.SetContext(ctx)
 		f.refuse = cancel
+		f.errOut = c.ErrOrStderr()
 		if pre != nil {
 			return pre(c, args)
 		}
@@ -196,9 +214,17 @@ func (f *busFlags) connect(name string) (*nats.Conn, jetstream.JetStream, error)
 	if log == nil {
 		log = slog.Default()
 	}
-	d := bus.Dial{URL: f.url, Creds: f.credsOrDefault(), Name: name, Log: log, Replicas: int(f.replicas), Domain: f.domain}
+	if err := f.checkOperator(name); err != nil {
+		return nil, nil, err
+	}
+	d := bus.Dial{URL: f.url, Creds: f.credsOrDefault(), Name: name, Log: log, Replicas: int(f.replicas), Domain: f.domain, CA: f.ca}
 	d.OnRefused = f.refusedBy(d.Creds)
-	nc, js, err := bus.Connect(d)
+	var nc *nats.Conn
+	var js jetstream.JetStream
+	err := f.dialRetry(func() (err error) {
+		nc, js, err = bus.Connect(d)
+		return err
+	})
 	if err != nil {
 		return nil, nil, f.explain(err)
 	}
@@ -219,12 +245,43 @@ func (f *busFlags) connectAsk(name string) (*nats.Conn, error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	if err := f.checkOperator(name); err != nil {
+		return nil, err
+	}
 	creds := f.credsOrDefault()
-	nc, err := bus.ConnectIn(bus.Dial{URL: f.url, Creds: creds, Name: name, Log: log, OnRefused: f.refusedBy(creds)}, access.Requests)
+	var nc *nats.Conn
+	err := f.dialRetry(func() (err error) {
+		nc, err = bus.ConnectIn(bus.Dial{URL: f.url, Creds: creds, Name: name, Log: log, OnRefused: f.refusedBy(creds), CA: f.ca}, access.Requests)
+		return err
+	})
 	if err != nil {
 		return nil, f.explain(err)
 	}
 	return nc, nil
+}
+
+// dialRetry calls dial until it connects, trying again with backoff while
+// the server is too slow to finish the handshake (a loaded machine: a
+// handshake past the library's 2 s, the server's auth timeout, the socket
+// it then ended; [bus.Transient]) for up to --timeout, each change of why
+// said once on stderr. No server at the address (nats.ErrNoServers) and a
+// refusal are returned at once: the command says them with a hint.
+func (f *busFlags) dialRetry(dial func() error) error {
+	wait := f.wait
+	if wait <= 0 {
+		wait = busWait
+	}
+	err := bus.Retry(context.Background(), wait, f.sayer(), "connect", func() error {
+		err := dial()
+		if errors.Is(err, nats.ErrNoServers) {
+			return final{err}
+		}
+		return err
+	})
+	if fe, ok := errors.AsType[final](err); ok {
+		return fe.err
+	}
+	return err
 }
 
 // refusedBy returns the OnRefused of a connection made with creds: it
@@ -266,6 +323,38 @@ func (f *busFlags) tolerate(ctx context.Context, do func(ctx context.Context)) e
 	return nil
 }
 
+// checkOperator returns an error, before the command named name connects,
+// when its credentials are not an operator's (access.IsOperator: they are
+// a node's client's, a module's, the seat's, the router's or the vault's):
+// the command is an operator's, and would be refused some of what it reads
+// or asks. The error names whose they are. Two commands are a node's
+// client's too: its render ("render-<node>") and a get narrowed to its own
+// node (--node, f.ownNode), which read only what the client may.
+// Credentials that hold no user JWT pass: the server refuses them and
+// explain says so.
+func (f *busFlags) checkOperator(name string) error {
+	creds := f.credsOrDefault()
+	user := bus.CredsUser(creds)
+	if user == "" || strings.HasPrefix(name, "render-") {
+		return nil
+	}
+	publish := bus.CredsPublish(creds)
+	if access.IsOperator(user, publish) {
+		return nil
+	}
+	command := strings.NewReplacer("cli-", "", "operator-", "", "-", " ").Replace(name)
+	node, isClient := access.ClientNode(user)
+	if isClient && name == "get" && f.ownNode == node {
+		return nil
+	}
+	hint := ""
+	if isClient && name == "get" {
+		hint = fmt.Sprintf(" (a node's client gets its own node's keys only: get ... --node %s)", node)
+	}
+	return fmt.Errorf("the credentials %s are the user %q's (%s), not an operator's: %s is an operator's command%s; pass an operator's --creds (up writes DATA/auth/operator.creds, auth gen DIR/<operator>.creds)",
+		creds, user, access.Whose(user, publish), command, hint)
+}
+
 // explain adds a hint to an error of connecting: a server that cannot be
 // reached (is up running? --nats), a server without JetStream, a server
 // that refused the connection's credentials or their lack (--creds).
@@ -273,12 +362,16 @@ func (f *busFlags) explain(err error) error {
 	switch {
 	case errors.Is(err, nats.ErrAuthorization) && f.credsOrDefault() == "":
 		return fmt.Errorf("the NATS server at %s refused a connection without credentials: pass --creds FILE (up writes the operator's in DATA/auth/operator.creds): %w", f.url, err)
+	case errors.Is(err, nats.ErrAuthorization) && credsExpired(f.credsOrDefault(), time.Now()):
+		creds := f.credsOrDefault()
+		return fmt.Errorf("the credentials in %s expired at %s: renew them with \"mesh-provisioner auth renew -o DIR\" (DIR: where auth gen wrote them; up renews its own as it starts) "+
+			"and hand the renewed file over: %w", creds, credsExpiry(creds).UTC().Format(time.RFC3339), err)
 	case errors.Is(err, nats.ErrAuthorization):
 		return fmt.Errorf("the NATS server at %s refused the credentials in %s: are they this mesh's (up writes them in DATA/auth, auth gen in its -o)? %w", f.url, f.credsOrDefault(), err)
 	case errors.Is(err, nats.ErrNoServers) && f.from != "":
-		return fmt.Errorf("no NATS server answers at %s (from %s): is it running? pass --nats URL", f.url, f.from)
+		return fmt.Errorf("no NATS server answers at %s (from %s): is it running? pass --nats URL (%w)", f.url, f.from, err)
 	case errors.Is(err, nats.ErrNoServers):
-		return fmt.Errorf("no NATS server answers at %s: is `up` running? pass --nats URL", f.url)
+		return fmt.Errorf("no NATS server answers at %s: is `up` running? pass --nats URL (%w)", f.url, err)
 	case errors.Is(err, assemble.ErrNoJetStream):
 		return fmt.Errorf("the NATS server at %s has no JetStream, which holds the mesh's state: run it with JetStream (nats-server -js), or use `up`", f.url)
 	}
@@ -290,11 +383,11 @@ func (f *busFlags) explain(err error) error {
 func (f *busFlags) assembly(log *slog.Logger) *assemble.Assembly {
 	f.log = log
 	dial := assemble.Shared(f.url, f.creds, log)
-	if f.domain != "" {
+	if f.domain != "" || f.ca != "" {
 		shared := dial
 		dial = func(c assemble.Component) bus.Dial {
 			d := shared(c)
-			d.Domain = f.domain
+			d.Domain, d.CA = f.domain, f.ca
 			return d
 		}
 	}

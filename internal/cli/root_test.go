@@ -14,6 +14,7 @@ import (
 // errors (exit code 2) and name what is wrong, and that a failure while a
 // command runs is not.
 func TestUsageErrors(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		args  []string
@@ -51,6 +52,7 @@ func TestUsageErrors(t *testing.T) {
 
 // TestNoJetStream checks that a server without JetStream is named as such.
 func TestNoJetStream(t *testing.T) {
+	t.Parallel()
 	s, err := bus.StartServer(bus.ServerConfig{Dir: t.TempDir(), Listen: "127.0.0.1:0", NoJetStream: true})
 	if err != nil {
 		t.Fatal(err)
@@ -63,6 +65,7 @@ func TestNoJetStream(t *testing.T) {
 }
 
 func TestVersion(t *testing.T) {
+	t.Parallel()
 	out, _, err := run(t, "version")
 	if err != nil || !strings.HasPrefix(out, "mesh-provisioner ") || !strings.Contains(out, "go1.") {
 		t.Fatalf("version = %q, %v; want mesh-provisioner, a version and the Go version", out, err)
@@ -71,6 +74,7 @@ func TestVersion(t *testing.T) {
 
 // TestGetKinds checks that get with no kind lists the kinds.
 func TestGetKinds(t *testing.T) {
+	t.Parallel()
 	out, _, err := run(t, "get")
 	if err != nil {
 		t.Fatal(err)
@@ -85,6 +89,7 @@ func TestGetKinds(t *testing.T) {
 // TestClientNotInMesh checks that a client of a node the mesh does not
 // place says so.
 func TestClientNotInMesh(t *testing.T) {
+	t.Parallel()
 	s := bustest.Server(t)
 	if _, _, err := run(t, "apply", "-f", homelabFile, "--nats", s.URL()); err != nil {
 		t.Fatal(err)
@@ -101,6 +106,7 @@ func TestClientNotInMesh(t *testing.T) {
 
 // TestFitRows checks that a table is cut to 120 columns, widest first.
 func TestFitRows(t *testing.T) {
+	t.Parallel()
 	header := []string{"NODE", "KEY", "WHY"}
 	rows := [][]string{{"ace", "ace.gitea.database.main", strings.Repeat("w", 200)}}
 	got := fitRows(header, rows, defaultWidth)
@@ -149,9 +155,44 @@ func TestTableKeepsKeysWhole(t *testing.T) {
 	}
 }
 
+// TestTableKeepsProvidersWhole cuts the asks table to 120 columns and a
+// provisions table to 80: a provider (its module, or module@node) stays
+// whole, as the key, ask id and node do, and the headline, options and
+// why are cut instead.
+func TestTableKeepsProvidersWhole(t *testing.T) {
+	t.Parallel()
+	ask := "retire-shanks-woodpecker-forge-account-1796011200"
+	asksHeader := []string{"ASK", "HEADLINE", "KEY", "PROVIDER", "NODE", "EXPIRES", "OPTIONS"}
+	got := fitRows(asksHeader, [][]string{{ask, "Remove woodpecker's forge-account access?", "shanks.woodpecker.forge-account",
+		"route-proxy", "control", "2026-12-07T04:00:00Z", "yes (Remove), no (Keep)"}}, defaultWidth)
+	if got[0][0] != ask || got[0][2] != "shanks.woodpecker.forge-account" || got[0][3] != "route-proxy" || got[0][4] != "control" {
+		t.Errorf("asks table fit to %d columns = %q; want the ask, key, provider route-proxy and node whole", defaultWidth, got[0])
+	}
+	if !strings.HasSuffix(got[0][1], "…") {
+		t.Errorf("asks table fit to %d columns = %q; want the headline cut", defaultWidth, got[0])
+	}
+
+	header := []string{"NODE", "KEY", "STATE", "FOR", "PROVIDER", "WHY"}
+	rows := [][]string{
+		{"shanks", "shanks.immich.cache", "provided", "3h", "redis@control", "-"},
+		{"shanks", "shanks.immich.route", "provided", "3h", "route-proxy@control", "-"},
+		{"shanks", "shanks.immich.credential", "asked", "3h", "mesh-vault@control", "waits for mesh-vault on control to answer"},
+	}
+	got = fitRows(header, rows, 80)
+	for i, r := range got {
+		if r[4] != rows[i][4] || r[1] != rows[i][1] {
+			t.Errorf("provisions table fit to 80 columns: row %q; want key %s and provider %s whole", r, rows[i][1], rows[i][4])
+		}
+	}
+	if w := got[2][5]; !strings.HasSuffix(w, "…") || len([]rune(w)) != 80-(6+24+8+3+19+2*5) {
+		t.Errorf("provisions table fit to 80 columns: why %q; want it cut to the %d columns left", w, 80-(6+24+8+3+19+2*5))
+	}
+}
+
 // TestStateOf checks that get shows a kept key (the operator's no, by
 // whom and when) apart from a retiring key not answered.
 func TestStateOf(t *testing.T) {
+	t.Parallel()
 	at := time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
 		p    mesh.Provision

@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -38,6 +40,13 @@ provided and its asks to be recorded.`,
 				return err
 			}
 			sr, err := bf.assembly(log).StartSeat(cmd.Context(), assemble.SeatConfig{ID: id, LeaseTTL: ttl, Metrics: metricsAddr})
+			var refused *refusedError
+			if err != nil && cmd.Context().Err() != nil && !errors.As(context.Cause(cmd.Context()), &refused) {
+				// Stopped (Ctrl-C, SIGTERM) while it waited for the bus
+				// to make its buckets.
+				log.Info("serve: the seat stopped before it started", "err", err)
+				return nil
+			}
 			if err != nil {
 				return bf.explain(err)
 			}

@@ -29,6 +29,7 @@ func freeAddr(t *testing.T) string {
 // standby are both healthy (the lease held, the lease waited for), and the
 // holder serves its series on /metrics.
 func TestServeMetricsAndHealth(t *testing.T) {
+	t.Parallel()
 	srv := bustest.Server(t)
 	ctx, cancel := context.WithCancel(bustest.Context(t))
 	var stopped []chan struct{}
@@ -84,6 +85,7 @@ func TestServeMetricsAndHealth(t *testing.T) {
 // serve refuses a lease under NATS's floor at once, before it dials the
 // bus (no server listens at --nats here).
 func TestServeRefusesALeaseUnderTheFloor(t *testing.T) {
+	t.Parallel()
 	for _, lease := range []string{"-3s", "0s", "50ms"} {
 		_, _, err := run(t, "serve", "--nats", "nats://127.0.0.1:1", "--lease", lease)
 		if !errors.Is(err, seat.ErrBadLease) || !strings.Contains(err.Error(), "--lease") {

@@ -82,9 +82,18 @@ the placement (not their values), the state of each provision and the refusals. 
 				return fmt.Errorf("status: %w", err)
 			}
 			defer nc.Close()
-			st, err := readStatus(cmd.Context(), nc, js, node)
+			var st meshStatus
+			err = bf.retry(cmd.Context(), "status", func(ctx context.Context) (err error) {
+				st, err = readStatus(ctx, nc, js, node)
+				return err
+			})
 			if err != nil {
 				return fmt.Errorf("status: %w", err)
+			}
+			if node != "" {
+				if err := checkNodeRow(cmd.Context(), js, node, &st); err != nil {
+					return fmt.Errorf("status: %w", err)
+				}
 			}
 			for _, n := range st.Notes {
 				fmt.Fprintln(cmd.ErrOrStderr(), "status:", n)
@@ -99,6 +108,7 @@ the placement (not their values), the state of each provision and the refusals. 
 	cmd.Flags().StringVar(&node, "node", "", "only this node")
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "table, wide (whole cells), json or yaml")
 	bf.add(cmd)
+	bf.addTimeout(cmd)
 	return cmd
 }
 
@@ -155,6 +165,46 @@ func readStatus(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, node
 	}
 	sort.Slice(st.Nodes, func(i, j int) bool { return st.Nodes[i].Node < st.Nodes[j].Node })
 	return st, nil
+}
+
+// errNodeNotFound is wrapped by status's error for --node N when N is not
+// in the placement and holds nothing (no plan, provision, held module or
+// open ask): a misspelt node, said rather than shown as an empty row.
+var errNodeNotFound = errors.New("not found")
+
+// checkNodeRow checks the row of status --node node in st against the
+// placement, one key read: a node not placed whose row is empty gives an
+// error wrapping [errNodeNotFound] ("node "nosuch" not found: ..."); a
+// node not placed that still holds keys (it left, its client not done, or
+// provisions retiring) keeps its row, with a note saying so. A placement
+// that cannot be read leaves st as it is.
+func checkNodeRow(ctx context.Context, js jetstream.JetStream, node string, st *meshStatus) error {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	kv, err := js.KeyValue(ctx, mesh.PlacementBucket)
+	if err == nil {
+		_, err = lookup.Get(ctx, js, kv, node)
+	}
+	switch {
+	case err == nil:
+		return nil
+	case !errors.Is(err, jetstream.ErrKeyNotFound) && !errors.Is(err, jetstream.ErrBucketNotFound):
+		return nil
+	}
+	for _, ns := range st.Nodes {
+		if ns.Node != node {
+			continue
+		}
+		total := ns.Plans + ns.Odd + len(ns.Held) + len(ns.OpenAsks)
+		for _, n := range ns.States {
+			total += n
+		}
+		if total > 0 {
+			st.Notes = append(st.Notes, fmt.Sprintf("node %s is not in the placement (%s has no key %s); what it still holds is shown", node, mesh.PlacementBucket, node))
+			return nil
+		}
+	}
+	return fmt.Errorf("node %q %w: %s has no key %s, and no plan, provision or ask is of it", node, errNodeNotFound, mesh.PlacementBucket, node)
 }
 
 // errNoSeatAnswers is askStatus's error when no seat answers its verb.
@@ -320,11 +370,11 @@ func writeStatus(w io.Writer, st meshStatus, now time.Time, wide bool) error {
 	if odd > 0 {
 		counts = append(counts, fmt.Sprintf("%d odd", odd))
 	}
-	sum := fmt.Sprintf("mesh: %d nodes, %d plans, %d provisions", len(st.Nodes), plans, provs+odd)
+	sum := "mesh: " + plural(len(st.Nodes), "node") + ", " + plural(plans, "plan") + ", " + plural(provs+odd, "provision")
 	if len(counts) > 0 {
 		sum += " (" + strings.Join(counts, ", ") + ")"
 	}
-	fmt.Fprintf(w, "%s, %d held, %d open asks\n", sum, held, open)
+	fmt.Fprintf(w, "%s, %d held, %s\n", sum, held, plural(open, "open ask"))
 	if len(st.Nodes) == 0 {
 		return nil
 	}
@@ -347,6 +397,15 @@ func writeStatus(w io.Writer, st meshStatus, now time.Time, wide bool) error {
 }
 
 // count is n, or "-" for none.
+// plural returns "1 node", "2 nodes", "0 nodes": n and noun, with an "s"
+// unless n is 1.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
+}
+
 func count(n int) string {
 	if n == 0 {
 		return "-"

@@ -16,6 +16,7 @@ import (
 // state as get reads them, names ace's open asks, and says the seat's
 // lease; --node ace is that one row; -o yaml says the same as -o json.
 func TestStatus(t *testing.T) {
+	t.Parallel()
 	s := bustest.Server(t)
 	startRouter(t, s)
 	st := startSeat(t, s, homelabFile)
@@ -118,6 +119,23 @@ func TestStatus(t *testing.T) {
 	if !strings.Contains(out, "\nnodes:\n  - node: ace\n") || strings.Contains(out, "node: g14") || !strings.Contains(out, "held: true") {
 		t.Errorf("status --node ace -o yaml:\n%s", out)
 	}
+
+	// A misspelt node is said, not shown as an empty row.
+	out, _, err = run(t, "status", "--node", "acee", "--nats", s.URL())
+	if err == nil || !strings.Contains(err.Error(), `node "acee" not found: `+mesh.PlacementBucket+` has no key acee`) || strings.Contains(out, "acee") {
+		t.Errorf("status --node acee = %q, %v; want node \"acee\" not found, no row", out, err)
+	}
+	// One key asked in a state it is not in says the state it is in.
+	for key, p := range provs {
+		if p.State != mesh.Provided {
+			continue
+		}
+		_, _, err = run(t, "get", "provisions", key, "--state", "asked", "--nats", s.URL())
+		if want := key + " is provided, not asked"; err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("get provisions %s --state asked: %v; want %q", key, err, want)
+		}
+		break
+	}
 }
 
 // TestStatusAsksTheSeat runs the homelab with vaultwarden removed from ace
@@ -126,6 +144,7 @@ func TestStatus(t *testing.T) {
 // can come from a bucket) and no note; with the verb not answered, status
 // counts from the buckets and says that no seat answers.
 func TestStatusAsksTheSeat(t *testing.T) {
+	t.Parallel()
 	s := bustest.Server(t)
 	startRouter(t, s)
 	startSeat(t, s, homelabFile)

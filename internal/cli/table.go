@@ -39,8 +39,9 @@ func writesTerminal(w io.Writer) bool {
 }
 
 // wholeColumns are the columns a table never cuts, by their header: the
-// things an operator copies (a key, an ask id, the names a key is made of).
-var wholeColumns = map[string]bool{"KEY": true, "ODD KEY": true, "ASK": true, "NODE": true, "MODULE": true, "OPEN ASKS": true}
+// things an operator copies (a key, an ask id, the names a key is made of,
+// a provider: its module, or module@node).
+var wholeColumns = map[string]bool{"KEY": true, "ODD KEY": true, "ASK": true, "NODE": true, "MODULE": true, "PROVIDER": true, "OPEN ASKS": true}
 
 // minColumn is the narrowest a column is cut to when a table does not fit.
 const minColumn = 10

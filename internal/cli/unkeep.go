@@ -41,10 +41,16 @@ operator's bus user may publish on the verb. A key that is not retiring with a n
 				return fmt.Errorf("unkeep: %w", err)
 			}
 			defer nc.Close()
-			ctx, cancel := context.WithTimeout(cmd.Context(), requestTimeout)
-			defer cancel()
 			body, _ := json.Marshal(mesh.UnkeepRequest{Key: args[0], By: user})
-			msg, err := nc.RequestWithContext(ctx, mesh.UnkeepSubject, body)
+			// Asked again only while no seat takes it (a seat taking
+			// over): one that timed out may have been done.
+			var msg *nats.Msg
+			err = bf.retryUntaken(cmd.Context(), "unkeep "+args[0], func(ctx context.Context) (err error) {
+				ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+				defer cancel()
+				msg, err = nc.RequestWithContext(ctx, mesh.UnkeepSubject, body)
+				return err
+			})
 			if errors.Is(err, nats.ErrNoResponders) {
 				return fmt.Errorf("unkeep %s: no seat answers %s (is the seat running?)", args[0], mesh.UnkeepSubject)
 			}
@@ -65,6 +71,7 @@ operator's bus user may publish on the verb. A key that is not retiring with a n
 		},
 	}
 	bf.add(cmd)
+	bf.addTimeout(cmd)
 	cmd.Flags().StringVar(&user, "user", "", "the operator you unkeep as, said in the seat's log (default: the user of the credentials, else operator)")
 	return cmd
 }

@@ -12,6 +12,7 @@ import (
 // TestUnkeep keeps a retiring key with no, then unkeeps it: the seat
 // clears the warrant and asks again.
 func TestUnkeep(t *testing.T) {
+	t.Parallel()
 	s := bustest.Server(t)
 	ctx := bustest.Context(t)
 	startRouter(t, s)

@@ -14,18 +14,17 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/mesh-provisioner/mesh-provisioner/examples"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/access"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/assemble"
-	"github.com/mesh-provisioner/mesh-provisioner/internal/auth"
-	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/compose"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/memlimit"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/meshfile"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/pgprovider"
-	"github.com/mesh-provisioner/mesh-provisioner/mesh"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/web"
 )
 
 func init() { commands = append(commands, newUpCmd) }
@@ -46,16 +45,15 @@ type upFlags struct {
 	// up; the default's only says so.
 	webSet bool
 	// noAuth runs the embedded server with no users (anyone who reaches
-	// it may do anything), as before section 10 was built.
+	// it may do anything).
 	noAuth bool
 	// clientsSet says --clients was given; without it a mesh of more than
 	// maxAutoClients nodes gets no clients.
 	clientsSet bool
+	// yes applies a given file that no longer places most of the mesh
+	// without asking (as apply's --yes).
+	yes bool
 }
-
-// maxAutoClients is the largest mesh for which up runs every node's client
-// unless told: each client holds its own connection and watches.
-const maxAutoClients = 100
 
 func newUpCmd() *cobra.Command {
 	var f upFlags
@@ -69,7 +67,10 @@ terminal ("apply -f FILE --nats URL") and only what changed is composed again.
 
 With --once it applies, waits until the seat is quiet, prints everything the seat keeps and exits 0.
 
-Every component connects as its own NATS user with the permissions of spec section 10: up makes the
+A file that would no longer place most of the mesh the data directory holds asks first, as apply does:
+type "yes" to go on; --yes skips the question, and with no terminal on stdin it is refused unless --yes.
+
+Every component connects as its own NATS user, allowed only what its part needs (docs/trust.md): up makes the
 users from the mesh file as "auth gen" does, into DATA/auth (keys kept across runs), and runs its server
 with them. The operator's credentials are DATA/auth/operator.creds (mode 0600); commands such as get,
 apply, asks and answer use it by default when --data is the default, else pass --creds.
@@ -80,7 +81,7 @@ and a second up on the same directory fails at once.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f.clientsSet = cmd.Flags().Changed("clients")
 			f.webSet = cmd.Flags().Changed("web")
-			return runUp(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), f, args)
+			return runUp(cmd.Context(), cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr(), f, args)
 		},
 	}
 	fl := cmd.Flags()
@@ -92,8 +93,9 @@ and a second up on the same directory fails at once.`,
 	fl.StringVar(&f.postgres, "postgres", "", "DSN of a PostgreSQL server (a role that may create roles and databases) for the postgres provider; without it postgres keys stay asked")
 	fl.StringVar(&f.meshName, "mesh-name", "", "the mesh's name (default: the mesh file's mesh:; with no file, the name kept in DATA/mesh-name, which it may not contradict); the postgres provider names its roles and databases after it, so that meshes sharing a PostgreSQL server never meet")
 	fl.StringVar(&f.metrics, "metrics", "", "serve Prometheus metrics (/metrics) and a health check (/healthz) on this address, e.g. 127.0.0.1:9464")
-	fl.StringVar(&f.web, "web", defaultWeb, "address of the operator's page (provisions, held modules, open asks, live); empty for none; not served with --once")
+	fl.StringVar(&f.web, "web", defaultWeb, "address of the operator's page (provisions, held modules, open asks, live), which lets in only the browser that opened the login URL printed (its secret in DATA/"+web.LoginFile+", 0600); empty for none; not served with --once")
 	fl.BoolVar(&f.noAuth, "no-auth", false, "run the embedded server without users: anyone who reaches it may do anything")
+	fl.BoolVar(&f.yes, "yes", false, "apply a file that no longer places most of the mesh without asking")
 	fl.BoolVar(&f.clients, "clients", true, "run a node client per node of the mesh file, each under DATA/nodes/<node> (by default only for meshes of up to 100 nodes)")
 	return cmd
 }
@@ -119,7 +121,7 @@ func logger(level string, w io.Writer) (*slog.Logger, error) {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
 }
 
-func runUp(ctx context.Context, out, errOut io.Writer, f upFlags, args []string) (err error) {
+func runUp(ctx context.Context, in io.Reader, out, errOut io.Writer, f upFlags, args []string) (err error) {
 	if f.output != "table" && f.output != "json" {
 		return usageError{fmt.Errorf("-o %q: want table or json", f.output)}
 	}
@@ -128,18 +130,11 @@ func runUp(ctx context.Context, out, errOut io.Writer, f upFlags, args []string)
 		return err
 	}
 	// Parse first: a bad file is refused before anything starts.
-	var file *meshfile.File
-	name := "bundled example homelab.yaml"
-	if len(args) == 1 {
-		name = args[0]
-		file, err = meshfile.ParseFile(args[0])
-	} else {
-		file, err = meshfile.Parse("homelab.yaml", examples.Homelab)
-	}
+	file, name, err := upFile(args)
 	if err != nil {
 		return err
 	}
-	if err := validMeshNameFlag(f.meshName); err != nil {
+	if err := asUsage(assemble.CheckMeshName(f.meshName)); err != nil {
 		return err
 	}
 	// What depends on the mesh (its name, the memory limit's floor, whether
@@ -147,108 +142,47 @@ func runUp(ctx context.Context, out, errOut io.Writer, f upFlags, args []string)
 	// it is known: a given file's at once, before anything starts; with no
 	// file, the data directory's live mesh (or the bundled example, going
 	// into an empty one), once the server is up and the mesh read.
-	var m upMesh
-	stopMemory := func() {}
-	defer func() { stopMemory() }()
-	decided := func(d upMesh) {
-		m = d
-		f.meshName, f.clients = d.name, d.clients
-		// Memory: the collector keeps the process near what it holds (a
-		// 1000-node mesh's start under 300 MB) unless GOGC or GOMEMLIMIT
-		// is set.
-		if stop, ok := memlimit.Follow(d.budget, upMemoryFactor); ok {
-			stopMemory = stop
-		}
-		upDecided(d)
-	}
+	u := &upRun{f: f, log: log, in: in, stopMemory: func() {}, decided: hooksOf(ctx).upDecided}
+	defer func() { u.stopMemory() }()
 	if len(args) == 1 {
-		d, err := decideMesh(file, f, false, "")
-		if err != nil {
+		if err := u.decide(file, false, ""); err != nil {
 			return err
 		}
-		decided(d)
 	}
 	if w := listenWarning(f.listen); w != "" && f.noAuth {
 		fmt.Fprintln(os.Stderr, w)
 	}
-	data := assemble.Data(f.data)
-	lock, err := data.Lock()
+	m, err := assemble.OpenMachine(ctx, assemble.MachineConfig{Data: assemble.Data(f.data), Listen: f.listen, NoAuth: f.noAuth,
+		File: file, Source: name, Given: len(args) == 1, Clients: u.f.clients, Log: log})
 	if err != nil {
-		return err
+		return asUsage(err)
 	}
-	defer lock.Release()
-	// The name of the mesh the data holds, kept by the up that applied it:
-	// a restart with no file runs under it, and up MESHFILE says when the
-	// file renames the mesh.
-	stored, err := data.MeshName()
-	if err != nil {
-		if len(args) == 0 {
-			return err
-		}
-		fmt.Fprintf(errOut, "up: %v; %s replaces it\n", err, name)
-		stored = ""
+	defer m.Close()
+	if m.StoredErr != nil {
+		fmt.Fprintf(errOut, "up: %v; %s replaces it\n", m.StoredErr, name)
 	}
-	// The users: with no file, the data directory's as they are (made from
-	// the file it last ran with), never the bundled example's; else made
-	// from the file. With a file, whether clients run is decided; with
-	// none the data directory is new (or ran --no-auth) and --clients says.
-	sc := bus.ServerConfig{Dir: data.Store(), Listen: f.listen}
-	users := &assemble.ServerUsers{Written: func() error { return nil }}
-	if !f.noAuth {
-		if users, err = data.PrepareUsers(file, name, len(args) == 0, f.clients); err != nil {
-			return err
-		}
-		if len(users.Mended) > 0 {
-			fmt.Fprintf(errOut, "up: the last up stopped before it wrote the credentials of %d users; written now in %s: %s\n",
-				len(users.Mended), data.Auth(), someOf(users.Mended, 5))
-		}
-		defer func() {
-			// A failed write of a credentials file is said with whatever
-			// else failed (the success path has checked it already).
-			if werr := users.Written(); werr != nil && err != nil && !errors.Is(err, werr) {
-				err = errors.Join(err, werr)
-			}
-		}()
-		sc.ConfigFile = users.Config
-		// Users whose JWTs expire soon (or did, while up was stopped)
-		// are renewed before any component connects, and then while up
-		// runs.
-		if _, err := users.Authority.Renew(); err != nil {
-			return err
-		}
-		go renewUsers(ctx, users.Authority, log)
+	if mended := m.Users.Mended; len(mended) > 0 {
+		fmt.Fprintf(errOut, "up: the last up stopped before it wrote the credentials of %d users; written now in %s: %s\n",
+			len(mended), m.Data.Auth(), someOf(mended, 5))
 	}
-	srv, err := bus.StartServer(sc)
-	if err != nil {
-		return err
-	}
-	defer srv.Shutdown()
+	defer func() {
+		// A failed write of a credentials file is said with whatever
+		// else failed (the success path has checked it already).
+		if werr := m.Users.Written(); werr != nil && err != nil && !errors.Is(err, werr) {
+			err = errors.Join(err, werr)
+		}
+	}()
 	// The follower says what it starts and stops while up prints the
 	// seat's results: one writer at a time.
 	out, errOut = lockedWriter(out), lockedWriter(errOut)
-	progress := out
+	u.out, u.errOut, u.progress = out, errOut, out
 	if f.once {
-		progress = errOut
+		u.progress = errOut
 	}
-	fmt.Fprintf(progress, "NATS with JetStream on %s (store %s)\n", srv.URL(), data.Store())
-	creds := ""
-	if !f.noAuth {
-		creds = data.Creds(access.DefaultOperator)
-		fmt.Fprintf(progress, "NATS users of every party in %s; the operator's credentials: %s\n", data.Auth(), creds)
-	}
-	hint := operatorFlags(srv.URL(), creds)
-	fmt.Fprintf(progress, "from another terminal: mesh-provisioner get provisions %s\n", hint)
-	if !f.once {
-		said := make(chan struct{})
-		defer func() { <-said }() // errOut is the caller's once up returns
-		go func() {
-			defer close(said)
-			if err := users.Written(); err != nil {
-				fmt.Fprintf(errOut, "up: %v\n", err)
-			} else if users.Later {
-				fmt.Fprintf(errOut, "node clients' credentials written: %s\n", data.Creds("client-N"))
-			}
-		}()
+	u.m = m
+	u.hint = operatorFlags(m.Server.URL(), m.Creds(access.DefaultOperator))
+	if done := u.banner(); done != nil {
+		defer func() { <-done }() // errOut is the caller's once up returns
 	}
 
 	// outer outlives the components: with --once they are stopped before
@@ -260,69 +194,190 @@ func runUp(ctx context.Context, out, errOut io.Writer, f upFlags, args []string)
 	// Every component runs on a connection of its own; on the way out they
 	// all stop (the seat giving its lease back while its connection is
 	// still open) before the server does.
-	dial := assemble.Shared(srv.URL(), "", log)
-	if !f.noAuth {
-		dial = assemble.UsersDialer(srv.URL(), data.Auth(), log)
-	}
-	asm := &assemble.Assembly{Dial: dial, Log: log}
 	stopped := false // up ran until its context ended (Ctrl-C, SIGTERM)
 	defer func() {
 		cancel()
-		asm.Wait()
+		m.Assembly.Wait()
 		if stopped {
 			fmt.Fprintln(out, "up: stopped; its components stopped")
 		}
 	}()
-
 	// The operator's connection applies the file first, so that the seat
 	// starts from the whole mesh rather than from half-written buckets; it
 	// then reads what the seat keeps.
-	onc, ojs, err := asm.Connect(assemble.Component{Role: assemble.Operator})
+	onc, ojs, err := m.Assembly.Connect(assemble.Component{Role: assemble.Operator})
 	if err != nil {
 		return err
 	}
 	defer onc.Close()
-	// With no file, the bundled example goes only into an empty data
-	// directory: a restart never changes the operator's own mesh.
-	apply := true
-	if len(args) == 0 {
-		current, err := meshfile.Current(ctx, ojs)
-		if err != nil {
-			return err
-		}
-		held := 0
-		for _, keys := range current {
-			held += len(keys)
-		}
-		switch placed := current[mesh.PlacementBucket]; {
-		case len(placed) > 0:
-			apply = false
-			file = liveFile(file, placed)
-			fmt.Fprintf(progress, "%s already holds a mesh (%d nodes placed): running it as it is, not the bundled example; \"up MESHFILE\" or \"apply -f MESHFILE\" changes it\n",
-				f.data, len(placed))
-		case held > 0:
-			// An apply cut short before its placement: the operator's
-			// mesh in part, never to be replaced by the example.
-			apply = false
-			file = liveFile(file, placed)
-			fmt.Fprintf(progress, "%s holds a mesh written in part (%d keys, no placement: an apply was cut short): running it as it is, not the bundled example; \"up MESHFILE\" or \"apply -f MESHFILE\" completes it\n",
-				f.data, held)
+	u.js = ojs
+	if file, err = u.applyFile(ctx, file, name, len(args) == 0); err != nil {
+		return err
+	}
+	running, err := u.start(ctx, file)
+	if err != nil {
+		return err
+	}
+	stopped, err = u.settleAndPrint(ctx, outer, cancel, running)
+	return err
+}
+
+// settleAndPrint waits until running's seat has settled (and, with
+// clients, every plan is applied), then with --once stops the components
+// (cancel) and prints what the seat keeps; else prints the summary and
+// follows the mesh until ctx is done (stopped) or the seat stops. outer
+// outlives the components: what --once prints is read through it.
+func (u *upRun) settleAndPrint(ctx, outer context.Context, cancel context.CancelFunc, running *assemble.MeshRunning) (stopped bool, err error) {
+	st := u.settle(running)
+	// The provisions up --once prints are followed until they are
+	// printed, past the components' stop.
+	follow, stopFollow := context.WithCancel(outer)
+	defer stopFollow()
+	provisions, err := st.Quiet(ctx, follow, running.Follower.Providers())
+	if err != nil {
+		return false, err
+	}
+	if !u.f.once {
+		stopFollow()
+		provisions = nil
+	}
+	if u.f.clients {
+		if err := assemble.WaitApplied(ctx, u.js); err != nil {
+			return false, err
 		}
 	}
-	if apply && users.Kept {
+	if u.f.once {
+		cancel()
+		u.m.Assembly.Wait()
+		if err := u.m.Users.Written(); err != nil {
+			return false, err
+		}
+		return false, printKept(outer, u.out, u.js, u.hint, u.f.output, provisions)
+	}
+	return u.follow(ctx, st)
+}
+
+// upFile parses the mesh file of args, or the bundled example with none,
+// and returns it with its name for messages.
+func upFile(args []string) (*meshfile.File, string, error) {
+	if len(args) == 1 {
+		file, err := meshfile.ParseFile(args[0])
+		return file, args[0], err
+	}
+	file, err := meshfile.Parse("homelab.yaml", examples.Homelab)
+	return file, "bundled example homelab.yaml", err
+}
+
+// upRun is one run of up: what it was told, what it decided, and where
+// it prints.
+type upRun struct {
+	f   upFlags
+	log *slog.Logger
+	m   *assemble.Machine
+	js  jetstream.JetStream // the operator's
+	// d is what up decided from the mesh it runs ([assemble.Decide]).
+	d                     assemble.Decision
+	stopMemory            func()
+	out, errOut, progress io.Writer
+	// in is where the operator answers up's question before a file that
+	// no longer places most of the mesh is applied.
+	in io.Reader
+	// hint is the flags a command from another terminal needs.
+	hint    string
+	results chan *compose.Result
+	// seatDone receives why the seat process stopped.
+	seatDone chan error
+	// decided, when not nil, is called with what up decided, once per
+	// run (a test's, see [testHooks]).
+	decided func(assemble.Decision)
+}
+
+// decide decides what depends on the mesh up runs, file
+// ([assemble.Decide]; restart and stored as there), and sets the memory
+// limit: the collector keeps the process near what it holds (a 1000-node
+// mesh's start under 300 MB) unless GOGC or GOMEMLIMIT is set.
+func (u *upRun) decide(file *meshfile.File, restart bool, stored string) error {
+	d, err := decideMesh(file, u.f, restart, stored)
+	if err != nil {
+		return err
+	}
+	u.d = d
+	u.f.meshName, u.f.clients = d.Name, d.Clients
+	if stop, ok := memlimit.Follow(d.Budget, assemble.MemoryFactor); ok {
+		u.stopMemory = stop
+	}
+	if u.decided != nil {
+		u.decided(d)
+	}
+	return nil
+}
+
+// banner prints where the bus is and how to reach it. Without --once it
+// then says, once they are written, where the node clients' credentials
+// are (or why they are not), and returns a channel closed once said; nil
+// with --once.
+func (u *upRun) banner() <-chan struct{} {
+	m := u.m
+	fmt.Fprintf(u.progress, "NATS with JetStream on %s (store %s)\n", m.Server.URL(), m.Data.Store())
+	if creds := m.Creds(access.DefaultOperator); creds != "" {
+		fmt.Fprintf(u.progress, "NATS users of every party in %s; the operator's credentials: %s\n", m.Data.Auth(), creds)
+	}
+	fmt.Fprintf(u.progress, "from another terminal: mesh-provisioner get provisions %s\n", u.hint)
+	if u.f.once {
+		return nil
+	}
+	said := make(chan struct{})
+	go func() {
+		defer close(said)
+		if err := m.Users.Written(); err != nil {
+			fmt.Fprintf(u.errOut, "up: %v\n", err)
+		} else if m.Users.Later {
+			fmt.Fprintf(u.errOut, "node clients' credentials written: %s\n", m.Data.Creds("client-N"))
+		}
+	}()
+	return said
+}
+
+// applyFile applies file (name in messages) unless, run with no file
+// (restart), the data directory holds a mesh already: the bundled example
+// goes only into an empty one, so that a restart never changes the
+// operator's own mesh. It decides what depends on the mesh when it was
+// not decided (no file), keeps the mesh's name, and returns the file up
+// runs: the live mesh's when it applied none.
+func (u *upRun) applyFile(ctx context.Context, file *meshfile.File, name string, restart bool) (*meshfile.File, error) {
+	m, f := u.m, u.f
+	apply := true
+	if restart {
+		held, err := assemble.ReadHeld(ctx, u.js)
+		if err != nil {
+			return nil, err
+		}
+		if !held.Empty() {
+			apply = false
+			file = assemble.LiveFile(file, held.Placed)
+		}
+		if n := len(held.Placed); n > 0 {
+			fmt.Fprintf(u.progress, "%s already holds a mesh (%d nodes placed): running it as it is, not the bundled example; \"up MESHFILE\" or \"apply -f MESHFILE\" changes it\n",
+				f.data, n)
+		} else if !apply {
+			// An apply cut short before its placement: the operator's
+			// mesh in part, never to be replaced by the example.
+			fmt.Fprintf(u.progress, "%s holds a mesh written in part (%d keys, no placement: an apply was cut short): running it as it is, not the bundled example; \"up MESHFILE\" or \"apply -f MESHFILE\" completes it\n",
+				f.data, held.Keys)
+		}
+	}
+	if apply && m.Users.Kept {
 		// The users were made for the file up last ran with, which never
 		// got written: the bundled example's parties may have none.
-		if err := data.HaveUsers(file); err != nil {
-			return fmt.Errorf("%s holds no mesh, and its NATS users were made for another mesh file (%w): run \"up MESHFILE\" with that file, or remove %s to start with the bundled example",
+		if err := m.Data.HaveUsers(file); err != nil {
+			return nil, fmt.Errorf("%s holds no mesh, and its NATS users were made for another mesh file (%w): run \"up MESHFILE\" with that file, or remove %s to start with the bundled example",
 				f.data, err, f.data)
 		}
 	}
-	if len(args) == 0 {
-		d, err := decideMesh(file, f, !apply, stored)
-		if err != nil {
-			return err
+	if restart {
+		if err := u.decide(file, !apply, m.Stored); err != nil {
+			return nil, err
 		}
-		decided(d)
 	}
 	// The mesh's name is kept beside its data for a restart with no file:
 	// written by the up that applies a mesh (once the data holds it, see
@@ -331,115 +386,120 @@ func runUp(ctx context.Context, out, errOut io.Writer, f upFlags, args []string)
 	if apply {
 		// The seat's user alone makes buckets: they are made before the
 		// operator applies the file into them.
-		if err := asm.MakeBuckets(ctx); err != nil {
-			return err
+		if err := m.Assembly.MakeBuckets(ctx); err != nil {
+			return nil, err
 		}
-		if err := applyMesh(ctx, ojs, file, name, f.data, stored, m.name, progress, errOut); err != nil {
-			return err
+		if !restart && !f.yes {
+			if err := u.confirmLoss(ctx, file, name); err != nil {
+				return nil, err
+			}
 		}
-	} else if stored == "" && m.name != "" {
-		if err := data.KeepMeshName(m.name); err != nil {
-			return err
+		if err := applyMesh(ctx, u.js, file, name, f.data, m.Stored, u.d.Name, u.progress, u.errOut); err != nil {
+			return nil, err
+		}
+	} else if m.Stored == "" && u.d.Name != "" {
+		if err := m.Data.KeepMeshName(u.d.Name); err != nil {
+			return nil, err
 		}
 	}
-	if m.autoNoClients {
-		clientCreds := " --creds " + data.Creds("client-N")
-		if f.noAuth {
-			clientCreds = ""
+	return file, nil
+}
+
+// confirmLoss asks the operator, as apply -f does, before file (name in
+// messages) is applied when it no longer places most of the mesh the data
+// directory holds ([meshfile.Loss]): with no terminal to ask on, or no
+// "yes", it is an error and nothing is written.
+func (u *upRun) confirmLoss(ctx context.Context, file *meshfile.File, name string) error {
+	current, err := meshfile.Current(ctx, u.js)
+	if err != nil {
+		return fmt.Errorf("up: %w", err)
+	}
+	loss := file.Loss(current, file.Diff(current, time.Now()))
+	if !loss.Most() {
+		return nil
+	}
+	if err := confirmOn(u.in, u.errOut, fmt.Sprintf("up %s %s", name, loss)); err != nil {
+		return fmt.Errorf("up: %s %s: %w", name, loss, err)
+	}
+	return nil
+}
+
+// start says what up does not run for file, the mesh it runs, then starts
+// the router, the seat, and what follows the live mesh beside them: the
+// vault and the postgres provider where they are placed, a client per
+// node, each started as its module or node appears in the placement and
+// stopped when it leaves, its user issued first; and the page.
+func (u *upRun) start(ctx context.Context, file *meshfile.File) (*assemble.MeshRunning, error) {
+	m, f := u.m, u.f
+	if u.d.AutoNoClients {
+		clientCreds := ""
+		if creds := m.Creds("client-N"); creds != "" {
+			clientCreds = " --creds " + creds
 		}
-		fmt.Fprintf(progress, "node clients: none for %d nodes (more than %d); run them with \"client --node N%s\", or give --clients\n",
-			len(file.Nodes), maxAutoClients, clientCreds)
+		fmt.Fprintf(u.progress, "node clients: none for %d nodes (more than %d); run them with \"client --node N%s\", or give --clients\n",
+			len(file.Nodes), assemble.MaxAutoClients, clientCreds)
 	}
 	if f.postgres == "" && placed(file, pgprovider.Module) {
-		fmt.Fprintf(progress, "postgres provider: not running (give --postgres DSN); postgres keys stay asked\n")
+		fmt.Fprintf(u.progress, "postgres provider: not running (give --postgres DSN); postgres keys stay asked\n")
 	}
-
-	// The router, the seat, and what follows the live mesh beside them:
-	// the vault and the postgres provider where they are placed, a client
-	// per node, each started as its module or node appears in the
-	// placement and stopped when it leaves, its user issued first.
-	results := make(chan *compose.Result, 1024)
-	cfg := assemble.MeshConfig{
-		Seat: assemble.SeatConfig{OnResult: func(r *compose.Result) {
-			select {
-			case results <- r:
-			default: // progress is best effort; the log has every result
-			}
-		}, Metrics: f.metrics},
-		Follow: assemble.FollowConfig{
-			Runs:       assemble.Runs{Clients: f.clients, Postgres: f.postgres != ""},
-			ClientRoot: data.ClientRoot,
-			VaultDir:   data.Vault,
-			Postgres:   pgprovider.Config{DSN: f.postgres, Mesh: f.meshName, OneMachine: true},
-			Said:       func(e assemble.Event) { fmt.Fprintf(progress, "%s\n", e) },
-		},
-	}
-	if !f.noAuth {
-		cfg.Follow.Users = &assemble.GenUsers{Dir: data.Auth(), StoreDir: data.Store(), URL: srv.URL(), Before: users.Written, Log: log}
-	}
-	running, err := asm.StartMesh(ctx, cfg)
+	u.results = make(chan *compose.Result, 1024)
+	cfg := m.MeshConfig(u.d, f.postgres)
+	cfg.Seat = assemble.SeatConfig{OnResult: func(r *compose.Result) {
+		select {
+		case u.results <- r:
+		default: // progress is best effort; the log has every result
+		}
+	}, Metrics: f.metrics}
+	cfg.Follow.Said = func(e assemble.Event) { fmt.Fprintf(u.progress, "%s\n", e) }
+	running, err := m.Assembly.StartMesh(ctx, cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if at := running.Seat.MetricsAt; at != nil {
-		fmt.Fprintf(progress, "metrics on http://%s/metrics, health on http://%s/healthz\n", at, at)
+		fmt.Fprintf(u.progress, "metrics on http://%s/metrics, health on http://%s/healthz\n", at, at)
 	}
 	if f.web != "" && !f.once {
-		if err := upWeb(ctx, asm, f, progress, log); err != nil {
-			return err
+		if err := upWeb(ctx, m.Assembly, f, u.progress, u.log); err != nil {
+			return nil, err
 		}
 	}
-	st := running.Seat.Seat()
-	seatDone := make(chan error, 1)
+	u.seatDone = make(chan error, 1)
 	go func() {
 		<-running.Seat.Done()
-		seatDone <- running.Seat.Err()
+		u.seatDone <- running.Seat.Err()
 	}()
+	return running, nil
+}
 
-	// The provisions waitQuiet follows are printed by --once after the
-	// components stop: their copy follows until up returns.
-	follow, stopFollow := context.WithCancel(outer)
-	defer stopFollow()
-	provisions, err := waitQuiet(ctx, follow, st, ojs, running.Follower.Providers(), results, progress, seatDone)
-	if err != nil {
-		return err
-	}
-	if !f.once {
-		stopFollow()
-		provisions = nil
-	}
-	if f.clients {
-		if err := waitApplied(ctx, ojs); err != nil {
-			return err
-		}
-	}
-	if f.once {
-		cancel()
-		asm.Wait()
-		if err := users.Written(); err != nil {
-			return err
-		}
-		return printKept(outer, out, ojs, hint, f.output, provisions)
-	}
+// settle returns the wait on running's seat, its results printed on
+// progress.
+func (u *upRun) settle(running *assemble.MeshRunning) assemble.Settle {
+	return assemble.Settle{Seat: running.Seat.Seat(), JS: u.js, Results: u.results, SeatDone: u.seatDone,
+		Said: func(r *compose.Result) { printResult(u.progress, r) }}
+}
+
+// follow prints the summary, then each of the seat's results and the
+// summary again once the seat has settled, until ctx is done (stopped) or
+// the seat stops (its error).
+func (u *upRun) follow(ctx context.Context, st assemble.Settle) (stopped bool, err error) {
 	shown := map[string]string{} // node -> its summary row as last printed
-	if err := printSummary(ctx, out, ojs, hint, shown); err != nil {
-		return err
+	if err := printSummary(ctx, u.out, u.js, u.hint, shown); err != nil {
+		return false, err
 	}
-	fmt.Fprintln(out, "up: running; Ctrl-C stops")
+	fmt.Fprintln(u.out, "up: running; Ctrl-C stops")
 	for {
 		select {
 		case <-ctx.Done():
-			stopped = true
-			return nil
-		case err := <-seatDone:
-			return err
-		case r := <-results:
-			printResult(out, r)
-			if err := waitSettled(ctx, st, ojs, results, out, seatDone); err != nil {
-				return err
+			return true, nil
+		case err := <-u.seatDone:
+			return false, err
+		case r := <-u.results:
+			printResult(u.out, r)
+			if err := st.Settled(ctx); err != nil {
+				return false, err
 			}
-			if err := printSummary(ctx, out, ojs, hint, shown); err != nil {
-				return err
+			if err := printSummary(ctx, u.out, u.js, u.hint, shown); err != nil {
+				return false, err
 			}
 		}
 	}
@@ -454,35 +514,6 @@ func operatorFlags(url, creds string) string {
 		return "--nats " + url
 	}
 	return "--nats " + url + " --creds " + creds
-}
-
-// renewEvery is how often up renews its parties' credentials files: a
-// thirtieth of their life, so that each is renewed ten times before the
-// third of its life that is left when it is due.
-const renewEvery = auth.DefaultExpiry / 30
-
-// renewUsers renews the due credentials files of a every renewEvery until
-// ctx is done; a running component reads its renewed file when the server
-// closes its connection at the old JWT's expiry. A failure is logged and
-// tried again at the next tick.
-func renewUsers(ctx context.Context, a *auth.Authority, log *slog.Logger) {
-	t := time.NewTicker(renewEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		renewed, err := a.Renew()
-		if err != nil {
-			log.Error("up: renew credentials", "dir", a.Dir(), "err", err)
-			continue
-		}
-		if len(renewed) > 0 {
-			log.Info("up: credentials renewed", "dir", a.Dir(), "users", len(renewed))
-		}
-	}
 }
 
 // someOf returns the first n of s joined by commas, and how many more
@@ -514,8 +545,9 @@ func listenWarning(listen string) string {
 }
 
 // upWeb serves the operator's page on its own connection, answering as
-// the operator. A page that cannot listen on the default address is said
-// and up goes on; one on an address given with --web fails up.
+// the operator, its login secret in DATA/web-login. A page that cannot
+// listen on the default address, or whose login file cannot be used, is
+// said and up goes on; one on an address given with --web fails up.
 func upWeb(ctx context.Context, asm *assemble.Assembly, f upFlags, out io.Writer, log *slog.Logger) error {
 	snc, js, err := asm.Connect(assemble.Component{Role: assemble.Operator})
 	if err != nil {
@@ -527,8 +559,13 @@ func upWeb(ctx context.Context, asm *assemble.Assembly, f upFlags, out io.Writer
 		return err
 	}
 	context.AfterFunc(ctx, nc.Close)
-	err = serveWeb(ctx, f.web, nc, js, "operator", out, log)
-	if err != nil && !f.webSet {
+	err = serveWeb(ctx, f.web, filepath.Join(f.data, web.LoginFile), nc, js, "operator", out, log)
+	var le loginError
+	switch {
+	case errors.As(err, &le) && !f.webSet:
+		fmt.Fprintf(out, "web page: not served (%v)\n", err)
+		return nil
+	case err != nil && !f.webSet:
 		fmt.Fprintf(out, "web page: not served (%v); give --web ADDR\n", err)
 		return nil
 	}

@@ -62,6 +62,7 @@ func appliedOf(t *testing.T, data string) map[string]mesh.Applied {
 }
 
 func TestUpOnceHomelab(t *testing.T) {
+	t.Parallel()
 	data := t.TempDir()
 	out, _, err := run(t, "up", "--once", "-o", "json", "--data", data, "--listen", "127.0.0.1:0")
 	if err != nil {
@@ -158,6 +159,7 @@ func TestUpOnceHomelab(t *testing.T) {
 // With PostgreSQL the homelab ends with every database and credential key
 // provided, and each consumer's role logs in with its vault credential.
 func TestUpOnceHomelabWithPostgres(t *testing.T) {
+	t.Parallel()
 	pg := pgtest.Start(t)
 	data := t.TempDir()
 	out, _, err := run(t, "up", "--once", "-o", "json", "--data", data, "--listen", "127.0.0.1:0", "--postgres", pg.DSN)
@@ -210,6 +212,7 @@ func TestUpOnceHomelabWithPostgres(t *testing.T) {
 // its roles under prod, as up prod.yaml did, and none under the bundled
 // example's name homelab (which it used to: found by review).
 func TestUpRestartWithPostgresKeepsTheMeshName(t *testing.T) {
+	t.Parallel()
 	pg := pgtest.Start(t)
 	data := t.TempDir()
 	path := filepath.Join(t.TempDir(), "prod.yaml")
@@ -245,6 +248,7 @@ func TestUpRestartWithPostgresKeepsTheMeshName(t *testing.T) {
 // and no --mesh-name is refused before anything starts, and so is a
 // --mesh-name that is not a name.
 func TestUpPostgresNeedsAMeshName(t *testing.T) {
+	t.Parallel()
 	file := filepath.Join(t.TempDir(), "nameless.yaml")
 	text := strings.Replace(string(examples.Homelab), "mesh: homelab", "", 1)
 	if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
@@ -277,6 +281,7 @@ func TestUpPostgresNeedsAMeshName(t *testing.T) {
 // holds DATA/lock), a second fails at once naming the directory and the
 // first one's pid; once the first has stopped, the directory is free.
 func TestUpRefusesADataDirectoryInUse(t *testing.T) {
+	t.Parallel()
 	data := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -322,6 +327,7 @@ func TestUpRefusesADataDirectoryInUse(t *testing.T) {
 // when it returns, every party of the homelab has its file, with a user
 // key in it.
 func TestUpOnceWithoutClientsWritesEveryUsersCreds(t *testing.T) {
+	t.Parallel()
 	data := t.TempDir()
 	if _, _, err := run(t, "up", "--once", "--data", data, "--listen", "127.0.0.1:0", "--clients=false"); err != nil {
 		t.Fatalf("up --once: %v", err)
@@ -375,6 +381,7 @@ func (b *syncBuffer) String() string {
 // context (as Ctrl-C does): up returns and its last line says it stopped,
 // once its components did.
 func TestUpSaysItStopped(t *testing.T) {
+	t.Parallel()
 	data := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -24,6 +24,7 @@ import (
 // and when it applies the file whole. The name used to be written before
 // Apply, so that a refused file left the data's mesh under the new name.
 func TestApplyMeshKeepsTheNameOnceTheDataHoldsIt(t *testing.T) {
+	t.Parallel()
 	s := bustest.Server(t, "max_payload: 65536")
 	ctx := bustest.Context(t)
 	_, js := bustest.Connect(t, s, "operator")

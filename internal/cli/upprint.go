@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/mesh-provisioner/mesh-provisioner/internal/assemble"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/compose"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
@@ -153,7 +154,7 @@ func caughtUp(ctx context.Context, js jetstream.JetStream, c *bus.Copy) bool {
 	last := str.CachedInfo().State.LastSeq
 	ctx, cancel := context.WithTimeout(ctx, caughtUpWait)
 	defer cancel()
-	return c.Seen() >= last || pollUntil(ctx, func() bool { return c.Seen() >= last }) == nil
+	return c.Seen() >= last || assemble.PollUntil(ctx, func() bool { return c.Seen() >= last }) == nil
 }
 
 // writeKeptJSON writes one member of printKept's JSON object: "name" and
@@ -279,7 +280,7 @@ func writeSummary(ctx context.Context, out io.Writer, js jetstream.JetStream, al
 		return err
 	}
 	if n := len(ans.Items); n > 0 {
-		fmt.Fprintf(out, "%d asks open for the operator: mesh-provisioner asks %s\n", n, hint)
+		fmt.Fprintf(out, "%s open for the operator: mesh-provisioner asks %s\n", plural(n, "ask"), hint)
 	} else {
 		fmt.Fprintln(out, "no asks open")
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mesh-provisioner/mesh-provisioner/examples"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/access"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/assemble"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/auth"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus/bustest"
@@ -22,6 +23,7 @@ import (
 // TestUpRestartKeepsTheMesh checks that up with no file on a data
 // directory that holds a mesh runs that mesh, not the bundled example.
 func TestUpRestartKeepsTheMesh(t *testing.T) {
+	t.Parallel()
 	data := t.TempDir()
 	path := filepath.Join(t.TempDir(), "small.yaml")
 	if err := os.WriteFile(path, []byte(smallMesh), 0o600); err != nil {
@@ -53,32 +55,31 @@ func TestUpRestartKeepsTheMesh(t *testing.T) {
 // TestUpRestartDecidesFromTheLiveMesh checks that up with no file on a
 // data directory that holds a 150-node mesh decides what depends on the
 // mesh from that mesh, not from the bundled example's 4 nodes: it counts 150
-// nodes and runs no node clients (more than maxAutoClients nodes, no
+// nodes and runs no node clients (more than assemble.MaxAutoClients nodes, no
 // --clients). It used to start 150 clients. The memory limit's floor is the
 // same 256 MiB for 150 nodes and for 4, so the runs show it only through the
 // node count; a live mesh of 2000 placed nodes, read as a restart reads it
-// (liveFile of the bundled example), is decided directly: 500 MiB, not the
+// (assemble.LiveFile of the bundled example), is decided directly: 500 MiB, not the
 // example's 256.
 func TestUpRestartDecidesFromTheLiveMesh(t *testing.T) {
+	t.Parallel()
 	data := t.TempDir()
 	path := filepath.Join(t.TempDir(), "g150.yaml")
 	if _, _, err := run(t, "gen", "--nodes", "150", "--modules", "1", "-o", path); err != nil {
 		t.Fatal(err)
 	}
-	var got []upMesh
-	was := upDecided
-	upDecided = func(d upMesh) { got = append(got, d) }
-	t.Cleanup(func() { upDecided = was })
+	var got []assemble.Decision
+	seen := testHooks{upDecided: func(d assemble.Decision) { got = append(got, d) }}
 	for _, args := range [][]string{{path}, {}} {
 		args = append([]string{"up", "--once", "--data", data, "--listen", "127.0.0.1:0", "--log-level", "error"}, args...)
-		if _, _, err := run(t, args...); err != nil {
+		if _, _, err := runWith(t, seen, args...); err != nil {
 			t.Fatalf("%v: %v", args, err)
 		}
 	}
 	if len(got) != 2 {
 		t.Fatalf("up decided %d times in 2 runs: %+v", len(got), got)
 	}
-	want := upMesh{nodes: 150, budget: upMemoryBudget(150), autoNoClients: true}
+	want := assemble.Decision{Nodes: 150, Budget: assemble.MemoryBudget(150), AutoNoClients: true}
 	for i, what := range []string{"up g150.yaml", "up with no file"} {
 		if got[i] != want {
 			t.Errorf("%s decided %+v; want %+v", what, got[i], want)
@@ -96,14 +97,14 @@ func TestUpRestartDecidesFromTheLiveMesh(t *testing.T) {
 	for i := range 2000 {
 		placed[fmt.Sprintf("n%d", i)] = []byte(`{"modules":[{"module":"mesh-vault"}]}`)
 	}
-	d, err := decideMesh(liveFile(example, placed), upFlags{data: data, clients: true}, true, "")
+	d, err := decideMesh(assemble.LiveFile(example, placed), upFlags{data: data, clients: true}, true, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d.nodes != 2000 || d.budget != 500<<20 || !d.autoNoClients || d.clients {
+	if d.Nodes != 2000 || d.Budget != 500<<20 || !d.AutoNoClients || d.Clients {
 		t.Errorf("decideMesh of a live mesh of 2000 nodes = %+v; want 2000 nodes, a budget of %d bytes (500 MiB), no clients", d, 500<<20)
 	}
-	if small := upMemoryBudget(len(example.Nodes)); d.budget == small {
+	if small := assemble.MemoryBudget(len(example.Nodes)); d.Budget == small {
 		t.Errorf("the budget of 2000 nodes equals the bundled example's (%d bytes): the check above tells nothing", small)
 	}
 }
@@ -115,19 +116,18 @@ func TestUpRestartDecidesFromTheLiveMesh(t *testing.T) {
 // name kept is refused rather than run under another mesh's name; and that
 // up FILE says on stderr when the file renames the mesh, and only then.
 func TestUpRestartKeepsTheMeshName(t *testing.T) {
+	t.Parallel()
 	data := t.TempDir()
 	path := filepath.Join(t.TempDir(), "prod.yaml")
 	if err := os.WriteFile(path, []byte("mesh: prod\n"+smallMesh), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var got []upMesh
-	was := upDecided
-	upDecided = func(d upMesh) { got = append(got, d) }
-	t.Cleanup(func() { upDecided = was })
+	var got []assemble.Decision
+	seen := testHooks{upDecided: func(d assemble.Decision) { got = append(got, d) }}
 	var stderr string
 	up := func(args ...string) (err error) {
 		t.Helper()
-		_, stderr, err = run(t, append([]string{"up", "--once", "--data", data, "--listen", "127.0.0.1:0", "--log-level", "error"}, args...)...)
+		_, stderr, err = runWith(t, seen, append([]string{"up", "--once", "--data", data, "--listen", "127.0.0.1:0", "--log-level", "error"}, args...)...)
 		return err
 	}
 	kept := func() string {
@@ -147,7 +147,7 @@ func TestUpRestartKeepsTheMeshName(t *testing.T) {
 	if err := up(); err != nil {
 		t.Fatalf("up with no file: %v", err)
 	}
-	if n := len(got); n != 2 || got[1].name != "prod" {
+	if n := len(got); n != 2 || got[1].Name != "prod" {
 		t.Errorf("up with no file decided %+v; want the name prod", got)
 	}
 
@@ -216,6 +216,7 @@ func TestUpRestartKeepsTheMeshName(t *testing.T) {
 // the restart with no file said "applied bundled example homelab.yaml: 66
 // written, 10 unchanged, 9209 removed", then failed on client-ace.creds.
 func TestUpRestartAfterAnInterruptedApply(t *testing.T) {
+	t.Parallel()
 	data := t.TempDir()
 	path := filepath.Join(t.TempDir(), "small.yaml")
 	if err := os.WriteFile(path, []byte(smallMesh), 0o600); err != nil {
@@ -284,6 +285,7 @@ func TestUpRestartAfterAnInterruptedApply(t *testing.T) {
 // writes nothing: it used to apply the bundled example and then fail on
 // the missing client-ace.creds, and to fail so at every later start.
 func TestUpWithNoFileOnUsersOfAnotherMesh(t *testing.T) {
+	t.Parallel()
 	data := t.TempDir()
 	small, err := meshfile.Parse("small.yaml", []byte(smallMesh))
 	if err != nil {
@@ -331,6 +333,7 @@ func TestUpWithNoFileOnUsersOfAnotherMesh(t *testing.T) {
 // the mesh with its clients. It used to take the configuration as whole
 // and fail at every start on the missing client-control.creds.
 func TestUpWithNoFileMendsTheClientsCreds(t *testing.T) {
+	t.Parallel()
 	data := t.TempDir()
 	path := filepath.Join(t.TempDir(), "small.yaml")
 	if err := os.WriteFile(path, []byte(smallMesh), 0o600); err != nil {
@@ -379,6 +382,7 @@ func TestUpWithNoFileMendsTheClientsCreds(t *testing.T) {
 }
 
 func TestListenWarning(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		listen string
 		warns  bool
@@ -395,6 +399,7 @@ func TestListenWarning(t *testing.T) {
 // TestSummaryOnlyChangedNodes checks that up's running summary prints only
 // the nodes whose row changed since it was last printed.
 func TestSummaryOnlyChangedNodes(t *testing.T) {
+	t.Parallel()
 	s := bustest.Server(t)
 	_, js := bustest.Connect(t, s, "test")
 	all := map[string]map[string]json.RawMessage{
@@ -426,6 +431,7 @@ func TestSummaryOnlyChangedNodes(t *testing.T) {
 // auth (the same flags as the start banner, from operatorFlags), and with
 // --nats alone without auth.
 func TestSummaryAsksLineHasTheOperatorsCreds(t *testing.T) {
+	t.Parallel()
 	s := bustest.Server(t)
 	_, js := bustest.Connect(t, s, "test")
 	records, err := bus.Bucket(bustest.Context(t), js, mesh.RecordsBucket, 0)
@@ -437,8 +443,8 @@ func TestSummaryAsksLineHasTheOperatorsCreds(t *testing.T) {
 	}
 	creds := filepath.Join(t.TempDir(), "auth", "operator.creds")
 	for _, tc := range []struct{ creds, want string }{
-		{creds, "1 asks open for the operator: mesh-provisioner asks --nats " + s.URL() + " --creds " + creds + "\n"},
-		{"", "1 asks open for the operator: mesh-provisioner asks --nats " + s.URL() + "\n"},
+		{creds, "1 ask open for the operator: mesh-provisioner asks --nats " + s.URL() + " --creds " + creds + "\n"},
+		{"", "1 ask open for the operator: mesh-provisioner asks --nats " + s.URL() + "\n"},
 	} {
 		var out bytes.Buffer
 		if err := writeSummary(bustest.Context(t), &out, js, nil, operatorFlags(s.URL(), tc.creds), nil); err != nil {
@@ -447,5 +453,132 @@ func TestSummaryAsksLineHasTheOperatorsCreds(t *testing.T) {
 		if !strings.Contains(out.String(), tc.want) {
 			t.Errorf("summary with creds %q:\n%s\nwant the line %q", tc.creds, out.String(), tc.want)
 		}
+	}
+}
+
+// TestUpRefusesTheOtherModesData checks that a data directory run with
+// --no-auth and started again without it (and one run with users, started
+// again with --no-auth) is refused as a usage error saying how it was run
+// and what to do, and nothing of it changes: the bundled example is not
+// applied into the other mode's empty store, the kept name stays, the
+// vault's store does not move, and the mesh runs again in its own mode.
+func TestUpRefusesTheOtherModesData(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "small.yaml")
+	if err := os.WriteFile(path, []byte("mesh: shop\n"+smallMesh), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	up := func(data string, args ...string) error {
+		t.Helper()
+		args = append([]string{"up", "--once", "--data", data, "--listen", "127.0.0.1:0", "--log-level", "error"}, args...)
+		_, _, err := run(t, args...)
+		return err
+	}
+	accounts := func(data string) []string {
+		t.Helper()
+		entries, err := os.ReadDir(filepath.Join(data, "nats", "jetstream"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		return names
+	}
+	for _, tc := range []struct {
+		name        string
+		first, then []string
+		want        string
+	}{
+		{"no-auth then users", []string{"--no-auth", path}, nil,
+			"%s holds a mesh run without users (up --no-auth; its buckets are in %s), which a server with users does not see: " +
+				"run \"up --no-auth\" to run it, or give --data another directory for a mesh with users"},
+		{"users then no-auth", []string{path}, []string{"--no-auth"},
+			"--no-auth: %s holds a mesh run with users (its buckets are in %s), which a server without users does not see: " +
+				"run \"up\" without --no-auth to run it, or give --data another directory for a mesh without users"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := t.TempDir()
+			if err := up(data, tc.first...); err != nil {
+				t.Fatal(err)
+			}
+			before := accounts(data)
+			if len(before) != 1 {
+				t.Fatalf("the store holds accounts %v after one up; want one", before)
+			}
+			for _, then := range [][]string{tc.then, append(append([]string{}, tc.then...), path)} {
+				err := up(data, then...)
+				want := fmt.Sprintf(tc.want, data, filepath.Join(data, "nats", "jetstream", before[0]))
+				if err == nil || err.Error() != want || !isUsage(err) {
+					t.Fatalf("up %v on the other mode's data: %v (usage %v); want the usage error %q", then, err, err != nil && isUsage(err), want)
+				}
+			}
+			if got := accounts(data); len(got) != 1 || got[0] != before[0] {
+				t.Errorf("the store holds accounts %v after the refused ups; want %v alone", got, before)
+			}
+			if name, err := os.ReadFile(filepath.Join(data, MeshNameFile)); err != nil || string(name) != "shop\n" {
+				t.Errorf("%s holds %q (%v) after the refused ups; want shop", MeshNameFile, name, err)
+			}
+			if _, err := os.Stat(filepath.Join(data, "vault", "control")); err != nil {
+				t.Errorf("the vault's store moved from control: %v", err)
+			}
+			if err := up(data, tc.first[:len(tc.first)-1]...); err != nil {
+				t.Errorf("up in the mode the mesh was run in: %v", err)
+			}
+		})
+	}
+}
+
+// TestUpFileAsksBeforeRemovingMost checks that up FILE on a data directory
+// holding a mesh that FILE no longer places most of is refused as apply -f
+// refuses it with no terminal to ask on (how many keys it removes, which
+// modules it unplaces, give --yes), and writes nothing: up with no file
+// runs the homelab still. With --yes it is applied.
+func TestUpFileAsksBeforeRemovingMost(t *testing.T) {
+	t.Parallel()
+	data := t.TempDir()
+	path := filepath.Join(t.TempDir(), "small.yaml")
+	if err := os.WriteFile(path, []byte(smallMesh), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	up := func(args ...string) (map[string]json.RawMessage, string, error) {
+		t.Helper()
+		args = append([]string{"up", "--once", "-o", "json", "--no-auth", "--data", data, "--listen", "127.0.0.1:0", "--log-level", "error"}, args...)
+		out, errOut, err := run(t, args...)
+		if err != nil {
+			return nil, "", err
+		}
+		var kept struct {
+			Plans map[string]json.RawMessage `json:"plans"`
+		}
+		if err := json.Unmarshal([]byte(out), &kept); err != nil {
+			t.Fatalf("%v printed %s: %v", args, out, err)
+		}
+		return kept.Plans, errOut, nil
+	}
+	if _, _, err := up(); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := up(path)
+	want := "up: " + path + " removes 28 keys of placement, wants and haves; 17 of 18 placed modules are no longer placed " +
+		"(ace.gitea, ace.node-tools, ace.vaultwarden, control.keycloak, control.node-tools, control.postgres, control.redis, control.route-proxy and 9 more): " +
+		"not confirmed; nothing written (stdin is not a terminal: give --yes to apply it)"
+	if err == nil || err.Error() != want || isUsage(err) {
+		t.Fatalf("up of a file unplacing most = %v; want %q", err, want)
+	}
+	plans, _, err := up()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plans["ace.gitea"] == nil || plans["control.mesh-vault"] == nil {
+		t.Errorf("up with no file after the refused up FILE kept plans %d, without ace.gitea or control.mesh-vault; want the homelab's", len(plans))
+	}
+	plans, said, err := up("--yes", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plans) != 1 || plans["control.mesh-vault"] == nil || !strings.Contains(said, "28 removed") {
+		t.Errorf("up --yes FILE kept %d plans and said %q; want control.mesh-vault alone, 28 removed", len(plans), said)
 	}
 }

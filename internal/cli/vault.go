@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -65,7 +64,6 @@ provisions buckets the seat makes.`,
 
 func newVaultRotateCmd() *cobra.Command {
 	var bf busFlags
-	var timeout time.Duration
 	var now bool
 	cmd := &cobra.Command{
 		Use:   "rotate KEY",
@@ -91,13 +89,19 @@ func newVaultRotateCmd() *cobra.Command {
 				return err
 			}
 			defer nc.Close()
-			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
-			defer cancel()
 			ask := kit.AskRotate
 			if now {
 				ask = kit.AskRotateNow
 			}
-			a, err := ask(ctx, nc, args[0])
+			// Asked again only while no vault takes it (one starting): a
+			// rotation whose request timed out may have been made.
+			var a kit.RotateAnswer
+			err = bf.retryUntaken(cmd.Context(), "vault rotate "+args[0], func(ctx context.Context) (err error) {
+				ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+				defer cancel()
+				a, err = ask(ctx, nc, args[0])
+				return err
+			})
 			if err != nil {
 				return fmt.Errorf("vault rotate %s: %w", args[0], err)
 			}
@@ -110,7 +114,7 @@ func newVaultRotateCmd() *cobra.Command {
 		},
 	}
 	bf.add(cmd)
-	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Second, "how long to wait for the vault's answer")
+	bf.addTimeout(cmd)
 	cmd.Flags().BoolVar(&now, "now", false, "put the new value in force at once, with no grace (the provider refuses the old one as soon as it sets the new)")
 	return cmd
 }

@@ -18,6 +18,7 @@ import (
 )
 
 func TestVaultRotate(t *testing.T) {
+	t.Parallel()
 	s := bustest.Server(t)
 	seat := kittest.NewSeat(t, s.URL())
 	seat.Judge(mesh.VaultModule)

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 )
 
 // watchEvent is one change get --watch prints in json and yaml: the key,
@@ -43,7 +45,7 @@ func follow(ctx context.Context, w io.Writer, kind getKind, q *getQuery, output 
 	check := kind.check(q)
 	updates := make(chan jetstream.KeyValueEntry)
 	for _, p := range q.patterns() {
-		wa, err := kv.Watch(ctx, p, jetstream.UpdatesOnly())
+		wa, err := bus.WatchKeys(ctx, q.js, kv, p, bus.WatchOptions{UpdatesOnly: true})
 		if err != nil {
 			return fmt.Errorf("get --watch: %w", err)
 		}

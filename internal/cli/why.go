@@ -50,16 +50,22 @@ each branch last, indented by how far it is:
 			}
 			defer nc.Close()
 			bf.sayNoSeat(cmd.Context(), js, cmd.ErrOrStderr(), "why")
-			st := lookup.New(cmd.Context(), js)
-			if bf.leader(cmd.Context(), js) == nil {
-				st.FromReplicas()
-			}
-			steps, err := why.Walk(st, args[0])
-			if rerr := st.Err(); rerr != nil {
-				return fmt.Errorf("why: %w", rerr)
-			}
+			fromReplicas := bf.leader(cmd.Context(), js) == nil
+			var steps []why.Step
+			var walked error // the walk's own error: the key's shape
+			err = bf.retry(cmd.Context(), "why "+args[0], func(ctx context.Context) error {
+				st := lookup.New(ctx, js)
+				if fromReplicas {
+					st.FromReplicas()
+				}
+				steps, walked = why.Walk(st, args[0])
+				return st.Err()
+			})
 			if err != nil {
-				return err
+				return fmt.Errorf("why: %w", err)
+			}
+			if walked != nil {
+				return walked
 			}
 			if output == "json" || output == "yaml" {
 				return writeData(cmd.OutOrStdout(), output, struct {
@@ -72,6 +78,7 @@ each branch last, indented by how far it is:
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "table (one line per step), json or yaml")
 	bf.add(cmd)
+	bf.addTimeout(cmd)
 	return cmd
 }
 

@@ -93,6 +93,7 @@ func waitSeat(t *testing.T, s *bus.Server, st *seat.Seat) {
 // TestWhyCommand walks a database key of the homelab, with no provider
 // running, then with the vault's entry for its credential failed.
 func TestWhyCommand(t *testing.T) {
+	t.Parallel()
 	s := bustest.Server(t)
 	startSeat(t, s, homelabFile)
 	const key, cred = "g14.grafana.database", "g14.grafana.credential.postgres_database"

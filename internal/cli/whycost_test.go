@@ -18,6 +18,7 @@ import (
 // the whole mesh read once: the steps are the same, and lookup read no
 // bucket whole and far fewer keys than the mesh holds.
 func TestWhyReadsOnlyTheKeysItWalks(t *testing.T) {
+	t.Parallel()
 	s := bustest.Server(t)
 	startRouter(t, s)
 	st := startSeat(t, s, homelabFile)
@@ -85,5 +86,44 @@ func TestWhyReadsOnlyTheKeysItWalks(t *testing.T) {
 	}
 	if !asked {
 		t.Errorf("why ace.vaultwarden.database through lookup = %+v; want its ask's step", steps)
+	}
+
+	// Answered yes, the key is retired (no provider holds an entry of
+	// it): why of it, on the command line, names the ask and the answer,
+	// reading the key's delete marker and that one record, no bucket
+	// whole.
+	p, _ := lookup.New(ctx, js).Provision("ace.vaultwarden.database")
+	if _, errOut, err := run(t, "answer", p.Ask, "yes", "--nats", s.URL(), "--user", "alice"); err != nil {
+		t.Fatalf("answer %s yes: %v (%s)", p.Ask, err, errOut)
+	}
+	bustest.WaitFor(t, 0, "ace.vaultwarden.database retired", func() bool {
+		_, ok := lookup.New(ctx, js).Provision("ace.vaultwarden.database")
+		return !ok
+	})
+	out, errOut, err := run(t, "why", "ace.vaultwarden.database", "--nats", s.URL())
+	if err != nil {
+		t.Fatalf("why of the retired key: %v (%s)", err, errOut)
+	}
+	for _, want := range []string{
+		"ace.vaultwarden.database  retired: no longer kept: the seat deleted it on the operator's warrant",
+		"  → " + p.Ask + "  yes for ",
+		": removed on the answer yes of alice at ",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("why ace.vaultwarden.database (retired) printed\n%s\nwant %q", out, want)
+		}
+	}
+	ls := lookup.New(ctx, js)
+	got, gerr := why.Walk(ls, "ace.vaultwarden.database")
+	full, _, err := readMesh(ctx, js, func(string, string, []byte) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, werr := why.Walk(full, "ace.vaultwarden.database")
+	if gerr != nil || werr != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("why of the retired key through lookup = %+v, %v; through the whole mesh %+v, %v", got, gerr, want, werr)
+	}
+	if w := ls.Whole(); len(w) > 0 || ls.Reads() > 6 {
+		t.Errorf("why of the retired key read whole buckets %v and made %d reads; want none whole, at most 6", w, ls.Reads())
 	}
 }

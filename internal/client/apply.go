@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -48,10 +49,12 @@ func (c *Client) apply(ctx context.Context, module string) error {
 
 	rec := mesh.Applied{Fingerprint: plan.Fingerprint, Dirs: map[string]string{}, Ports: map[string]int{}, Swept: []string{}}
 	var problems []string
+	faults := false // a problem that is not only a wait for another party's write
 	for _, d := range plan.Dirs {
 		path, swept, err := c.dir(module, d)
 		if err != nil {
 			problems = append(problems, err.Error())
+			faults = true
 			continue
 		}
 		rec.Dirs[d.Name] = path
@@ -66,12 +69,15 @@ func (c *Client) apply(ctx context.Context, module string) error {
 	rec.Swept = compact(rec.Swept)
 	if err := c.ports(key, plan, old, &rec); err != nil {
 		problems = append(problems, err.Error())
+		faults = true
 	}
-	problems = append(problems, c.applyTemplates(ctx, module, plan, old, &rec)...)
+	tp, tw := c.applyTemplates(ctx, module, plan, old, &rec)
+	problems = append(problems, tp...)
+	faults = faults || !tw
 	if len(problems) > 0 {
 		rec.Problems = problems
-		c.log.Warn("client: plan applied in part", "bucket", mesh.AppliedBucket, "key", key, "problems", problems)
 	}
+	c.sayApplied(key, old.Problems, problems, faults)
 	if err := c.putRecord(ctx, key, old, rec); err != nil {
 		return err
 	}
@@ -85,8 +91,10 @@ func (c *Client) apply(ctx context.Context, module string) error {
 // runs the plan's reload after a render that changed a file (or one whose
 // reload has not run: the old record says so) once the providers hold
 // every credential generation the files hold; rec says those generations
-// and whether the reload ran. It returns what it could not do.
-func (c *Client) applyTemplates(ctx context.Context, module string, plan mesh.Plan, old mesh.Applied, rec *mesh.Applied) []string {
+// and whether the reload ran. It returns what it could not do, and
+// whether all of that only waits for other parties' writes (an entry not
+// yet provided, a generation not yet in force).
+func (c *Client) applyTemplates(ctx context.Context, module string, plan mesh.Plan, old mesh.Applied, rec *mesh.Applied) ([]string, bool) {
 	c.templatedMu.Lock()
 	if len(plan.Templates) == 0 {
 		delete(c.templated, module)
@@ -95,31 +103,49 @@ func (c *Client) applyTemplates(ctx context.Context, module string, plan mesh.Pl
 	}
 	c.templatedMu.Unlock()
 	if len(plan.Templates) == 0 {
-		return nil
+		return nil, true
 	}
 	c.followTemplated()
-	creds, changed, problems := c.templates(ctx, module, plan, rec.Dirs)
+	creds, changed, problems, onlyWaits := c.templates(ctx, module, plan, rec)
 	rec.Credentials = creds
 	// A file not rendered is no file to reload: the reload waits for
 	// every template.
 	if len(plan.Reload) == 0 || len(problems) > 0 {
-		return problems
+		return problems, onlyWaits
 	}
 	if !changed && old.Reloaded {
 		rec.Reloaded = true
-		return problems
+		return problems, onlyWaits
 	}
 	if why := c.behind(creds); why != "" {
-		return append(problems, why)
+		return append(problems, why), onlyWaits
 	}
 	if !c.cfg.Reload {
-		return append(problems, whyNoReload(plan.Reload))
+		return append(problems, whyNoReload(plan.Reload)), false
 	}
 	if err := c.reload(ctx, module, plan.Reload); err != nil {
-		return append(problems, err.Error())
+		return append(problems, err.Error()), false
 	}
 	rec.Reloaded = true
-	return problems
+	return problems, onlyWaits
+}
+
+// sayApplied logs a plan applied in part once per change of its problems
+// (was: the old record's): at WARN when any is a fault, at INFO when each
+// only waits for another party's write (the normal order of a start); and
+// says at INFO when a plan applied in part is applied whole.
+func (c *Client) sayApplied(key string, was, problems []string, faults bool) {
+	switch {
+	case len(problems) == 0:
+		if len(was) > 0 {
+			c.log.Info("client: plan applied whole", "bucket", mesh.AppliedBucket, "key", key)
+		}
+	case slices.Equal(was, problems):
+	case faults:
+		c.log.Warn("client: plan applied in part", "bucket", mesh.AppliedBucket, "key", key, "problems", problems)
+	default:
+		c.log.Info("client: plan applied in part; it waits for other parties' writes", "bucket", mesh.AppliedBucket, "key", key, "problems", problems)
+	}
 }
 
 func compact(s []string) []string {

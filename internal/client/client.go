@@ -222,6 +222,7 @@ func (c *Client) Run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		defer w.root.Close()
 		c.mu.Lock()
 		c.written = w
 		c.mu.Unlock()
@@ -246,13 +247,13 @@ func (c *Client) Run(ctx context.Context) error {
 	// A change of the client's own keys by anyone else (a delete, its
 	// bucket deleted or made anew, a server back on an empty store) applies
 	// the module again, so that its keys say what the client applied.
-	c.applied = bus.Follow(ctx, c.cfg.JS, mesh.AppliedBucket, bus.Options{Create: !c.cfg.ReadOnly, Filter: filter, Log: c.log,
+	c.applied = bus.Follow(ctx, c.cfg.JS, mesh.AppliedBucket, bus.Options{Create: !c.cfg.ReadOnly, Writes: !c.cfg.ReadOnly, Filter: filter, Log: c.log,
 		OnChange: func(ch bus.Change) {
 			if k, err := mesh.ParseNodeModule(ch.Key); err == nil && !c.cfg.ReadOnly {
 				c.mark(k.Module)
 			}
 		}})
-	c.collect = bus.Follow(ctx, c.cfg.JS, mesh.CollectBucket, bus.Options{Create: !c.cfg.ReadOnly, Filter: filter, Log: c.log,
+	c.collect = bus.Follow(ctx, c.cfg.JS, mesh.CollectBucket, bus.Options{Create: !c.cfg.ReadOnly, Writes: !c.cfg.ReadOnly, Filter: filter, Log: c.log,
 		OnChange: func(ch bus.Change) {
 			if k, err := mesh.ParseCollectKey(ch.Key); err == nil && mesh.ValidName(k.Contributor) && !c.cfg.ReadOnly {
 				c.mark(k.Contributor)
@@ -387,10 +388,18 @@ func (c *Client) work(ctx context.Context) {
 		}
 		if err := c.apply(ctx, next); err != nil && ctx.Err() == nil {
 			failed = true
+			// A write the bus did not take in time (a server away, or a
+			// write refused while the client's user is issued anew for
+			// its new plan: the connection says that) is a fault it
+			// recovers from; anything else is an error.
+			level := slog.LevelError
+			if bus.Transient(err) {
+				level = slog.LevelWarn
+			}
 			if wait := c.retry.fail(next, c.mark); wait > 0 {
-				c.log.Error("client: apply; applied again later", "module", next, "err", err, "retry_in", wait)
+				c.log.Log(ctx, level, "client: apply; applied again later", "module", next, "err", err, "retry_in", wait)
 			} else {
-				c.log.Error("client: apply; applied again later", "module", next, "err", err)
+				c.log.Log(ctx, level, "client: apply; applied again later", "module", next, "err", err)
 			}
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -61,8 +62,11 @@ func TestClientWritesItsKeysAgainWhenTheirBucketIsGone(t *testing.T) {
 }
 
 // TestClientAfterAServerBackOnAnEmptyStore restarts the server on a wiped
-// store at the same address: the client makes its buckets again, holds no
-// plan any more, and applies the plans written anew.
+// store at the same address: the client makes its buckets again and keeps
+// the plans it last read (a bucket gone is unknown, not empty: nothing of
+// what it applied is removed), writing its applied records again; it
+// applies the plans written anew. Before, it took its plans as deleted and
+// removed every applied record.
 func TestClientAfterAServerBackOnAnEmptyStore(t *testing.T) {
 	dir := t.TempDir()
 	s, err := bus.StartServer(bus.ServerConfig{Dir: dir, Listen: "127.0.0.1:0"})
@@ -99,7 +103,25 @@ func TestClientAfterAServerBackOnAnEmptyStore(t *testing.T) {
 			return err == nil
 		})
 	}
-	bustest.WaitFor(t, 20*time.Second, "the reader to hold no applied record", func() bool { return app.Len() == 0 })
+	bustest.WaitFor(t, 20*time.Second, "ace's applied records written again on the empty store", func() bool {
+		kv, err := ojs.KeyValue(ctx, mesh.AppliedBucket)
+		if err != nil {
+			return false
+		}
+		lister, err := kv.ListKeys(ctx)
+		if err != nil {
+			return false
+		}
+		var got []string
+		for k := range lister.Keys() {
+			got = append(got, k)
+		}
+		slices.Sort(got)
+		return fmt.Sprint(got) == fmt.Sprint(aceApplied)
+	})
+	if _, err := os.Stat(filepath.Join(ace.Root(), "gitea", "state")); err != nil {
+		t.Errorf("gitea's state folder after the wipe: %v", err)
+	}
 
 	// The seat writes the plans again: the client applies them.
 	plans = plansBucket(t, ctx, ojs)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -27,6 +28,7 @@ const LeaseTTL = 10 * time.Second
 // lease is a client's hold of its node's key in mesh-provisioner_clients.
 type lease struct {
 	kv  jetstream.KeyValue
+	js  jetstream.JetStream // the connection's, for the delete at the lease's revision
 	key string
 	id  string
 	rev uint64
@@ -77,6 +79,7 @@ func (c *Client) acquire(ctx context.Context) (*lease, error) {
 	bo.InitialInterval = 200 * time.Millisecond
 	bo.MaxInterval = 2 * time.Second
 	said := ""
+	failed := "" // the last error said: each change said once
 	b, _ := json.Marshal(mesh.Lease{Holder: c.id, Since: c.cfg.Now().UTC()})
 	for {
 		holder, l, err := c.try(ctx, b)
@@ -88,7 +91,12 @@ func (c *Client) acquire(ctx context.Context) (*lease, error) {
 		}
 		switch {
 		case err != nil && ctx.Err() == nil:
-			c.log.Warn("client: cannot take the node's lease yet", "bucket", mesh.ClientsBucket, "key", c.cfg.Node, "err", err)
+			level := slog.LevelWarn
+			if err.Error() == failed {
+				level = slog.LevelDebug
+			}
+			failed = err.Error()
+			c.log.Log(ctx, level, "client: cannot take the node's lease yet", "bucket", mesh.ClientsBucket, "key", c.cfg.Node, "err", err)
 		case holder != "" && holder != said:
 			said = holder
 			c.log.Warn("client: another client holds this node's lease; this one waits and applies nothing until it lapses",
@@ -116,7 +124,7 @@ func (c *Client) try(ctx context.Context, value []byte) (string, *lease, error) 
 	}
 	rev, err := kv.Create(ctx, c.cfg.Node, value)
 	if err == nil {
-		return "", &lease{kv: kv, key: c.cfg.Node, id: c.id, rev: rev}, nil
+		return "", &lease{kv: kv, js: c.cfg.JS, key: c.cfg.Node, id: c.id, rev: rev}, nil
 	}
 	if !errors.Is(err, jetstream.ErrKeyExists) {
 		return "", nil, fmt.Errorf("client: take the lease of %s: %w", c.cfg.Node, err)
@@ -140,7 +148,7 @@ func (c *Client) try(ctx context.Context, value []byte) (string, *lease, error) 
 	if err != nil {
 		return "", nil, fmt.Errorf("client: take back the lease of %s: %w", c.cfg.Node, err)
 	}
-	return "", &lease{kv: kv, key: c.cfg.Node, id: c.id, rev: rev}, nil
+	return "", &lease{kv: kv, js: c.cfg.JS, key: c.cfg.Node, id: c.id, rev: rev}, nil
 }
 
 // renew writes the lease again, expecting its last revision.
@@ -160,7 +168,7 @@ func (l *lease) renew(ctx context.Context, value []byte) error {
 func (l *lease) release() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	_ = l.kv.Delete(ctx, l.key, jetstream.LastRevision(l.rev))
+	_, _ = bus.DeleteAt(ctx, l.js, mesh.ClientsBucket, l.key, l.rev)
 }
 
 // keep holds the lease until ctx is done: renewed every third of
@@ -184,7 +192,13 @@ func (c *Client) keep(ctx context.Context, l *lease) {
 			continue
 		}
 		c.held.Store(false)
-		c.log.Error("client: the node's lease could not be renewed; applying nothing until it is held again",
+		// A connection away a moment (a server restarting, a reconnect
+		// on a user signed anew) is a fault it recovers from: warn.
+		level := slog.LevelError
+		if bus.Transient(err) {
+			level = slog.LevelWarn
+		}
+		c.log.Log(ctx, level, "client: the node's lease could not be renewed; applying nothing until it is held again",
 			"bucket", mesh.ClientsBucket, "key", c.cfg.Node, "err", err)
 		l = nil
 		got, err := c.acquire(ctx)

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -13,6 +14,9 @@ type Lookup func(kind, name string) (string, error)
 type Unresolved struct {
 	Placeholder string // as written, for example "${port:http}"
 	Why         string
+	// Waits is true when the value comes once another party writes it (a
+	// provider's entry not yet provided, a key not yet written): no fault.
+	Waits bool
 }
 
 // RenderError is returned by [Render] when any placeholder cannot be
@@ -20,6 +24,17 @@ type Unresolved struct {
 // appear), never only the first.
 type RenderError struct {
 	Unresolved []Unresolved
+}
+
+// Waits is true when every unresolved placeholder waits for another
+// party's write (see [Unresolved.Waits]).
+func (e *RenderError) Waits() bool {
+	for _, u := range e.Unresolved {
+		if !u.Waits {
+			return false
+		}
+	}
+	return true
 }
 
 // Error lists every unresolved placeholder with its why on one line.
@@ -89,7 +104,7 @@ func Render(template string, lookup Lookup) (string, error) {
 		v, err := lookup(kind, name)
 		if err != nil {
 			failed[ph] = true
-			bad = append(bad, Unresolved{Placeholder: ph, Why: err.Error()})
+			bad = append(bad, Unresolved{Placeholder: ph, Why: err.Error(), Waits: errors.As(err, new(waitsError))})
 			continue
 		}
 		seen[ph] = v

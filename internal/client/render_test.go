@@ -36,8 +36,8 @@ func TestRender(t *testing.T) {
 		{"twice", "${a:x}${a:x}", "11", nil},
 		{"dollars", "$$HOME $PATH ${a:x}$", "$HOME $PATH 1$", nil},
 		{"every unresolved said once", "${a:y} ${Bad:x} ${a:y} ${a:x} ${open",
-			"", []client.Unresolved{{"${a:y}", "no a y"}, {"${Bad:x}", `kind "Bad" is not a valid kind ([a-z0-9-]+)`},
-				{"${open", `"${" is not closed by "}"`}}},
+			"", []client.Unresolved{{"${a:y}", "no a y", false}, {"${Bad:x}", `kind "Bad" is not a valid kind ([a-z0-9-]+)`, false},
+				{"${open", `"${" is not closed by "}"`, false}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := client.Render(tc.in, lookup)
@@ -48,7 +48,7 @@ func TestRender(t *testing.T) {
 			case tc.bad != nil && !errors.As(err, &re):
 				t.Fatalf("Render(%q) = %q, %v; want a *RenderError", tc.in, got, err)
 			case tc.bad != nil && !reflect.DeepEqual(re.Unresolved, tc.bad):
-				t.Errorf("Render(%q) unresolved = %q; want %q", tc.in, re.Unresolved, tc.bad)
+				t.Errorf("Render(%+v) unresolved = %+v; want %+v", tc.in, re.Unresolved, tc.bad)
 			}
 			if got != tc.want {
 				t.Errorf("Render(%q) = %q; want %q", tc.in, got, tc.want)
@@ -142,11 +142,11 @@ func TestRenderGiteaThroughTheRegistry(t *testing.T) {
 		t.Fatalf("Render(gitea) = %v; want a *RenderError", err)
 	}
 	wantBad := []client.Unresolved{
-		{"${machine-free:x}", "the registry (mesh-provisioner_registry) has no kind machine-free"},
-		{"${bound:oidc-client}", "the entry ace.gitea.oidc-client in keycloak_bound is waits, not provided: waits for an operator to approve the client"},
+		{"${machine-free:x}", "the registry (mesh-provisioner_registry) has no kind machine-free", false},
+		{"${bound:oidc-client}", "the entry ace.gitea.oidc-client in keycloak_bound is waits, not provided: waits for an operator to approve the client", true},
 	}
 	if !reflect.DeepEqual(re.Unresolved, wantBad) {
-		t.Errorf("Render(gitea) unresolved = %q; want %q", re.Unresolved, wantBad)
+		t.Errorf("Render(gitea) unresolved = %+v; want %+v", re.Unresolved, wantBad)
 	}
 
 	put("keycloak_bound", "ace.gitea.oidc-client", `{"state":"provided","vault-name":"ace.gitea.credential.keycloak_oidc-client","generation":1}`)
@@ -187,15 +187,15 @@ export PATH=$PATH:/opt/node-tools/bin
 		t.Fatalf("Render(bad placeholders) = %v; want a *RenderError", err)
 	}
 	wantBad = []client.Unresolved{
-		{"${port:smtp}", `mesh-provisioner_applied ace.gitea holds no ports named "smtp"`},
-		{"${secret:other}", `mesh-vault.secret.gitea answered no secret or credential named "other"`},
-		{"${config:theme}", "mesh-config_resolved holds no key ace.gitea.theme"},
-		{"${bound:cache}", `the plan of gitea has no provision "cache" (write ${bound:<provision>} or ${bound:<provision>:<local>})`},
-		{"${collected:nothing}", `node ace has no item in collection "nothing"`},
-		{"${nope:x}", "the registry (mesh-provisioner_registry) has no kind nope"},
+		{"${port:smtp}", `mesh-provisioner_applied ace.gitea holds no ports named "smtp"`, false},
+		{"${secret:other}", `mesh-vault.secret.gitea answered no secret or credential named "other"`, false},
+		{"${config:theme}", "mesh-config_resolved holds no key ace.gitea.theme", true},
+		{"${bound:cache}", `the plan of gitea has no provision "cache" (write ${bound:<provision>} or ${bound:<provision>:<local>})`, false},
+		{"${collected:nothing}", `node ace has no item in collection "nothing"`, false},
+		{"${nope:x}", "the registry (mesh-provisioner_registry) has no kind nope", false},
 	}
 	if !reflect.DeepEqual(re.Unresolved, wantBad) {
-		t.Errorf("Render(bad placeholders) unresolved =\n%q\nwant\n%q", re.Unresolved, wantBad)
+		t.Errorf("Render(bad placeholders) unresolved =\n%+v\nwant\n%+v", re.Unresolved, wantBad)
 	}
 
 	// A verb answered in process, without the bus, by a read-only client
@@ -211,9 +211,9 @@ export PATH=$PATH:/opt/node-tools/bin
 	if !errors.As(err, &re) || got != "" {
 		t.Fatalf("Render(secret, consumers) = %q, %v; want a *RenderError for consumers", got, err)
 	}
-	wantBad = []client.Unresolved{{"${consumers:x}", "no way to ask the verb mesh-vault.consumers is configured (the client has no bus connection for it)"}}
+	wantBad = []client.Unresolved{{"${consumers:x}", "no way to ask the verb mesh-vault.consumers is configured (the client has no bus connection for it)", false}}
 	if !reflect.DeepEqual(re.Unresolved, wantBad) {
-		t.Errorf("Render(secret, consumers) unresolved = %q; want %q", re.Unresolved, wantBad)
+		t.Errorf("Render(secret, consumers) unresolved = %+v; want %+v", re.Unresolved, wantBad)
 	}
 	got, err = other.Render(ctx, "gitea", "${secret:secret-key}")
 	if want := "mesh-vault.secret/ace/gitea/secret-key"; got != want || err != nil {

@@ -106,18 +106,21 @@ func askVault(ctx context.Context, nc *nats.Conn, timeout time.Duration, verb, n
 // [Config.Verbs] or [AskVault]. It returns a [*RenderError] listing every
 // placeholder it cannot resolve. Call it after [Client.Ready].
 func (c *Client) Render(ctx context.Context, module, template string) (string, error) {
-	return c.render(ctx, module, template, nil)
+	return c.render(ctx, module, template, nil, nil)
 }
 
 // render is [Client.Render]; each credential a value came from is added
-// to creds (its key and generation) unless creds is nil.
-func (c *Client) render(ctx context.Context, module, template string, creds map[string]int64) (string, error) {
+// to creds (its key and generation) unless creds is nil. Own, when not
+// nil, is the module's applied record being written: its dirs and ports
+// resolve from it rather than from the record on the bus (the plan's own
+// ${port:..} and ${dir:..} resolve on its first apply).
+func (c *Client) render(ctx context.Context, module, template string, creds map[string]int64, own *mesh.Applied) (string, error) {
 	return Render(template, func(kind, name string) (string, error) {
-		return c.resolve(ctx, module, kind, name, creds)
+		return c.resolve(ctx, module, kind, name, creds, own)
 	})
 }
 
-func (c *Client) resolve(ctx context.Context, module, kind, name string, creds map[string]int64) (string, error) {
+func (c *Client) resolve(ctx context.Context, module, kind, name string, creds map[string]int64, own *mesh.Applied) (string, error) {
 	it, ok := c.registry.Get(kind)
 	if !ok {
 		return "", errors.New(whyNoKind(kind))
@@ -130,7 +133,7 @@ func (c *Client) resolve(ctx context.Context, module, kind, name string, creds m
 	case a.Verb != "":
 		return c.ask(ctx, a.Verb, module, name, creds)
 	case a.Bucket == mesh.AppliedBucket:
-		return c.fromApplied(module, a.Field, name)
+		return c.fromApplied(module, a.Field, name, own)
 	case a.Bucket == mesh.CollectBucket:
 		return c.fromCollect(collection(a.Collection, kind, name))
 	case a.Bucket == mesh.BoundBucket("<provider>"):
@@ -157,11 +160,16 @@ func (c *Client) ask(ctx context.Context, verb, module, name string, creds map[s
 	return v, err
 }
 
-func (c *Client) fromApplied(module, field, name string) (string, error) {
+func (c *Client) fromApplied(module, field, name string, own *mesh.Applied) (string, error) {
 	key := mesh.NodeModule{Node: c.cfg.Node, Module: module}.String()
-	rec, ok := c.record(key)
-	if !ok {
-		return "", errors.New(whyNoApplied(key))
+	var rec mesh.Applied
+	if own != nil {
+		rec = *own
+	} else {
+		var ok bool
+		if rec, ok = c.record(key); !ok {
+			return "", waits(whyNoApplied(key))
+		}
 	}
 	switch field {
 	case "dirs":
@@ -258,7 +266,10 @@ func (c *Client) fromBound(ctx context.Context, module, name string) (string, er
 	}
 	state, why := e.Outcome()
 	if state != mesh.Provided {
-		return "", errors.New(whyNotProvided(bucket, key, state, why))
+		if state == mesh.Failed {
+			return "", errors.New(whyNotProvided(bucket, key, state, why))
+		}
+		return "", waits(whyNotProvided(bucket, key, state, why))
 	}
 	if hasField {
 		v, ok := e.Connection[field]
@@ -307,14 +318,14 @@ func (c *Client) fromBucket(ctx context.Context, a mesh.RegistryAnswer, module, 
 func (c *Client) get(ctx context.Context, bucket, key string) ([]byte, error) {
 	kv, err := c.cfg.JS.KeyValue(ctx, bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		return nil, errors.New(whyNoValue(bucket, key))
+		return nil, waits(whyNoValue(bucket, key))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("bucket %s: %w", bucket, err)
 	}
 	e, err := kv.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, errors.New(whyNoValue(bucket, key))
+		return nil, waits(whyNoValue(bucket, key))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", bucket, key, err)

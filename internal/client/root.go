@@ -16,21 +16,71 @@ import (
 var ErrNotAFolder = errors.New("client: not a folder of the root")
 
 // rootFS returns the folder holding the root and the quarantine folder as
-// an [os.Root], opening it at the first call (and making the root). c.mu
-// is held.
+// an [os.Root], opening it at the first call and making the root and the
+// quarantine folder in it. Neither may be a symlink (os.Root follows a
+// relative one that stays in the parent: another local user who may write
+// there would get the module's files), nor anything but a directory of
+// this process's user: such a root or quarantine is refused with an error
+// wrapping [ErrNotAFolder] naming it, and tried again at the next call.
+// c.mu is held.
 func (c *Client) rootFS() (*os.Root, error) {
 	if c.fs != nil {
 		return c.fs, nil
 	}
-	if err := os.MkdirAll(c.root, 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(c.root), 0o755); err != nil {
 		return nil, fmt.Errorf("client: root folder: %w", err)
 	}
 	r, err := os.OpenRoot(filepath.Dir(c.root))
 	if err != nil {
 		return nil, fmt.Errorf("client: root folder: %w", err)
 	}
+	for _, dir := range []string{c.root, c.quarantine} {
+		if err := ownFolder(r, dir); err != nil {
+			r.Close()
+			return nil, err
+		}
+	}
 	c.fs = r
 	return r, nil
+}
+
+// madeFolder makes name (in r; full is its path, for errors) a directory
+// unless something is there, and returns what is there: an error wrapping
+// [ErrNotAFolder] naming full when it is a symlink (never followed) or not
+// a directory.
+func madeFolder(r *os.Root, name, full string) (fs.FileInfo, error) {
+	fi, err := r.Lstat(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := r.Mkdir(name, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return nil, fmt.Errorf("folder %s: %w", full, err)
+		}
+		fi, err = r.Lstat(name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("folder %s: %w", full, err)
+	}
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		to, _ := r.Readlink(name)
+		return nil, fmt.Errorf("%w: %s is a symlink (to %s); the client never follows one, and left it alone", ErrNotAFolder, full, to)
+	case !fi.IsDir():
+		return nil, fmt.Errorf("%w: %s is not a directory (%s); the client left it alone", ErrNotAFolder, full, fi.Mode().Type())
+	}
+	return fi, nil
+}
+
+// ownFolder makes dir (a name in r's folder) a directory unless it is
+// one, and checks that it is a directory of this process's user, not a
+// symlink: else an error wrapping [ErrNotAFolder].
+func ownFolder(r *os.Root, dir string) error {
+	fi, err := madeFolder(r, filepath.Base(dir), dir)
+	if err != nil {
+		return fmt.Errorf("client: %w", err)
+	}
+	if owner, ok := ownerOf(fi); ok && owner != os.Getuid() {
+		return fmt.Errorf("%w: %s belongs to the user %d, not to the client's (%d): another user could read and swap what the client writes there", ErrNotAFolder, dir, owner, os.Getuid())
+	}
+	return nil
 }
 
 // inRoot returns rel (relative to the root, "/" between folders) as a
@@ -60,22 +110,8 @@ func (c *Client) folder(rel string) error {
 		cur = filepath.Join(cur, part)
 		name := c.inRoot(filepath.ToSlash(cur))
 		full := filepath.Join(c.root, cur)
-		fi, err := r.Lstat(name)
-		if errors.Is(err, fs.ErrNotExist) {
-			if err := r.Mkdir(name, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-				return fmt.Errorf("folder %s: %w", full, err)
-			}
-			fi, err = r.Lstat(name)
-		}
-		if err != nil {
-			return fmt.Errorf("folder %s: %w", full, err)
-		}
-		switch {
-		case fi.Mode()&fs.ModeSymlink != 0:
-			to, _ := r.Readlink(name)
-			return fmt.Errorf("%w: %s is a symlink (to %s); the client never follows one under its root, and left it alone", ErrNotAFolder, full, to)
-		case !fi.IsDir():
-			return fmt.Errorf("%w: %s is not a directory (%s); the client left it alone", ErrNotAFolder, full, fi.Mode().Type())
+		if _, err := madeFolder(r, name, full); err != nil {
+			return err
 		}
 	}
 	return nil

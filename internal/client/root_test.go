@@ -124,3 +124,55 @@ func TestWriteRefusesASymlinkedFolder(t *testing.T) {
 		t.Errorf("Write into a real folder: %v", err)
 	}
 }
+
+// TestRootAndQuarantineAreNoSymlinks plants relative symlinks in the
+// root's parent, where another local user may write: at ace's quarantine
+// folder and at bee's root, each to a folder beside them (a relative link
+// that stays in the parent is one os.Root would follow). Neither client
+// sweeps, makes or writes anything there: each says the link in its
+// applied record's problems, and the folders the links point to stay empty.
+func TestRootAndQuarantineAreNoSymlinks(t *testing.T) {
+	s := bustest.Server(t)
+	ctx := bustest.Context(t)
+	_, seat := bustest.Connect(t, s, "seat")
+	plans := plansBucket(t, ctx, seat)
+	dirs := []mesh.Dir{{Name: "state", Unknown: mesh.UnknownProgram}, {Name: "tmp", Unknown: mesh.UnknownSweep}}
+	for _, n := range []string{"ace", "bee"} {
+		putPlan(t, ctx, plans, mesh.Plan{Node: n, Module: "wiki", Fingerprint: "f1", Manifest: "sha256:f1", Dirs: dirs})
+	}
+	top := t.TempDir()
+	for _, d := range []string{"evil-q", "evil-root"} {
+		if err := os.Mkdir(filepath.Join(top, d), 0o777); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ace, bee := filepath.Join(top, "ace"), filepath.Join(top, "bee")
+	mustWrite(t, filepath.Join(ace, "wiki", "tmp", "stray.txt"), "stray")
+	if err := os.Symlink("evil-q", ace+".quarantine"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("evil-root", bee); err != nil {
+		t.Fatal(err)
+	}
+	start(t, s, "ace", ace)
+	start(t, s, "bee", bee)
+	app := reader(t, ctx, s, mesh.AppliedBucket)
+	bustest.WaitFor(t, 0, "the applied records of ace and bee", func() bool { return app.Len() == 2 })
+	for key, want := range map[string]string{
+		"ace.wiki": ace + ".quarantine is a symlink (to evil-q)",
+		"bee.wiki": bee + " is a symlink (to evil-root)",
+	} {
+		a, _ := applied(t, app, key)
+		if len(a.Dirs) != 0 || len(a.Swept) != 0 || !strings.Contains(strings.Join(a.Problems, "\n"), want) {
+			t.Errorf("applied %s = %+v; want no dirs, nothing swept, and the problem %q", key, a, want)
+		}
+	}
+	for _, d := range []string{"evil-q", "evil-root"} {
+		if names, _ := os.ReadDir(filepath.Join(top, d)); len(names) != 0 {
+			t.Errorf("%s, where a planted link points, holds %v; want nothing", d, names)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(ace, "wiki", "tmp", "stray.txt")); err != nil || string(b) != "stray" {
+		t.Errorf("ace's stray file = %q, %v; want it left in place", b, err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -27,20 +28,29 @@ const ReloadTimeout = time.Minute
 // (mode 0600: it may hold a credential), and returns the generation of
 // each credential the files hold, whether a file changed, and what could
 // not be rendered (a template with a placeholder not resolved is not
-// written: its file keeps what it held).
-func (c *Client) templates(ctx context.Context, module string, plan mesh.Plan, dirs map[string]string) (map[string]int64, bool, []string) {
+// written: its file keeps what it held), and whether each of those only
+// waits for another party's write (see [RenderError.Waits]). Rec is the
+// module's applied record being written: its dirs and ports resolve the
+// module's own placeholders.
+func (c *Client) templates(ctx context.Context, module string, plan mesh.Plan, rec *mesh.Applied) (map[string]int64, bool, []string, bool) {
 	creds := map[string]int64{}
 	changed := false
 	var problems []string
+	onlyWaits := true
 	for _, t := range plan.Templates {
 		what := t.Dir + "/" + t.File
-		if _, ok := dirs[t.Dir]; !ok || !mesh.ValidFile(t.File) {
+		if _, ok := rec.Dirs[t.Dir]; !ok || !mesh.ValidFile(t.File) {
 			problems = append(problems, whyTemplateNoDir(what))
+			onlyWaits = false
 			continue
 		}
-		out, err := c.render(ctx, module, t.Text, creds)
+		out, err := c.render(ctx, module, t.Text, creds, rec)
 		if err != nil {
 			problems = append(problems, whyTemplateNotRendered(what, err))
+			var re *RenderError
+			if !errors.As(err, &re) || !re.Waits() {
+				onlyWaits = false
+			}
 			continue
 		}
 		rel := module + "/" + t.Dir + "/" + t.File
@@ -49,6 +59,7 @@ func (c *Client) templates(ctx context.Context, module string, plan mesh.Plan, d
 		}
 		if err := c.writeFile(module, t.Dir, t.File, []byte(out), 0o600); err != nil {
 			problems = append(problems, err.Error())
+			onlyWaits = false
 			continue
 		}
 		changed = true
@@ -57,7 +68,7 @@ func (c *Client) templates(ctx context.Context, module string, plan mesh.Plan, d
 	if len(creds) == 0 {
 		creds = nil
 	}
-	return creds, changed, problems
+	return creds, changed, problems, onlyWaits
 }
 
 // readFile reads the file rel (relative to the root) through the root.

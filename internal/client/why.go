@@ -9,6 +9,17 @@ import (
 
 // Whys of placeholders that cannot be resolved.
 
+// waitsError is a placeholder's why that is no fault: the value comes once
+// another party writes it (a provider's entry, a value in a bucket, the
+// client's own applied record). A plan applied in part only for such whys
+// is said at INFO, not WARN.
+type waitsError struct{ why string }
+
+func (e waitsError) Error() string { return e.why }
+
+// waits returns why as a [waitsError].
+func waits(why string) error { return waitsError{why} }
+
 const whyUnclosed = `"${" is not closed by "}"`
 
 func whyBadKind(kind string) string {

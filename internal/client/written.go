@@ -16,9 +16,13 @@ import (
 // A module's folders never hold it (module names have no leading dot).
 const writtenFile = ".mesh-client-written.json"
 
-// written is the set of files the client wrote, relative to the root.
+// written is the set of files the client wrote, relative to the root. Its
+// record is read and written through the root (os.Root), never by a path:
+// a symlink planted at the record's name cannot aim the client's write at
+// a file outside the root.
 type written struct {
-	path  string
+	path  string   // the record's path, for messages
+	root  *os.Root // the client's root folder
 	files map[string]bool
 }
 
@@ -26,8 +30,12 @@ func loadWritten(root string) (*written, error) {
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return nil, fmt.Errorf("client: root folder: %w", err)
 	}
-	w := &written{path: filepath.Join(root, writtenFile), files: map[string]bool{}}
-	b, err := os.ReadFile(w.path)
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return nil, fmt.Errorf("client: root folder: %w", err)
+	}
+	w := &written{path: filepath.Join(root, writtenFile), root: r, files: map[string]bool{}}
+	b, err := r.ReadFile(writtenFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		return w, nil
 	}
@@ -57,11 +65,24 @@ func (w *written) add(rel string) error {
 	}
 	sort.Strings(list)
 	b, _ := json.MarshalIndent(list, "", "  ")
-	tmp := w.path + ".new"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+	// A new file of the client's own (whatever held the name is removed,
+	// a symlink as a link), renamed over the record.
+	tmp := writtenFile + ".new"
+	if err := w.root.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("client: record of written files: %w", err)
 	}
-	if err := os.Rename(tmp, w.path); err != nil {
+	f, err := w.root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return fmt.Errorf("client: record of written files: %w", err)
+	}
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("client: record of written files: %w", err)
+	}
+	if err := w.root.Rename(tmp, writtenFile); err != nil {
 		return fmt.Errorf("client: record of written files: %w", err)
 	}
 	return nil

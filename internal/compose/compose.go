@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mesh-provisioner/mesh-provisioner/internal/retire"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
 
@@ -126,12 +127,18 @@ type composer struct {
 type Option func(*options)
 
 type options struct {
-	askTTL time.Duration
+	askTTL    time.Duration
+	answerers *retire.Answerers
 }
 
 // AskTTL sets how long a retiring key's ask stays open. Zero means
 // [retire.DefaultTTL].
 func AskTTL(d time.Duration) Option { return func(o *options) { o.askTTL = d } }
+
+// Answerers sets who may sign an operator's answer ([retire.Trust]): a
+// warrant without such a signature is refused. Nil (the default) takes the
+// router's word, as on a mesh with no accounts.
+func Answerers(a *retire.Answerers) Option { return func(o *options) { o.answerers = a } }
 
 func optionsOf(opts []Option) options {
 	var o options
@@ -414,15 +421,20 @@ func (c *composer) at(m string, b mesh.Build) string {
 				n.NoProvider = problem
 				// A credential still needed stays needed, following its
 				// provider: asked, saying that it has none (spec 4), never
-				// retiring because its vault left.
+				// retiring because its vault left, and kept whether or not
+				// a vault ever answered it. Its provider is the vault that
+				// last answered it (where its store is), else the vault of
+				// its own node.
+				provider := mesh.Ref{Module: mesh.VaultModule, Node: holder.Node}
 				if old, ok := c.st.Provision(ck); ok {
-					cn := c.need()
-					*cn = Need{
-						Key: ck, Provision: mesh.CredentialProvision, Local: ck[len(ck)-local:], Consumer: holder,
-						Provider: old.Provider, NoProvider: problem,
-					}
-					c.needs = append(c.needs, cn)
+					provider = old.Provider
 				}
+				cn := c.need()
+				*cn = Need{
+					Key: ck, Provision: mesh.CredentialProvision, Local: ck[len(ck)-local:], Consumer: holder,
+					Provider: provider, NoProvider: problem,
+				}
+				c.needs = append(c.needs, cn)
 			} else {
 				cn := c.need()
 				*cn = Need{

@@ -135,7 +135,7 @@ func (c *composer) judgeNode() {
 			}
 		}
 		if c.dependedOn(key) {
-			needs = append(needs, kept(key, p))
+			needs = append(needs, c.keptCredential(key, p))
 			continue
 		}
 		retire = append(retire, key)
@@ -163,6 +163,25 @@ func kept(key string, p mesh.Provision) *Need {
 		Key: key, Provision: p.Provision, Local: p.Local,
 		Consumer: p.Consumer, Provider: p.Provider, DependsOn: p.DependsOn,
 	}
+}
+
+// keptCredential returns the need of a key kept because a provision of
+// another node depends on it ([kept]); a credential's vault is resolved as
+// its dependents' compositions resolve it (composer.vaultNode), so that
+// every node composing it judges it the same: with no vault to answer it,
+// it has no provider (not: its vault left), and it follows a vault placed
+// elsewhere.
+func (c *composer) keptCredential(key string, p mesh.Provision) *Need {
+	n := kept(key, p)
+	if p.Provision != mesh.CredentialProvision || p.Provider.Module != mesh.VaultModule {
+		return n
+	}
+	if vnode, problem := c.vaultNode(p.Consumer.Node, key); problem != "" {
+		n.NoProvider = problem
+	} else {
+		n.Provider.Node = vnode
+	}
+	return n
 }
 
 // dependedOn reports whether a provision of another node depends on key.
@@ -215,7 +234,8 @@ func (j *judge) retire(key string) bool {
 	}
 	p := old
 	p.State = mesh.Retiring
-	p.Why = whyRetiring(k, old)
+	p.Provider = j.follow(old)
+	p.Why = whyRetiring(k, p)
 	p.Ask, p.Warrant = "", nil
 	if deps := j.dependents(key); len(deps) > 0 {
 		p.Why += whyAfterDependents(deps) // asked once they are retired
@@ -254,10 +274,16 @@ func (j *judge) dependents(key string) []string {
 // not taken (said). An approved key whose provider is no longer placed or
 // running says so in its why.
 func (j *judge) retiring(key string, p mesh.Provision, raise bool) {
+	stored := p
+	p = j.followed(key, p)
+	moved := p.Provider != stored.Provider
 	deps := j.dependents(key)
 	switch {
 	case p.Warrant != nil:
 		if p.Warrant.Option != retire.Yes {
+			if moved {
+				j.put(key, stored, true, p)
+			}
 			return
 		}
 		if how, done := j.removed(key, p); done {
@@ -266,7 +292,7 @@ func (j *judge) retiring(key string, p mesh.Provision, raise bool) {
 		}
 		np := p
 		np.Why = withoutNotes(p.Why) + j.notRemoved(key, p)
-		j.put(key, p, true, np)
+		j.put(key, stored, true, np)
 	case p.Ask == "":
 		if raise {
 			k, err := mesh.ParseProvisionKey(key)
@@ -280,11 +306,13 @@ func (j *judge) retiring(key string, p mesh.Provision, raise bool) {
 			} else {
 				j.raise(k, &np)
 			}
-			j.put(key, p, true, np)
+			j.put(key, stored, true, np)
+		} else if moved {
+			j.put(key, stored, true, p)
 		}
 	default:
 		rec, _ := j.st.Record(p.Ask)
-		d := retire.Decide(key, p, rec, retire.Asker)
+		d := retire.Decide(key, p, rec, retire.Asker, retire.Trust{Now: j.now, Answerers: j.opts.answerers})
 		np := p
 		if len(deps) > 0 {
 			switch {
@@ -297,13 +325,13 @@ func (j *judge) retiring(key string, p mesh.Provision, raise bool) {
 				j.res.Withdrawn[key] = p.Ask
 				np.Ask = ""
 				np.Why = withoutAfterDependents(p.Why) + whyAfterDependents(deps)
-				j.put(key, p, true, np)
+				j.put(key, stored, true, np)
 				return
 			case d.Verdict == retire.Warrant && d.Warrant.Option == retire.Yes:
 				j.res.Problems = append(j.res.Problems, whyYesBeforeDependents(key, d.Warrant, deps))
 				np.Ask = ""
 				np.Why = withoutAfterDependents(p.Why) + whyAfterDependents(deps)
-				j.put(key, p, true, np)
+				j.put(key, stored, true, np)
 				return
 			}
 		}
@@ -321,10 +349,10 @@ func (j *judge) retiring(key string, p mesh.Provision, raise bool) {
 					if j.res.WithdrawnWhy == nil {
 						j.res.WithdrawnWhy = map[string]string{}
 					}
-					j.res.WithdrawnWhy[key] = whyPromiseChanged(key, p.Provider)
+					j.res.WithdrawnWhy[key] = whyPromiseChanged(key, stored.Provider)
 					np.Ask = ""
 					j.raise(k, &np)
-					j.put(key, p, true, np)
+					j.put(key, stored, true, np)
 					return
 				}
 			}
@@ -346,6 +374,9 @@ func (j *judge) retiring(key string, p mesh.Provision, raise bool) {
 			np.Ask = ""
 			j.raise(k, &np)
 		default:
+			if moved {
+				j.put(key, stored, true, p)
+			}
 			return
 		}
 		approved := np.Warrant != nil && np.Warrant.Option == retire.Yes
@@ -357,11 +388,51 @@ func (j *judge) retiring(key string, p mesh.Provision, raise bool) {
 				np.Why = withoutNotes(np.Why) + j.notRemoved(key, np)
 			}
 		}
-		j.put(key, p, true, np)
+		j.put(key, stored, true, np)
 		if done {
 			j.retired(key, np, how)
 		}
 	}
+}
+
+// follow returns the provider a retiring key of p answers to now: its own
+// when its module is still placed on its node; else the same module on the
+// key's consumer node, or on the one node it is placed on (the same
+// provider, another instance: a vault moved with its store, a postgres that
+// handed on), as a requirement resolves it; else its own (it left, or is
+// placed on several nodes, none chosen).
+func (j *judge) follow(p mesh.Provision) mesh.Ref {
+	nodes := j.st.NodesOf(p.Provider.Module)
+	switch {
+	case placedOn(nodes, p.Provider.Node):
+		return p.Provider
+	case placedOn(nodes, p.Consumer.Node):
+		return mesh.Ref{Module: p.Provider.Module, Node: p.Consumer.Node}
+	case len(nodes) == 1:
+		return mesh.Ref{Module: p.Provider.Module, Node: nodes[0]}
+	}
+	return p.Provider
+}
+
+// followed returns the retiring key p following its provider ([judge.follow]):
+// when the provider moved, its why names where it is now, keeping what it
+// says of the keys it waits for.
+func (j *judge) followed(key string, p mesh.Provision) mesh.Provision {
+	to := j.follow(p)
+	if to == p.Provider {
+		return p
+	}
+	k, err := mesh.ParseProvisionKey(key)
+	if err != nil {
+		return p
+	}
+	p.Provider = to
+	why := whyRetiring(k, p)
+	if deps, ok := AfterDependents(p.Why); ok {
+		why += noteAfterDependents + deps
+	}
+	p.Why = why
+	return p
 }
 
 // raise puts a new ask for the retiring key into p and the result. Its id

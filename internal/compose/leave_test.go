@@ -37,7 +37,7 @@ func TestCredentialStaysAskedWithNoVault(t *testing.T) {
 	last := settle(t, m)
 	const problem = "no node runs mesh-vault, so the credential " + hDBCred + " has no provider"
 	check(t, m, map[string]provState{
-		hDBCred: {mesh.Asked, "asked of mesh-vault on n1: " + problem},
+		hDBCred: {mesh.Asked, "asked of mesh-vault: " + problem},
 		hDB:     {mesh.Asked, "waits for " + hDBCred + ", which has no provider: " + problem},
 		hCache:  {mesh.Provided, ""},
 	})
@@ -67,7 +67,7 @@ func yes(t *testing.T, m *state.Mesh, key string) *compose.Result {
 	}
 	a.State = mesh.RecordAnswered
 	a.Warrant = &mesh.RecordWarrant{Asker: retire.Asker, Ask: p.Ask, Outcome: mesh.OutcomeChosen, Option: retire.Yes,
-		Binds: mesh.ActDigest(key, p.Ask, retire.Yes), By: mesh.Identity{Who: "alice"}, At: at}
+		Binds: mesh.ActDigest(key, p.Ask, retire.Yes), By: mesh.Identity{Who: "alice", Kind: "nats-user", Identity: "alice"}, At: at}
 	put(t, m, mesh.RecordsBucket, p.Ask, a)
 	res := compose.Judge(m, []string{key}, m.NeedOf, at)
 	take(m, res)
@@ -192,5 +192,62 @@ func TestProviderThatLeavesAfterTheAsk(t *testing.T) {
 	res = yes(t, m, hDBCred)
 	if len(res.Retired) != 1 || res.Retired[0] != hDBCred {
 		t.Errorf("yes on the new ask retired %v; want %s", res.Retired, hDBCred)
+	}
+}
+
+// A retiring key follows its provider to the node it is placed on now (the
+// same provider, another instance: a vault moved with its store): its
+// provider becomes that instance, and an open ask that promised what the
+// departed one could not do is withdrawn and asked anew with what the new
+// one does. It stayed with mesh-vault on n1, its ask telling the operator
+// to clean by hand what n3's vault now keeps.
+func TestRetiringKeyFollowsItsMovedProvider(t *testing.T) {
+	m := heldProvided(t)
+	put(t, m, mesh.PlacementBucket, "n2", mesh.Placement{})
+	recordAsks(t, m, settle(t, m))
+	yes(t, m, hDB)
+	tc := m.Take(bus.Change{Bucket: mesh.BoundBucket("postgres"), Key: hDB, Deleted: true})
+	take(m, compose.Judge(m, tc.Keys, m.NeedOf, at))
+	asks := recordAsks(t, m, settle(t, m))
+	if o, _ := asks[hDBCred].Option(retire.Yes); !strings.HasPrefix(o.Does, "mesh-vault on n1 deletes app's credential") {
+		t.Fatalf("ask of %s: Remove does %q; want the vault on n1 to delete it", hDBCred, o.Does)
+	}
+	// The vault leaves n1: nothing running can remove it, asked anew.
+	put(t, m, mesh.PlacementBucket, "n1", mesh.Placement{Modules: []mesh.PlacedModule{{Module: "postgres"}, {Module: "redis"}}})
+	asks = recordAsks(t, m, settle(t, m))
+	gone := asks[hDBCred]
+	if o, _ := gone.Option(retire.Yes); !strings.HasPrefix(o.Does, "The key is dropped; nothing removes what mesh-vault on n1 set up") {
+		t.Fatalf("ask of %s once the vault left: Remove does %q; want nothing to remove it", hDBCred, o.Does)
+	}
+	// The vault placed on n3 (its store moved there): the key follows it.
+	put(t, m, mesh.PlacementBucket, "n3", mesh.Placement{Modules: []mesh.PlacedModule{{Module: "mesh-vault"}}})
+	last := settle(t, m)
+	p, _ := m.Provision(hDBCred)
+	if p.State != mesh.Retiring || p.Provider != (mesh.Ref{Module: "mesh-vault", Node: "n3"}) {
+		t.Errorf("%s = %s of %+v; want retiring, of mesh-vault on n3", hDBCred, p.State, p.Provider)
+	}
+	if want := "no build wanted or placed on n2 requires credential of mesh-vault on n3 any more"; p.Why != want {
+		t.Errorf("%s says %q; want %q", hDBCred, p.Why, want)
+	}
+	r := last["n2"]
+	if r == nil || r.Withdrawn[hDBCred] != gone.ID || r.WithdrawnWhy[hDBCred] != "what mesh-vault on n1 can remove for the key "+hDBCred+
+		" changed since it was asked (it left its node, or its entry came or went): it is asked anew" {
+		t.Fatalf("n2's composition after the vault came to n3 = %+v; want %s's ask %s withdrawn, saying why", r, hDBCred, gone.ID)
+	}
+	asks = recordAsks(t, m, last)
+	if o, _ := asks[hDBCred].Option(retire.Yes); !strings.HasPrefix(o.Does, "mesh-vault on n3 deletes app's credential") {
+		t.Errorf("new ask of %s: Remove does %q; want the vault on n3 to delete it", hDBCred, o.Does)
+	}
+	if p.Ask != asks[hDBCred].ID {
+		t.Errorf("%s names ask %q; want the new one %q", hDBCred, p.Ask, asks[hDBCred].ID)
+	}
+	// Approved, it waits for n3's vault to remove its entry.
+	if res := yes(t, m, hDBCred); len(res.Retired) != 0 {
+		t.Errorf("yes retired %v while mesh-vault on n3 keeps its entry", res.Retired)
+	}
+	tc = m.Take(bus.Change{Bucket: mesh.BoundBucket("mesh-vault"), Key: hDBCred, Deleted: true})
+	res := compose.Judge(m, tc.Keys, m.NeedOf, at)
+	if w := res.RetiredWhy[hDBCred]; w != "retired on the operator's warrant: mesh-vault on n3 removed the credential" {
+		t.Errorf("retired %v, why of %s = %q", res.Retired, hDBCred, w)
 	}
 }

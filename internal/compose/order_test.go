@@ -32,7 +32,7 @@ func TestCredentialAskWhileDependedOn(t *testing.T) {
 			rec: func(a mesh.Ask) mesh.Record {
 				return mesh.Record{State: mesh.RecordAnswered, Ask: a, Warrant: &mesh.RecordWarrant{
 					Asker: retire.Asker, Ask: a.ID, Outcome: mesh.OutcomeChosen, Option: retire.Yes,
-					Binds: mesh.ActDigest(cred, a.ID, retire.Yes), By: mesh.Identity{Who: "alice"}, At: at,
+					Binds: mesh.ActDigest(cred, a.ID, retire.Yes), By: mesh.Identity{Who: "alice", Kind: "nats-user", Identity: "alice"}, At: at,
 				}}
 			},
 		},

@@ -282,12 +282,35 @@ func appendWhyNoProvider(b []byte, key, problem string) []byte {
 	return append(b, problem...)
 }
 
+// NoProviderOf returns the [Need.NoProvider] that the stored provision p
+// was judged with, read back from its why (what the judge wrote
+// for it: appendWhyNoProvider, or appendWhyHasNoProvider for a credential
+// key), or "" when its why says none. A dry run gives it to a need it
+// takes from a stored provision, as the seat learned it.
+func NoProviderOf(p mesh.Provision) string {
+	var prefix string
+	if len(p.DependsOn) > 0 {
+		prefix = "waits for " + p.DependsOn[0] + ", which has no provider: "
+	} else if p.Provision == mesh.CredentialProvision {
+		prefix = "asked of " + p.Provider.Module + ": "
+	} else {
+		return ""
+	}
+	problem, ok := strings.CutPrefix(p.Why, prefix)
+	if !ok || !strings.HasSuffix(problem, " has no provider") {
+		return ""
+	}
+	return problem
+}
+
 // appendWhyHasNoProvider is the why of a credential key still needed
-// whose vault is gone or not chosen: "asked of mesh-vault on gamma: no node
-// runs mesh-vault, so the credential K has no provider".
+// whose vault is gone or not chosen: "asked of mesh-vault: no node runs
+// mesh-vault, so the credential K has no provider". It names no node: the
+// key says the same whether a vault ever answered it (its provider is then
+// that vault, where its store is) or none did.
 func appendWhyHasNoProvider(b []byte, provider mesh.Ref, problem string) []byte {
 	b = append(b, "asked of "...)
-	b = appendRef(b, provider)
+	b = append(b, provider.Module...)
 	b = append(b, ": "...)
 	return append(b, problem...)
 }

@@ -52,3 +52,31 @@ func TestAppendedWhysAreTheTemplates(t *testing.T) {
 		}
 	}
 }
+
+// TestNoProviderOfReadsTheJudgesWhy reads a need's NoProvider back from
+// the whys the judge writes with one (a key depending on a credential, the
+// credential itself), and none from other whys of the same keys.
+func TestNoProviderOfReadsTheJudgesWhy(t *testing.T) {
+	ck := "n5.p3.credential.p3_route"
+	vault := mesh.Ref{Module: mesh.VaultModule, Node: "n2"}
+	several := problemSeveralVaults(ck, []string{"n2", "n3"})
+	dependent := mesh.Provision{Provision: "route", DependsOn: []string{ck}}
+	cred := mesh.Provision{Provision: mesh.CredentialProvision, Provider: vault}
+	for _, c := range []struct {
+		p    mesh.Provision
+		why  string
+		want string
+	}{
+		{dependent, string(appendWhyNoProvider(nil, ck, several)), several},
+		{dependent, string(appendWhyNoProvider(nil, ck, problemNoVault(ck))), problemNoVault(ck)},
+		{dependent, string(appendWhyDependsOn(nil, ck, mesh.Asked, string(appendWhyNoEntry(nil, vault, true)))), ""},
+		{cred, string(appendWhyHasNoProvider(nil, vault, several)), several},
+		{cred, string(appendWhyNoEntry(nil, vault, true)), ""},
+		{mesh.Provision{Provision: "route"}, string(appendWhyNoProvider(nil, ck, several)), ""},
+	} {
+		c.p.Why = c.why
+		if got := NoProviderOf(c.p); got != c.want {
+			t.Errorf("NoProviderOf(%q) = %q; want %q", c.why, got, c.want)
+		}
+	}
+}

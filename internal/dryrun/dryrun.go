@@ -136,9 +136,16 @@ func Run(m *state.Mesh, changes []bus.Change, now time.Time, opts ...compose.Opt
 // credential key of Dependents, every provision key of its provision on
 // any node (<node>.<consumer>.<provision>[.<local>]: the keys that may
 // depend on it). A nil Loaded means every key.
+//
+// Every says that the mesh holds the seat's keys and the entries of every
+// node (Nodes and Dependents are then not read). Lazy, when set, holds
+// the wants and haves the mesh was not given, taken as the run reads them
+// (see [Lazy]); nil means the mesh holds every one.
 type Loaded struct {
 	Nodes      map[string]bool
 	Dependents map[string]bool
+	Every      bool
+	Lazy       *Lazy
 }
 
 // Missing is what a run read that the mesh did not hold: the nodes whose
@@ -165,6 +172,9 @@ func (m Missing) None() bool { return len(m.Nodes) == 0 && len(m.Dependents) == 
 func RunLoaded(m *state.Mesh, loaded *Loaded, changes []bus.Change, now time.Time, opts ...compose.Option) (*Report, Missing) {
 	v := &view{Mesh: m, missing: map[string]bool{}, missingDeps: map[string]string{}}
 	if loaded != nil {
+		v.lazy = loaded.Lazy
+	}
+	if loaded != nil && !loaded.Every {
 		v.loaded, v.deps = loaded.Nodes, loaded.Dependents
 		if v.loaded == nil {
 			v.loaded = map[string]bool{}
@@ -189,6 +199,7 @@ func RunLoaded(m *state.Mesh, loaded *Loaded, changes []bus.Change, now time.Tim
 	}
 	rep := &Report{}
 	for _, ch := range changes {
+		v.lazy.takeFor(m, ch)
 		t := m.Take(ch)
 		if t.Odd != nil {
 			rep.Odd = append(rep.Odd, t.Odd.Error())
@@ -273,7 +284,12 @@ func (r *run) needOf(key string) *compose.Need {
 	if !unknown || !ok || p.State == mesh.Retiring {
 		return nil
 	}
-	return &compose.Need{Key: key, Provision: p.Provision, Local: p.Local, Consumer: p.Consumer, Provider: p.Provider, DependsOn: p.DependsOn}
+	n := &compose.Need{Key: key, Provision: p.Provision, Local: p.Local, Consumer: p.Consumer, Provider: p.Provider, DependsOn: p.DependsOn}
+	// A credential with no vault to answer it, and each key depending on
+	// it, was judged saying so (compose.Need.NoProvider), as its stored why
+	// says.
+	n.NoProvider = compose.NoProviderOf(p)
+	return n
 }
 
 // warmFor returns, sorted, the nodes whose learned needs route changes:
@@ -285,7 +301,6 @@ func (r *run) needOf(key string) *compose.Need {
 // with a credential). A superset only composes a node whose composition
 // changes nothing more.
 func warmFor(v *view, changes []bus.Change) []string {
-	m := v.Mesh
 	nodes := map[string]bool{}
 	modules := map[string]bool{} // placed, unplaced, wanted or had anew: their consumers
 	built := map[string]bool{}   // builds or trunk anew: where placed too
@@ -293,7 +308,7 @@ func warmFor(v *view, changes []bus.Change) []string {
 		switch ch.Bucket {
 		case mesh.PlacementBucket:
 			nodes[ch.Key] = true
-			was, _ := m.Placed(ch.Key)
+			was, _ := v.Placed(ch.Key)
 			var now mesh.Placement
 			if !ch.Deleted {
 				_ = json.Unmarshal(ch.Value, &now)
@@ -329,7 +344,7 @@ func warmFor(v *view, changes []bus.Change) []string {
 	}
 	for mod := range built {
 		modules[mod] = true
-		for _, n := range m.NodesOf(mod) {
+		for _, n := range v.NodesOf(mod) {
 			nodes[n] = true
 		}
 	}

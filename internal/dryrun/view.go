@@ -1,8 +1,11 @@
 package dryrun
 
 import (
+	"bytes"
 	"strings"
 
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/compose"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/state"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
@@ -23,8 +26,37 @@ type view struct {
 	missingDeps map[string]string
 	changed     bool // the run changed the mesh before it stopped
 	// consumers maps a module to the nodes whose placed modules require it
-	// (see consumersOf), made at the first need.
+	// (see consumersOf), each found at its first need.
 	consumers map[string][]string
+	// lazy holds the wants and haves the mesh was not given (nil: it holds
+	// every one).
+	lazy *Lazy
+}
+
+// Placed is the mesh's placement of node, taken from the lazy source
+// first.
+func (v *view) Placed(node string) ([]string, error) {
+	v.lazy.takePlacement(v.Mesh, node)
+	return v.Mesh.Placed(node)
+}
+
+// NodesOf is the mesh's nodes of module, every placement naming it taken
+// from the lazy source first.
+func (v *view) NodesOf(module string) []string {
+	v.lazy.takeNodesOf(v.Mesh, module)
+	return v.Mesh.NodesOf(module)
+}
+
+// Want is the mesh's want, taken from the lazy source first.
+func (v *view) Want(node, module string) (string, bool, error) {
+	v.lazy.take(v.Mesh, node, module)
+	return v.Mesh.Want(node, module)
+}
+
+// Have is the mesh's have, taken from the lazy source first.
+func (v *view) Have(node, module string) (mesh.Have, bool, error) {
+	v.lazy.take(v.Mesh, node, module)
+	return v.Mesh.Have(node, module)
 }
 
 // lacks reports whether the run read what the mesh does not hold.
@@ -106,51 +138,61 @@ func SharedProvision(key string) (provision string, ok bool) {
 	return rest, true
 }
 
-// consumersOf returns the nodes whose placed modules, at any build the seat
-// composes them at (their want's, their have's, their newest), require
-// module, or, for mesh-vault, an offer with a credential: a superset of
-// the nodes the seat has learned require it.
+// consumersOf returns, sorted, the nodes whose placed modules, at any
+// build the seat composes them at (their want's, their have's, their
+// newest), require module, or, for mesh-vault, an offer with a credential:
+// a superset of the nodes the seat has learned require it. Its cost
+// follows the answer: the builds that require module are found among the
+// mesh's builds, and only the nodes placing their modules are looked at
+// (a node's want and have only when module's newest build does not
+// require it).
 func (v *view) consumersOf(module string) []string {
+	if got, ok := v.consumers[module]; ok {
+		return got
+	}
 	if v.consumers == nil {
-		v.consumers = consumers(v.Mesh)
+		v.consumers = map[string][]string{}
 	}
+	m := v.Mesh
+	requiring := map[string]map[string]bool{} // placed module -> fps of its builds requiring module
+	m.Builds(func(b mesh.Build) {
+		man, err := m.Manifest(b.Manifest)
+		if err != nil {
+			return
+		}
+		for _, req := range man.Requires {
+			if req.From == module || module == mesh.VaultModule && credentialOf(m, req) {
+				if requiring[b.Module] == nil {
+					requiring[b.Module] = map[string]bool{}
+				}
+				requiring[b.Module][b.Fingerprint] = true
+				return
+			}
+		}
+	})
+	nodes := map[string]bool{}
+	for mod, fps := range requiring {
+		if b, ok := m.Newest(mod); ok && fps[b.Fingerprint] {
+			for _, n := range v.NodesOf(mod) {
+				nodes[n] = true
+			}
+			continue
+		}
+		for _, n := range v.NodesOf(mod) {
+			for _, b := range composedBuilds(v, n, mod) {
+				if fps[b.Fingerprint] {
+					nodes[n] = true
+				}
+			}
+		}
+	}
+	v.consumers[module] = sortedKeys(nodes)
 	return v.consumers[module]
-}
-
-// consumers maps each module to the nodes whose placed modules require it
-// (see consumersOf), each node once, in name order.
-func consumers(m *state.Mesh) map[string][]string {
-	out := map[string][]string{}
-	for _, node := range m.Nodes() {
-		seen := map[string]bool{}
-		add := func(mod string) {
-			if !seen[mod] {
-				seen[mod] = true
-				out[mod] = append(out[mod], node)
-			}
-		}
-		placed, _ := m.Placed(node)
-		for _, mod := range placed {
-			for _, b := range composedBuilds(m, node, mod) {
-				man, err := m.Manifest(b.Manifest)
-				if err != nil {
-					continue
-				}
-				for _, req := range man.Requires {
-					add(req.From)
-					if credentialOf(m, req) {
-						add(mesh.VaultModule)
-					}
-				}
-			}
-		}
-	}
-	return out
 }
 
 // composedBuilds returns the builds the seat may compose mod at on node:
 // its want's, its have's and its newest.
-func composedBuilds(m *state.Mesh, node, mod string) []mesh.Build {
+func composedBuilds(m compose.State, node, mod string) []mesh.Build {
 	var builds []mesh.Build
 	if fp, ok, _ := m.Want(node, mod); ok {
 		if b, ok := m.Build(mod, fp); ok {
@@ -170,3 +212,134 @@ func composedBuilds(m *state.Mesh, node, mod string) []mesh.Build {
 
 // credentialProvision is the provision of every credential key.
 const credentialProvision = "credential"
+
+// Lazy is a dry run's source of the placements, wants and haves of the
+// mesh that its [state.Mesh] was not given: the raw values read from
+// mesh-controller_placement (<node>), mesh-controller_wants
+// (want.<node>.<module>) and node-engine_have (<node>.<module>), key ->
+// value. A run takes a node's want and have of a module into the mesh the
+// first time it reads either, or takes a change of either; a node's
+// placement the first time it reads it or takes a change of it, and every
+// placement that may name a module (its raw value holds the module's name)
+// the first time it reads the module's nodes or takes a change of its
+// builds or trunk (the mesh's own index of a module's nodes is then
+// whole). So a run over a mesh of many nodes decodes only the keys it
+// reads. Taking them in any order leaves the mesh as taking every one at
+// the start: nothing else of the mesh reads them. Make a new Lazy for each
+// new mesh; one Lazy may serve runs over the same mesh one after another.
+type Lazy struct {
+	placement, wants, haves map[string][]byte
+	took                    map[string]bool // <node>.<module> whose want and have were taken
+	placed                  map[string]bool // nodes whose placement was taken
+	nodesOf                 map[string]bool // modules whose placements were taken
+	odd                     []error
+}
+
+// NewLazy returns a source of the given placements, wants and haves
+// (bucket key -> value), which it reads and never changes.
+func NewLazy(placement, wants, haves map[string][]byte) *Lazy {
+	return &Lazy{placement: placement, wants: wants, haves: haves,
+		took: map[string]bool{}, placed: map[string]bool{}, nodesOf: map[string]bool{}}
+}
+
+// Took returns the <node>.<module> pairs whose want and have were taken,
+// sorted.
+func (l *Lazy) Took() []string { return sortedKeys(l.took) }
+
+// Placements returns the nodes whose placement was taken, sorted.
+func (l *Lazy) Placements() []string { return sortedKeys(l.placed) }
+
+// takePlacement takes node's placement into m, once.
+func (l *Lazy) takePlacement(m *state.Mesh, node string) {
+	if l == nil || l.placed[node] {
+		return
+	}
+	l.placed[node] = true
+	if b, ok := l.placement[node]; ok {
+		if t := m.Take(bus.Change{Bucket: mesh.PlacementBucket, Key: node, Value: b}); t.Odd != nil {
+			l.odd = append(l.odd, t.Odd)
+		}
+	}
+}
+
+// takeNodesOf takes, once, every placement whose raw value holds module's
+// name: a superset of those placing it.
+func (l *Lazy) takeNodesOf(m *state.Mesh, module string) {
+	if l == nil || l.nodesOf[module] {
+		return
+	}
+	l.nodesOf[module] = true
+	name := []byte(module)
+	for node, b := range l.placement {
+		if !l.placed[node] && bytes.Contains(b, name) {
+			l.takePlacement(m, node)
+		}
+	}
+}
+
+// Odd returns what taking the wants and haves taken so far said was out
+// of shape, in the order taken.
+func (l *Lazy) Odd() []error { return l.odd }
+
+// take takes node's want and have of module into m, once; a nil Lazy
+// takes nothing (m holds every one).
+func (l *Lazy) take(m *state.Mesh, node, module string) {
+	if l == nil {
+		return
+	}
+	pair := node + "." + module
+	if l.took[pair] {
+		return
+	}
+	l.took[pair] = true
+	wk := mesh.WantKey{Node: node, Module: module}.String()
+	if b, ok := l.wants[wk]; ok {
+		if t := m.Take(bus.Change{Bucket: mesh.WantsBucket, Key: wk, Value: b}); t.Odd != nil {
+			l.odd = append(l.odd, t.Odd)
+		}
+	}
+	hk := mesh.HaveKey{Node: node, Module: module}.String()
+	if b, ok := l.haves[hk]; ok {
+		if t := m.Take(bus.Change{Bucket: mesh.HaveBucket, Key: hk, Value: b}); t.Odd != nil {
+			l.odd = append(l.odd, t.Odd)
+		}
+	}
+}
+
+// takeFor takes the want and have that a change of the wants or haves
+// names before the change is taken, so that a later read takes nothing
+// over it.
+func (l *Lazy) takeFor(m *state.Mesh, ch bus.Change) {
+	if l == nil {
+		return
+	}
+	switch ch.Bucket {
+	case mesh.PlacementBucket:
+		l.takePlacement(m, ch.Key)
+	case mesh.BuildsBucket:
+		if k, err := mesh.ParseBuildKey(ch.Key); err == nil {
+			l.takeNodesOf(m, k.Module)
+		}
+	case mesh.ModulesBucket:
+		l.takeNodesOf(m, ch.Key)
+	case mesh.ManifestsBucket:
+		// A manifest's change composes the nodes of the modules whose
+		// builds or trunk name it.
+		m.Builds(func(b mesh.Build) {
+			if mesh.ManifestKey(b.Manifest) == ch.Key {
+				l.takeNodesOf(m, b.Module)
+			}
+			if d, ok := m.Trunk(b.Module); ok && mesh.ManifestKey(d) == ch.Key {
+				l.takeNodesOf(m, b.Module)
+			}
+		})
+	case mesh.WantsBucket:
+		if k, err := mesh.ParseWantKey(ch.Key); err == nil {
+			l.take(m, k.Node, k.Module)
+		}
+	case mesh.HaveBucket:
+		if k, err := mesh.ParseHaveKey(ch.Key); err == nil && k.Module != "" {
+			l.take(m, k.Node, k.Module)
+		}
+	}
+}

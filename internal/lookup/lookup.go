@@ -42,6 +42,9 @@ type State struct {
 	m   *state.Mesh
 	kvs map[string]jetstream.KeyValue // nil for a bucket that does not exist
 	got map[string]bool               // bucket + " " + key or pattern, read
+	// retired holds the ask each provision key read deleted was retired
+	// by, as its delete marker names it ([mesh.AskHeader]).
+	retired map[string]string
 	// reads counts the gets and filtered reads made.
 	reads int
 	whole []string // buckets read whole, in order
@@ -55,7 +58,7 @@ var _ compose.State = (*State)(nil)
 
 // New returns a State that reads through js while ctx lasts.
 func New(ctx context.Context, js jetstream.JetStream) *State {
-	return &State{ctx: ctx, js: js, m: state.New(), kvs: map[string]jetstream.KeyValue{}, got: map[string]bool{}}
+	return &State{ctx: ctx, js: js, m: state.New(), kvs: map[string]jetstream.KeyValue{}, got: map[string]bool{}, retired: map[string]string{}}
 }
 
 // FromReplicas makes s read each key from whichever replica answers (a
@@ -150,6 +153,8 @@ func (s *State) get(bucket, key string) {
 		s.fail(fmt.Errorf("lookup: get %s %s: %w", bucket, key, err))
 	case !e.Deleted:
 		s.take(bucket, key, e.Value, e.Revision)
+	case bucket == mesh.ProvisionsBucket && e.Header.Get(mesh.AskHeader) != "":
+		s.retired[key] = e.Header.Get(mesh.AskHeader)
 	}
 }
 
@@ -217,13 +222,9 @@ func read(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue, pa
 	// client: <node>.>) may be allowed to make; one of several filters is
 	// not. Deletes are watched too: the last revision the watch sent,
 	// delete markers counted, is where the leader is asked from.
-	var opts []jetstream.WatchOpt
-	if keysOnly {
-		opts = append(opts, jetstream.MetaOnly())
-	}
 	got := map[string]readEntry{}
 	for _, p := range patterns {
-		w, err := kv.Watch(ctx, p, opts...)
+		w, err := bus.WatchKeys(ctx, js, kv, p, bus.WatchOptions{MetaOnly: keysOnly})
 		if err != nil {
 			return err
 		}
@@ -401,6 +402,17 @@ func (s *State) Lost(provider, key string) (mesh.Entry, bool) {
 func (s *State) Provision(key string) (mesh.Provision, bool) {
 	s.get(mesh.ProvisionsBucket, key)
 	return s.m.Provision(key)
+}
+
+// RetiredBy returns the id of the ask whose yes retired provision key, as
+// the seat's delete marker of the key names it ([mesh.AskHeader]): one
+// read, of that key (none when it was read already). It reports false for
+// a key that is kept, was never written, or was deleted with no ask named
+// (or read from a replica: see [State.FromReplicas]).
+func (s *State) RetiredBy(key string) (string, bool) {
+	s.get(mesh.ProvisionsBucket, key)
+	id, ok := s.retired[key]
+	return id, ok
 }
 
 func (s *State) ProvisionsOf(node string) []string {

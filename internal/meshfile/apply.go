@@ -62,7 +62,7 @@ func (s *Stats) add(bucket string, c Counts) {
 func Apply(ctx context.Context, js jetstream.JetStream, f *File, now time.Time) (Stats, error) {
 	stats := Stats{Buckets: map[string]Counts{}}
 	limit := maxPayload(js)
-	if errs := f.Oversize(limit); len(errs) > 0 {
+	if errs := f.oversizeFor(limit); len(errs) > 0 {
 		return stats, &Errors{File: f.Name, List: errs}
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -98,15 +98,7 @@ func Apply(ctx context.Context, js jetstream.JetStream, f *File, now time.Time) 
 	}
 
 	d := f.Diff(current, now)
-	var over []Error
-	for _, put := range d.Puts {
-		if len(put.Value) > limit {
-			over = append(over, Error{Line: f.lines[put.Bucket][put.Key], Msg: fmt.Sprintf(
-				"the value of %s in %s is %d bytes, over the bus's max payload of %d bytes", put.Key, put.Bucket, len(put.Value), limit)})
-		}
-	}
-	if len(over) > 0 {
-		sortErrors(over)
+	if over := f.overPuts(d, limit); len(over) > 0 {
 		return stats, &Errors{File: f.Name, List: over}
 	}
 	stats.Odd = d.Odd
@@ -126,6 +118,73 @@ func Apply(ctx context.Context, js jetstream.JetStream, f *File, now time.Time) 
 		}
 	}
 	return stats, nil
+}
+
+// Write writes the diff d of the file f (its [File.Diff] or
+// [File.DiffOf] over what the buckets held when the caller read them)
+// through js: the same checks and order as [Apply] (every value against
+// the server's max payload first, refusing the whole file with a
+// [*Errors]; manifests first, placement last; then the removes, placement
+// first), each put published and its ack awaited, each remove a delete
+// (a key deleted meanwhile is deleted again: harmless). A bucket that is
+// missing is made with the replicas of js's connection. Unlike Apply, it
+// reads nothing: the caller read only what its diff needed. It returns
+// the first write that fails, wrapped, with the counts of what it did
+// until then (d's unchanged counted unchanged).
+func Write(ctx context.Context, js jetstream.JetStream, f *File, d *Diff) (Stats, error) {
+	stats := Stats{Buckets: map[string]Counts{}}
+	limit := maxPayload(js)
+	if errs := f.oversizeFor(limit); len(errs) > 0 {
+		return stats, &Errors{File: f.Name, List: errs}
+	}
+	if over := f.overPuts(d, limit); len(over) > 0 {
+		return stats, &Errors{File: f.Name, List: over}
+	}
+	kvs := map[string]jetstream.KeyValue{}
+	for _, bucket := range Buckets {
+		kv, err := bus.Bucket(ctx, js, bucket, 0)
+		if err != nil {
+			return stats, fmt.Errorf("apply %s: %w", f.Name, err)
+		}
+		kvs[bucket] = kv
+	}
+	stats.Odd = d.Odd
+	for bucket, n := range d.Unchanged {
+		stats.add(bucket, Counts{Unchanged: n})
+	}
+	if err := putAll(ctx, js, nil, d.Puts, &stats); err != nil {
+		return stats, fmt.Errorf("apply %s: %w", f.Name, err)
+	}
+	for _, rm := range d.Removes {
+		if err := kvs[rm.Bucket].Delete(ctx, rm.Key); err != nil {
+			return stats, fmt.Errorf("apply %s: bus: delete %s %s: %w", f.Name, rm.Bucket, rm.Key, err)
+		}
+		stats.add(rm.Bucket, Counts{Removed: 1})
+	}
+	return stats, nil
+}
+
+// oversizeFor is [File.Oversize] of limit, which [Parse] has checked
+// already for [DefaultMaxPayload] and any larger limit: every value of a
+// file it returned is at most that large.
+func (f *File) oversizeFor(limit int) []Error {
+	if limit >= DefaultMaxPayload {
+		return nil
+	}
+	return f.Oversize(limit)
+}
+
+// overPuts lists, by line, each put of d whose value is over limit bytes.
+func (f *File) overPuts(d *Diff, limit int) []Error {
+	var over []Error
+	for _, put := range d.Puts {
+		if len(put.Value) > limit {
+			over = append(over, Error{Line: f.lines[put.Bucket][put.Key], Msg: fmt.Sprintf(
+				"the value of %s in %s is %d bytes, over the bus's max payload of %d bytes", put.Key, put.Bucket, len(put.Value), limit)})
+		}
+	}
+	sortErrors(over)
+	return over
 }
 
 // maxPayload returns the max payload of the server js is connected to, in
@@ -153,7 +212,7 @@ const (
 // order of puts (manifests before placement) and the keys of one bucket in
 // their order (one stream stores one connection's publishes in order).
 // Each write is taken into its copy once acknowledged and counted in
-// stats. It returns the first write the bus refused or did not
+// stats (with no copies, every put is written and only counted). It returns the first write the bus refused or did not
 // acknowledge within applyAckTimeout, wrapped, or ctx's error.
 func putAll(ctx context.Context, js jetstream.JetStream, copies map[string]*bus.Copy, puts []Put, stats *Stats) error {
 	type flying struct {
@@ -168,7 +227,9 @@ func putAll(ctx context.Context, js jetstream.JetStream, copies map[string]*bus.
 			select {
 			case a := <-f.ack.Ok():
 				timer.Stop()
-				copies[f.put.Bucket].Took(f.put.Key, f.put.Value, a.Sequence)
+				if copies != nil {
+					copies[f.put.Bucket].Took(f.put.Key, f.put.Value, a.Sequence)
+				}
 				stats.add(f.put.Bucket, Counts{Written: 1})
 			case err := <-f.ack.Err():
 				timer.Stop()
@@ -188,9 +249,11 @@ func putAll(ctx context.Context, js jetstream.JetStream, copies map[string]*bus.
 				return err
 			}
 		}
-		if old, ok := copies[put.Bucket].Get(put.Key); ok && bytes.Equal(old.Value, put.Value) {
-			stats.add(put.Bucket, Counts{Unchanged: 1})
-			continue
+		if copies != nil {
+			if old, ok := copies[put.Bucket].Get(put.Key); ok && bytes.Equal(old.Value, put.Value) {
+				stats.add(put.Bucket, Counts{Unchanged: 1})
+				continue
+			}
 		}
 		if err := ctx.Err(); err != nil {
 			return err

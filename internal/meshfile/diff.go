@@ -78,6 +78,21 @@ type Diff struct {
 // have a node's engine wrote (no mark) stays while its module is placed.
 // Diff is pure.
 func (f *File) Diff(current map[string]map[string][]byte, now time.Time) *Diff {
+	return f.DiffOf(current, nil, now)
+}
+
+// nodeBuckets are the buckets whose keys are of a node: a file's diff of
+// some nodes looks at these keys of those nodes only.
+var nodeBuckets = map[string]bool{mesh.PlacementBucket: true, mesh.WantsBucket: true, mesh.HaveBucket: true}
+
+// DiffOf is [File.Diff] of the keys of some nodes only: current holds, of
+// placement, wants and haves, the keys of the nodes of nodes alone (and
+// every key of manifests, builds and modules), and every key the file
+// writes of any other node is taken as held with the same bytes (counted
+// unchanged): the caller knows those nodes equal (the seat's verb said
+// their sums are the file's, see package digest). A nil nodes is every
+// node: Diff. Its cost follows the nodes given, not the file's.
+func (f *File) DiffOf(current map[string]map[string][]byte, nodes map[string]bool, now time.Time) *Diff {
 	d := &Diff{Unchanged: map[string]int{}}
 	keys := f.Keys()
 	builds := map[string][]byte{}
@@ -93,11 +108,21 @@ func (f *File) Diff(current map[string]map[string][]byte, now time.Time) *Diff {
 		}
 	}
 	keys[mesh.BuildsBucket] = builds
+	var ofNodes map[string][]string // bucket -> the keys the file writes of nodes, sorted
+	if nodes != nil {
+		ofNodes = f.KeysOf(nodes)
+	}
 
 	for _, bucket := range Buckets {
-		order := sortedKeys(keys[bucket])
-		if bucket == mesh.PlacementBucket {
+		var order []string
+		switch {
+		case nodes != nil && nodeBuckets[bucket]:
+			order = ofNodes[bucket]
+			d.Unchanged[bucket] += len(keys[bucket]) - len(order)
+		case bucket == mesh.PlacementBucket:
 			order = f.placementOrder()
+		default:
+			order = sortedKeys(keys[bucket])
 		}
 		for _, k := range order {
 			v := keys[bucket][k]
@@ -124,6 +149,32 @@ func (f *File) Diff(current map[string]map[string][]byte, now time.Time) *Diff {
 		}
 	}
 	return d
+}
+
+// KeysOf returns the keys the file writes of nodes in placement, wants and
+// haves, per bucket: placement in the order of [File.placementOrder] (the
+// order [File.Diff] writes them in), the others sorted.
+func (f *File) KeysOf(nodes map[string]bool) map[string][]string {
+	out := map[string][]string{}
+	if len(nodes) == 0 {
+		return out
+	}
+	for _, n := range f.placementOrder() {
+		if nodes[n] {
+			out[mesh.PlacementBucket] = append(out[mesh.PlacementBucket], n)
+		}
+	}
+	for n := range nodes {
+		for m := range f.Wants[n] {
+			out[mesh.WantsBucket] = append(out[mesh.WantsBucket], mesh.WantKey{Node: n, Module: m}.String())
+		}
+		for m := range f.Haves[n] {
+			out[mesh.HaveBucket] = append(out[mesh.HaveBucket], mesh.HaveKey{Node: n, Module: m}.String())
+		}
+	}
+	sort.Strings(out[mesh.WantsBucket])
+	sort.Strings(out[mesh.HaveBucket])
+	return out
 }
 
 // removes reports whether key of bucket, which the file does not write and

@@ -14,6 +14,7 @@ package meshfile
 import (
 	"encoding/json"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
@@ -46,6 +47,9 @@ type File struct {
 	Haves map[string]map[string]mesh.Have
 	// lines says where each key's value comes from, for [File.Oversize].
 	lines lines
+	// keys holds [File.Keys], made once.
+	keys     map[string]map[string][]byte
+	keysOnce sync.Once
 	// Warnings are problems that do not refuse the file (a have naming a
 	// build the file does not list, a requirement from a module the file
 	// does not hold), sorted by line.
@@ -78,6 +82,15 @@ type Build struct {
 
 // Trunk returns the module's newest build: the last listed.
 func (m *Module) Trunk() *Build { return &m.Builds[len(m.Builds)-1] }
+
+// WithPlacement returns a copy of f with nodes and placement in place of
+// its own (placement holds, per node of nodes, the modules placed on it);
+// its keys are made anew. Copy a File only so: a File copied whole would
+// keep the keys made of the first one's placement.
+func (f *File) WithPlacement(nodes []string, placement map[string][]string) *File {
+	return &File{Name: f.Name, Mesh: f.Mesh, Nodes: nodes, Modules: f.Modules, Placement: placement,
+		Wants: f.Wants, Haves: f.Haves, lines: f.lines, Warnings: f.Warnings}
+}
 
 // Module returns the module named name, or nil.
 func (f *File) Module(name string) *Module {
@@ -114,7 +127,21 @@ func (f *File) HasNode(node string) bool {
 // [mesh.ManifestRecord]) and [mesh.HaveBucket] (<node>.<module>:
 // [mesh.Have], marked [mesh.HaveByMeshFile]). Builds are not among them: their values hold a time; see
 // [File.Builds] and [File.Diff].
+//
+// The keys are made once per file (its parse checks their sizes, and
+// [File.Diff] and [Apply] compare them): the inner maps are the file's
+// own, to read and never change; the outer map is the caller's.
 func (f *File) Keys() map[string]map[string][]byte {
+	f.keysOnce.Do(func() { f.keys = f.makeKeys() })
+	out := make(map[string]map[string][]byte, len(f.keys))
+	for b, held := range f.keys {
+		out[b] = held
+	}
+	return out
+}
+
+// makeKeys makes what [File.Keys] returns.
+func (f *File) makeKeys() map[string]map[string][]byte {
 	keys := map[string]map[string][]byte{
 		mesh.PlacementBucket: {},
 		mesh.WantsBucket:     {},

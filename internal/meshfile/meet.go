@@ -16,7 +16,8 @@ import (
 //
 // Said as warnings, since a later file may place what is missing: a
 // provider that is a module of the file but placed on no node, an on
-// node where the provider is not placed, and a provision whose offer has a
+// node where the provider is not placed (both only for a consumer placed
+// on some node: one placed nowhere is held nowhere), and a provision whose offer has a
 // credential (own or shared), required by a module placed on some node,
 // when no node places mesh-vault, the provider of every credential (spec
 // 4): its credential stays asked until a node places mesh-vault, which a
@@ -62,6 +63,8 @@ func (p *parser) meet(f *File, modules map[string]*moduleInfo, refs []ref) {
 			continue
 		}
 		switch {
+		case !placed[r.consumer]:
+			// Placed nowhere, the consumer is held nowhere: nothing to say.
 		case !placed[r.req.From]:
 			p.warnf(r.n, "%s requires %s from %s, which is placed on no node yet: the seat holds %s until %s is placed", r.consumer, what, r.req.From, r.consumer, r.req.From)
 		case r.req.On != "" && f.HasNode(r.req.On) && !f.Placed(r.req.On, r.req.From):

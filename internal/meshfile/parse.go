@@ -13,6 +13,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/mesh-provisioner/mesh-provisioner/internal/access"
+
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
 
@@ -101,7 +103,7 @@ func (p *parser) document(data []byte) (root *yaml.Node) {
 		if errors.Is(err, io.EOF) {
 			p.errs = append(p.errs, Error{Msg: "the file is empty: a mesh file lists nodes, modules and placement"})
 		} else {
-			p.yamlError(err)
+			p.yamlError(err, data)
 		}
 		return nil
 	}
@@ -109,7 +111,7 @@ func (p *parser) document(data []byte) (root *yaml.Node) {
 	if err := dec.Decode(&extra); err == nil {
 		p.errf(&extra, "a second YAML document: a mesh file is one document")
 	} else if !errors.Is(err, io.EOF) {
-		p.yamlError(err)
+		p.yamlError(err, data)
 	}
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
 		p.errs = append(p.errs, Error{Msg: "the file is empty: a mesh file lists nodes, modules and placement"})
@@ -132,20 +134,24 @@ const maxExpanded = 1 << 20
 
 // expanded returns how many values n holds with its aliases followed
 // (capped just above maxExpanded), saying an alias that names a node
-// holding it. sizes holds the nodes counted so far, -1 while a node is
-// being counted.
+// holding it. sizes holds the anchored nodes counted so far, -1 while one
+// is being counted: only an anchored node is reached more than once (an
+// alias names an anchor; any other node has its parent alone), so only
+// those are remembered.
 func (p *parser) expanded(n *yaml.Node, sizes map[*yaml.Node]int) int {
 	if n == nil {
 		return 0
 	}
-	if s, ok := sizes[n]; ok {
-		if s < 0 {
-			p.errf(n, "an alias names a value that holds it")
-			return maxExpanded + 1
+	if n.Anchor != "" {
+		if s, ok := sizes[n]; ok {
+			if s < 0 {
+				p.errf(n, "an alias names a value that holds it")
+				return maxExpanded + 1
+			}
+			return s
 		}
-		return s
+		sizes[n] = -1
 	}
-	sizes[n] = -1
 	total := 1
 	if n.Kind == yaml.AliasNode {
 		total += p.expanded(n.Alias, sizes)
@@ -157,21 +163,52 @@ func (p *parser) expanded(n *yaml.Node, sizes map[*yaml.Node]int) int {
 			break
 		}
 	}
-	sizes[n] = total
+	if n.Anchor != "" {
+		sizes[n] = total
+	}
 	return total
 }
 
-// yamlError turns the YAML library's error text into an Error with its
-// line when the text gives one.
-func (p *parser) yamlError(err error) {
-	msg := err.Error()
-	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+// parserProblems are the problems the YAML library's parser (not its
+// scanner) reports: go.yaml.in/yaml/v3 names their line counted from 0
+// (the line where the collection in question starts when that is not the
+// first, else where the problem is found), and no line at all for one on
+// the first line; its scanner's problems it names counted from 1. The two
+// sets of texts are apart (parserc.go and scannerc.go); the table of
+// TestParseErrors checks lines of both.
+var parserProblems = map[string]bool{
+	"did not find expected <stream-start>":   true,
+	"did not find expected <document start>": true,
+	"did not find expected node content":     true,
+	"did not find expected '-' indicator":    true,
+	"did not find expected key":              true,
+	"did not find expected ',' or ']'":       true,
+	"did not find expected ',' or '}'":       true,
+	"found undefined tag handle":             true,
+	"found duplicate %YAML directive":        true,
+	"found incompatible YAML document":       true,
+	"found duplicate %TAG directive":         true,
+}
+
+// yamlError turns the YAML library's error text about data into an Error
+// with its line (counted from 1) when the text gives one, or when it is
+// one of [parserProblems]; a problem found at the end of the text is at
+// its last line.
+func (p *parser) yamlError(err error, data []byte) {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	line := 0
+	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
 		if n, convErr := strconv.Atoi(m[1]); convErr == nil {
-			p.errs = append(p.errs, Error{Line: n, Msg: "not YAML: " + m[2]})
-			return
+			line, msg = n, m[2]
 		}
 	}
-	p.errs = append(p.errs, Error{Msg: "not YAML: " + strings.TrimPrefix(msg, "yaml: ")})
+	if parserProblems[msg] {
+		line++
+	}
+	if last := bytes.Count(bytes.TrimSuffix(data, []byte("\n")), []byte("\n")) + 1; line > last {
+		line = last
+	}
+	p.errs = append(p.errs, Error{Line: line, Msg: "not YAML: " + msg})
 }
 
 // deref follows aliases to the node they name.
@@ -433,6 +470,10 @@ func (p *parser) modules(f *File, n *yaml.Node, refs *[]ref) map[string]*moduleI
 	modules := map[string]*moduleInfo{}
 	for _, kv := range p.mapping(n, "modules") {
 		ok := p.keyName(kv, "module")
+		if why := access.ReservedModule(kv.key); ok && why != "" {
+			p.errf(kv.k, "module %q may not have that name: %s (each module gets a bus user of its own name)", kv.key, why)
+			ok = false
+		}
 		info := &moduleInfo{}
 		if ok {
 			modules[kv.key] = info

@@ -105,9 +105,19 @@ placement:
 	}{
 		{"empty", "", 0, "the file is empty"},
 		{"only a comment", "# nothing\n", 0, "the file is empty"},
-		{"not yaml", "nodes: [control\nmodules: {}\n", 1, "not YAML: did not find expected ',' or ']'"},
-		{"bad indentation", "nodes: [a]\n  modules: x\n", 1, "not YAML: did not find expected key"},
+		{"not yaml", "nodes: [control\nmodules: {}\n", 2, "not YAML: did not find expected ',' or ']'"},
+		{"unclosed [ on line 2", "modules: {}\nnodes: [control\nplacement: {}\n", 2, "not YAML: did not find expected ',' or ']'"},
+		{"unclosed [ on line 3", "modules: {}\n# nodes\nnodes: [control,\n  ace\n\nplacement: {}\n", 3, "not YAML: did not find expected ',' or ']'"},
+		{"unclosed [ on one line", "nodes: [control, ace", 1, "not YAML: did not find expected ',' or ']'"},
+		{"unclosed { on line 2", "nodes: [a]\nplacement: {a: [b]\nmodules: {}\n", 2, "not YAML: did not find expected ',' or '}'"},
+		{"a ] too many on line 3", "nodes: [a]\nmodules: {}\nplacement: {a: [b]]}\n", 3, "not YAML: did not find expected ',' or '}'"},
+		{"a ] too many at a line's end", "nodes: [a]\nmodules: {}\nplacement: [b]]\n", 3, "not YAML: did not find expected key"},
+		{"bad indentation", "nodes: [a]\n  modules: x\n", 2, "not YAML: did not find expected key"},
+		{"bad indentation on line 4", "nodes: [a]\nplacement:\n  - a\n b: 2\n", 4, "not YAML: did not find expected key"},
+		{"a key indented too far", "nodes: [a]\nmodules: {}\n placement: {}\n", 3, "not YAML: did not find expected key"},
+		{"a value after a key's value", "nodes: [a]\nmodules: {}\nplacement: x\n  y: z\n", 4, "not YAML: mapping values are not allowed in this context"},
 		{"tab indentation", "nodes: [a]\nplacement:\n\ta: [b]\n", 3, "not YAML: found character that cannot start any token"},
+		{"unclosed quote on line 2", "nodes: [a]\nmodules: \"x\nplacement: {}\n", 2, "not YAML: found unexpected end of stream"},
 		{"two documents", ok + "---\nnodes: [x]\n", 9, "a second YAML document"},
 		{"a list", "- control\n", 1, "the file is a list"},
 		{"no nodes", "modules: {}\n", 1, "no nodes"},
@@ -116,6 +126,10 @@ placement:
 		{"node is a mapping", "nodes: [{a: b}]\n", 1, "node is a mapping; want text"},
 		{"node is a boolean", "nodes: [true]\n", 1, "node is a boolean; want text"},
 		{"merge key", "nodes: [a]\nbase: &b {x: 1}\nplacement:\n  <<: *b\n", 4, "merge keys (<<) are not supported"},
+		{"module named as the operator", strings.ReplaceAll(ok, "redis", "operator"), 3, `module "operator" may not have that name: it is the operator's bus user`},
+		{"module named as the seat", strings.ReplaceAll(ok, "redis", "mesh-provisioner"), 3, `module "mesh-provisioner" may not have that name: it is the seat's bus user`},
+		{"module named as the router", strings.ReplaceAll(ok, "redis", "mesh-asks"), 3, `module "mesh-asks" may not have that name: it is the ask router's bus user`},
+		{"module named as a client", strings.ReplaceAll(ok, "redis", "client-db"), 3, `module "client-db" may not have that name: names beginning "client-" are the nodes' clients' bus users`},
 		{"manifest missing module", strings.Replace(ok, "{module: redis, ", "{", 1), 6, `module is missing; want "redis"`},
 		{"manifest null", strings.Replace(ok, "manifest: {module: redis, provides: [{name: cache, credential: shared}]}", "manifest:", 1), 5, "has no manifest"},
 		{"bad fp", strings.Replace(ok, "fp: 71be02", "fp: 71BE02", 1), 5, `fp "71BE02" is not a valid name`},
@@ -210,6 +224,50 @@ haves:
 	}
 	if got := f.Haves["control"]["gitea"]; got != (mesh.Have{Phase: "running", Health: "ok", Fingerprint: "c0ffee"}) {
 		t.Errorf("have of gitea on control = %+v", got)
+	}
+}
+
+// TestParseWarnsOnlyForPlacedConsumers checks that a requirement whose
+// provider is placed nowhere (or not on its on node) is said only for a
+// consumer placed on some node: with nothing placed no warning is said
+// (woodpecker, placed nowhere, is held nowhere), and once woodpecker is
+// placed on shanks, the two are.
+func TestParseWarnsOnlyForPlacedConsumers(t *testing.T) {
+	text := `nodes: [shanks, ace]
+modules:
+  gitea:
+    builds: [{fp: a1, manifest: {module: gitea, provides: [{name: forge-account}]}}]
+  woodpecker:
+    builds:
+      - fp: b2
+        manifest:
+          module: woodpecker
+          requires: [{provision: forge-account, from: gitea}, {provision: forge-account, from: gitea, on: ace, local: ace}]
+placement:
+  shanks: [%s]
+`
+	f, err := Parse("w.yaml", []byte(strings.Replace(text, "%s", "", 1)))
+	if err != nil {
+		t.Fatalf("Parse = %v; want no error", err)
+	}
+	if len(f.Warnings) != 0 {
+		t.Errorf("Warnings with nothing placed = %v; want none (woodpecker is placed nowhere)", f.Warnings)
+	}
+	f, err = Parse("w.yaml", []byte(strings.Replace(text, "%s", "woodpecker", 1)))
+	if err != nil {
+		t.Fatalf("Parse = %v; want no error", err)
+	}
+	want := []Error{
+		{10, `woodpecker requires forge-account from gitea, which is placed on no node yet: the seat holds woodpecker until gitea is placed`},
+		{10, `woodpecker requires forge-account (local ace) from gitea, which is placed on no node yet: the seat holds woodpecker until gitea is placed`},
+	}
+	if len(f.Warnings) != len(want) {
+		t.Fatalf("Warnings with woodpecker on shanks = %v; want %v", f.Warnings, want)
+	}
+	for i, w := range want {
+		if f.Warnings[i] != w {
+			t.Errorf("Warnings[%d] = %v; want %v", i, f.Warnings[i], w)
+		}
 	}
 }
 

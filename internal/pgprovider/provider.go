@@ -158,6 +158,12 @@ func Start(ctx context.Context, cfg Config, nc *nats.Conn, js jetstream.JetStrea
 // Ready is closed once the provider follows the provisions and its entries.
 func (p *Provider) Ready() <-chan struct{} { return p.kit.Ready() }
 
+// Done is closed once the provider has stopped (its ctx is done) and
+// handed on its work ([kit.Kit.Done]): each provide or retire in hand
+// ended within the kit's grace (or was cut, its entry saying so), and every
+// entry is written; the provider placed next takes over from the bus.
+func (p *Provider) Done() <-chan struct{} { return p.kit.Done() }
+
 // advertised splits addr, "host:port", into its host and port, or says why
 // it is no such address.
 func advertised(addr string) (host, port string, err error) {

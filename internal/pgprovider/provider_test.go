@@ -69,6 +69,13 @@ func startMesh(t *testing.T, dsn, meshName, node string) *fixture {
 	nc, js := kittest.Connect(t, f.url, mesh.VaultModule)
 	ctx := bustest.Context(t)
 	vlog, _ := kittest.Log()
+	// The seat makes every bucket before any component starts; the vault
+	// follows the clients' applied records (a rotation waits for a node
+	// whose record names the credential), and a copy of a bucket not made
+	// yet catches up only at its next try, seconds later.
+	if _, err := bus.Bucket(ctx, js, mesh.AppliedBucket, 0); err != nil {
+		t.Fatal(err)
+	}
 	v, err := vault.Start(ctx, vault.Config{Dir: t.TempDir(), Node: f.node, RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond}, nc, js, vlog)
 	if err != nil {
 		t.Fatal(err)

@@ -119,6 +119,8 @@ func Answer(req Request, src Sources) Reply {
 		})
 	case WhatStatus:
 		a.reply = status(req, src)
+	case WhatDigests:
+		a.reply = digests(req, src)
 	default:
 		a.reply.Error = whyUnknownWhat(req.What)
 	}

@@ -3,7 +3,9 @@
 // applied and collected, and the plans, provisions and refusals, narrowed
 // by node and module (for collect also by contributor and collection);
 // and the status of each node (counts of its plans and provisions per
-// state, its held modules), kept counted as keys change.
+// state, its held modules), kept counted as keys change; and which nodes'
+// placement, wants and haves differ from an asker's sums of them
+// (digests, kept summed as keys change: see package digest).
 //
 // [Answer] is the pure step: a [Request] and the buckets' keys in, a [Reply]
 // out, with every key out of its bucket's shape and every value that does
@@ -30,10 +32,18 @@ const (
 	// [NodeStatus]): its plans, provisions per state and held modules,
 	// counted as the keys change, paged by After and Reply.Next.
 	WhatStatus = "status"
+	// WhatDigests answers which nodes' placement, wants and haves differ
+	// from the asker's: Sums gives the asker's sum of each group of nodes
+	// (see package digest), Seen the last revision of each bucket it read
+	// before asking; the answer has one entry per group whose sum differs
+	// (key the group, three digits; value its nodes and their sums, a JSON
+	// object), paged by After and Reply.Next, and the keys of no node
+	// under Odd. Apply asks it to read only the nodes that differ.
+	WhatDigests = "digests"
 )
 
 // Whats lists every what the verb answers, in the spec's order.
-var Whats = []string{WhatRegistry, WhatNeeds, WhatApplied, WhatCollect, WhatPlans, WhatProvisions, WhatRefused, WhatStatus}
+var Whats = []string{WhatRegistry, WhatNeeds, WhatApplied, WhatCollect, WhatPlans, WhatProvisions, WhatRefused, WhatStatus, WhatDigests}
 
 // Request is the JSON body of a request on mesh-provisioner.provisioning.
 // What defaults to "registry". Every other field narrows the answer when
@@ -47,9 +57,17 @@ type Request struct {
 	Module      string `json:"module,omitempty"`
 	Contributor string `json:"contributor,omitempty"`
 	Collection  string `json:"collection,omitempty"`
-	// After, for status, starts the answer after this node's name (the
-	// Next of the page before).
+	// After, for status, starts the answer after this node's name (for
+	// digests, after this group): the Next of the page before.
 	After string `json:"after,omitempty"`
+	// Sums, for digests, is the asker's sum of each group of nodes, one
+	// per group ([digest.Groups]), "" for a group with no node.
+	Sums []string `json:"sums,omitempty"`
+	// Seen, for digests, is the last revision (stream sequence) of each of
+	// mesh-controller_placement, mesh-assigner_wants and node-engine_have
+	// as the asker read it: the verb answers once its copies have taken
+	// every write up to it.
+	Seen map[string]uint64 `json:"seen,omitempty"`
 }
 
 // Reply is the JSON body of the verb's answer. Entries and Odd are sorted
@@ -61,8 +79,8 @@ type Reply struct {
 	Entries []Entry `json:"entries"`
 	Odd     []Odd   `json:"odd"`
 	Error   string  `json:"error,omitempty"`
-	// Next, for status, is set when more nodes follow: ask again with it
-	// as After.
+	// Next, for status and digests, is set when more nodes follow: ask
+	// again with it as After.
 	Next string `json:"next,omitempty"`
 }
 

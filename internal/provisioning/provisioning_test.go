@@ -277,11 +277,11 @@ func TestVerbValues(t *testing.T) {
 func TestVerbAnswersBadRequestsWithAnError(t *testing.T) {
 	f := serve(t)
 	for _, tc := range []struct{ req, what, err string }{
-		{`{"what":`, "", "the request is not a JSON object of what, node, module, contributor, collection and after: unexpected EOF"},
-		{`[1]`, "", "the request is not a JSON object of what, node, module, contributor, collection and after: json: cannot unmarshal array into Go value of type provisioning.Request"},
-		{`{"what":"wants"}`, "wants", `unknown what "wants"; ask for one of [registry needs applied collect plans provisions refused status]`},
-		{`{"what":"plans","nod":"ace"}`, "", `the request is not a JSON object of what, node, module, contributor, collection and after: json: unknown field "nod"`},
-		{`{} {}`, "", "the request is not a JSON object of what, node, module, contributor, collection and after: text after the JSON object"},
+		{`{"what":`, "", "the request is not a JSON object of what, node, module, contributor, collection, after, sums and seen: unexpected EOF"},
+		{`[1]`, "", "the request is not a JSON object of what, node, module, contributor, collection, after, sums and seen: json: cannot unmarshal array into Go value of type provisioning.Request"},
+		{`{"what":"wants"}`, "wants", `unknown what "wants"; ask for one of [registry needs applied collect plans provisions refused status digests]`},
+		{`{"what":"plans","nod":"ace"}`, "", `the request is not a JSON object of what, node, module, contributor, collection, after, sums and seen: json: unknown field "nod"`},
+		{`{} {}`, "", "the request is not a JSON object of what, node, module, contributor, collection, after, sums and seen: text after the JSON object"},
 	} {
 		r := f.ask(t, tc.req)
 		if r.Error != tc.err || r.What != tc.what || len(r.Entries)+len(r.Odd) != 0 {
@@ -327,25 +327,53 @@ func TestDropNeeds(t *testing.T) {
 	}
 }
 
-// TestVerbAnswersNothingFromABucketGone deletes the plans bucket under the
-// verb: it answers no plan (nor need) from it any more.
-func TestVerbAnswersNothingFromABucketGone(t *testing.T) {
+// TestVerbAnswersTheLastKnownOfABucketGone deletes the plans bucket under
+// the verb: a bucket gone is unknown, not empty, so the verb answers the
+// plans it last read (the seat writes them again), then what is written
+// into the bucket made again. Before, it answered no plan.
+func TestVerbAnswersTheLastKnownOfABucketGone(t *testing.T) {
 	f := serve(t)
-	if r := f.ask(t, `{"what":"plans"}`); len(r.Entries) == 0 {
+	before := f.ask(t, `{"what":"plans"}`)
+	if len(before.Entries) == 0 {
 		t.Fatal("the verb answers no plan before the test")
 	}
-	if err := f.js.DeleteKeyValue(bustest.Context(t), mesh.PlansBucket); err != nil {
+	ctx := bustest.Context(t)
+	if err := f.js.DeleteKeyValue(ctx, mesh.PlansBucket); err != nil {
 		t.Fatal(err)
 	}
-	bustest.WaitFor(t, 0, "the verb to answer no plan and no need", func() bool {
-		return len(f.ask(t, `{"what":"plans"}`).Entries) == 0 && len(f.ask(t, `{"what":"needs"}`).Entries) == 0
+	var kv jetstream.KeyValue
+	bustest.WaitFor(t, 0, "the plans bucket made again by the verb's copy", func() bool {
+		var err error
+		kv, err = f.js.KeyValue(ctx, mesh.PlansBucket)
+		return err == nil
+	})
+	if r := f.ask(t, `{"what":"plans"}`); fmt.Sprint(r.Entries) != fmt.Sprint(before.Entries) {
+		t.Errorf("plans answered once the bucket was deleted = %v; want the last known %v", r.Entries, before.Entries)
+	}
+	if r := f.ask(t, `{"what":"needs"}`); len(r.Entries) == 0 {
+		t.Error("the verb answers no need once the plans bucket was deleted; want the last known")
+	}
+	if _, err := kv.Put(ctx, "ace.gitea", []byte(`{"node":"ace","module":"gitea","fp":"c0ffee"}`)); err != nil {
+		t.Fatal(err)
+	}
+	bustest.WaitFor(t, 0, "the verb to answer ace.gitea at c0ffee", func() bool {
+		for _, e := range f.ask(t, `{"what":"plans","node":"ace","module":"gitea"}`).Entries {
+			if strings.Contains(string(e.Value), "c0ffee") {
+				return true
+			}
+		}
+		return false
 	})
 }
 
 // TestVerbFollowsABucketOnlyWhileAsked counts the watches (consumers) of
-// the verb's buckets: none before a request, one of the plans bucket after
-// a request of needs, none again once no request has read it for the idle
-// time, and the same answer when it is asked again.
+// the verb's buckets: before a request only the status tally's (one of
+// the plans, the provisions and the refusals, counted from the start and
+// kept, so that the first status is as quick as the next: it expired with
+// the idle time before, and the first status after it read every
+// provision anew), one more of the plans bucket after a request of needs,
+// the tally's alone again once no request has read it for the idle time,
+// and the same answer when it is asked again.
 func TestVerbFollowsABucketOnlyWhileAsked(t *testing.T) {
 	f := serveWith(t, provisioning.Options{Idle: 300 * time.Millisecond})
 	ctx := bustest.Context(t)
@@ -371,19 +399,20 @@ func TestVerbFollowsABucketOnlyWhileAsked(t *testing.T) {
 		return out
 	}
 	bustest.WaitFor(t, 0, "the registry's watch of the fixture to stop", func() bool { return consumers(mesh.RegistryBucket) == 0 })
-	if got := watched(); len(got) != 0 {
-		t.Errorf("watches of the verb's buckets before any request = %v; want none", got)
-	}
+	tally := map[string]int{mesh.PlansBucket: 1, mesh.ProvisionsBucket: 1, mesh.RefusedBucket: 1}
+	bustest.WaitFor(t, 0, "the status tally's watches", func() bool { return reflect.DeepEqual(watched(), tally) })
 	want := []string{"ace.gitea.config.domain", "ace.gitea.dir.state", "ace.gitea.dir.tmp", "ace.gitea.port.http",
 		"ace.gitea.provision.database_main", "ace.gitea.provision.route", "ace.gitea.secret.secret-key"}
 	req := `{"what":"needs","node":"ace","module":"gitea"}`
 	if got := entryKeys(f.ask(t, req)); !reflect.DeepEqual(got, want) {
 		t.Errorf("ask %s: entries %q; want %q", req, got, want)
 	}
-	if got := watched(); !reflect.DeepEqual(got, map[string]int{mesh.PlansBucket: 1}) {
-		t.Errorf("watches of the verb's buckets after a request of needs = %v; want one of %s", got, mesh.PlansBucket)
+	if got := watched(); !reflect.DeepEqual(got, map[string]int{mesh.PlansBucket: 2, mesh.ProvisionsBucket: 1, mesh.RefusedBucket: 1}) {
+		t.Errorf("watches of the verb's buckets after a request of needs = %v; want the tally's and one more of %s", got, mesh.PlansBucket)
 	}
-	bustest.WaitFor(t, 0, "the verb to stop following the plans", func() bool { return len(watched()) == 0 })
+	// The tally, followed from before the request of needs, outlives the
+	// plans' copy, which expires an idle time after that request.
+	bustest.WaitFor(t, 0, "the verb to stop following the plans but for the tally", func() bool { return reflect.DeepEqual(watched(), tally) })
 	if got := entryKeys(f.ask(t, req)); !reflect.DeepEqual(got, want) {
 		t.Errorf("ask %s again: entries %q; want %q", req, got, want)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/mesh-provisioner/mesh-provisioner/internal/digest"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
 
@@ -31,7 +32,7 @@ func whyNotItsKey(what, says string) string {
 }
 
 func whyBadJSON(err error) string {
-	return fmt.Sprintf("the request is not a JSON object of what, node, module, contributor, collection and after: %v", err)
+	return fmt.Sprintf("the request is not a JSON object of what, node, module, contributor, collection, after, sums and seen: %v", err)
 }
 
 func whyUnknownWhat(what string) string {
@@ -40,4 +41,24 @@ func whyUnknownWhat(what string) string {
 
 func whyNotReady(bucket string, wait time.Duration) string {
 	return fmt.Sprintf("the verb could not read %s within %s; ask again", bucket, wait)
+}
+
+func whySums(n int) string {
+	return fmt.Sprintf("a digests request gives %d sums; want one per group, %d", n, digest.Groups)
+}
+
+func whyAfterGroup(after string) string {
+	return fmt.Sprintf("after %q is not a group of a digests answer (000 to %03d)", after, digest.Groups-1)
+}
+
+func whyNoNode(bucket string) string {
+	return fmt.Sprintf("in %s: key out of shape: not a key of a node's placement, want or have", bucket)
+}
+
+func whyNotSummed(bucket string) string {
+	return fmt.Sprintf("seen names %s, which the digests do not sum", bucket)
+}
+
+func whyBehind(bucket string, seen, want uint64, wait time.Duration) string {
+	return fmt.Sprintf("the verb's copy of %s had taken revision %d, not %d, within %s; ask again", bucket, seen, want, wait)
 }

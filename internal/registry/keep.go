@@ -147,7 +147,7 @@ func Keep(ctx context.Context, js jetstream.JetStream, opts KeepOptions) error {
 	// Another writer's change (a key deleted, the bucket deleted or made
 	// anew, a server back on an empty store) syncs again at once.
 	changed := make(chan struct{}, 1)
-	c := bus.Follow(ctx, js, mesh.RegistryBucket, bus.Options{Create: true, Log: log, OnChange: func(bus.Change) {
+	c := bus.Follow(ctx, js, mesh.RegistryBucket, bus.Options{Create: true, Writes: true, Log: log, OnChange: func(bus.Change) {
 		select {
 		case changed <- struct{}{}:
 		default:

@@ -16,6 +16,7 @@ func TestDecide(t *testing.T) {
 	p.Ask = id
 	at := now.Add(10 * time.Minute)
 	operator := mesh.Identity{Who: "operator", Kind: "nats-user", Identity: "operator"}
+	seen := at.Add(time.Minute) // the seat's clock as it reads the record
 
 	// answered returns the record of the ask answered with option, binding
 	// binds.
@@ -57,6 +58,7 @@ func TestDecide(t *testing.T) {
 		verdict retire.Verdict
 		warrant *mesh.Warrant
 		why     string
+		now     time.Time // the seat's clock; zero means seen
 	}{
 		{
 			name: "yes", p: p, rec: yes, verdict: retire.Warrant,
@@ -240,6 +242,78 @@ func TestDecide(t *testing.T) {
 				"who answered; the key is left as it was",
 		},
 		{
+			name: "answered in the future", p: p,
+			rec:     with(yes, func(r *mesh.Record) { r.Warrant.At = seen.Add(retire.Skew + time.Second) }),
+			verdict: retire.Refuse,
+			why: "the warrant of ask " + id + " for key ace.gitea.database.main chose \"yes\" at 2026-11-30T03:41:31Z, " +
+				"after the seat's now 2026-11-30T03:41:00Z: it cannot be true; the key is left as it was",
+		},
+		{
+			name: "answered within the clocks' skew", p: p,
+			rec:     with(yes, func(r *mesh.Record) { r.Warrant.At = seen.Add(retire.Skew) }),
+			verdict: retire.Warrant,
+			warrant: &mesh.Warrant{Ask: id, Option: "yes", By: operator, At: seen.Add(retire.Skew)},
+			why: "ask " + id + " of key ace.gitea.database.main was answered \"yes\" by operator (nats-user operator) " +
+				"at 2026-11-30T03:41:30Z",
+		},
+		{
+			name: "answered before the ask was raised", p: p,
+			rec:     with(yes, func(r *mesh.Record) { r.Warrant.At = now.Add(-retire.Skew - time.Second) }),
+			verdict: retire.Refuse,
+			why: "the warrant of ask " + id + " for key ace.gitea.database.main chose \"yes\" at 2026-11-30T03:29:29Z, " +
+				"before the ask was raised at 2026-11-30T03:30:00Z: it cannot be true; the key is left as it was",
+		},
+		{
+			name: "answered after the ask expired", p: p,
+			rec:     with(yes, func(r *mesh.Record) { r.Warrant.At = ask.Expires }),
+			now:     ask.Expires.Add(time.Minute),
+			verdict: retire.Refuse,
+			why: "the warrant of ask " + id + " for key ace.gitea.database.main chose \"yes\" at 2026-11-30T04:30:00Z, " +
+				"not before the ask expired at 2026-11-30T04:30:00Z: it cannot be true; the key is left as it was",
+		},
+		{
+			name: "answered with no time", p: p,
+			rec:     with(yes, func(r *mesh.Record) { r.Warrant.At = time.Time{} }),
+			verdict: retire.Refuse,
+			why:     "the warrant of ask " + id + " for key ace.gitea.database.main chose \"yes\" but says no time; the key is left as it was",
+		},
+		{
+			name: "answered by free text", p: p,
+			rec: with(yes, func(r *mesh.Record) {
+				r.Warrant.By = mesh.Identity{Who: "nobody-at-all", Kind: "nats-user", Identity: "operator"}
+			}),
+			verdict: retire.Refuse,
+			why: "the warrant of ask " + id + " for key ace.gitea.database.main chose \"yes\" by \"nobody-at-all\", " +
+				"whose identity is \"operator\": it names two users; the key is left as it was",
+		},
+		{
+			name: "answered by another kind", p: p,
+			rec: with(yes, func(r *mesh.Record) {
+				r.Warrant.By = mesh.Identity{Who: "operator", Kind: "clock", Identity: "operator"}
+			}),
+			verdict: retire.Refuse,
+			why: "the warrant of ask " + id + " for key ace.gitea.database.main chose \"yes\" by an identity of kind " +
+				"\"clock\", not \"nats-user\" (an operator's NATS user); the key is left as it was",
+		},
+		{
+			name: "answered by a node's client", p: p,
+			rec: with(yes, func(r *mesh.Record) {
+				r.Warrant.By = mesh.Identity{Who: "client-ace", Kind: "nats-user", Identity: "client-ace"}
+			}),
+			verdict: retire.Refuse,
+			why: "the warrant of ask " + id + " for key ace.gitea.database.main chose \"yes\" by the user \"client-ace\", " +
+				"which is none of the operators' (it is the product's own or a node's client); the key is left as it was",
+		},
+		{
+			name: "answered by the router", p: p,
+			rec: with(yes, func(r *mesh.Record) {
+				r.Warrant.By = mesh.Identity{Who: "mesh-asks", Kind: "nats-user", Identity: "mesh-asks"}
+			}),
+			verdict: retire.Refuse,
+			why: "the warrant of ask " + id + " for key ace.gitea.database.main chose \"yes\" by the user \"mesh-asks\", " +
+				"which is none of the operators' (it is the product's own or a node's client); the key is left as it was",
+		},
+		{
 			name: "unknown record state", p: p,
 			rec:     with(yes, func(r *mesh.Record) { r.State = "withdrawn" }),
 			verdict: retire.Refuse,
@@ -247,7 +321,11 @@ func TestDecide(t *testing.T) {
 		},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			d := retire.Decide(key, c.p, c.rec, retire.Asker)
+			clock := c.now
+			if clock.IsZero() {
+				clock = seen
+			}
+			d := retire.Decide(key, c.p, c.rec, retire.Asker, retire.Trust{Now: clock})
 			if d.Verdict != c.verdict {
 				t.Errorf("Decide(...).Verdict = %q; want %q", d.Verdict, c.verdict)
 			}
@@ -272,12 +350,13 @@ func TestDecideBindsThisKeyOnly(t *testing.T) {
 	p.Ask = ask.ID
 	rec := mesh.Record{State: mesh.RecordAnswered, Ask: ask, Warrant: &mesh.RecordWarrant{
 		Asker: retire.Asker, Ask: ask.ID, Outcome: mesh.OutcomeChosen, Option: retire.Yes,
-		Binds: ask.Options[0].Binds, By: mesh.Identity{Who: "operator"}, At: now,
+		Binds: ask.Options[0].Binds, By: mesh.Identity{Who: "operator", Kind: "nats-user", Identity: "operator"}, At: now,
 	}}
-	if d := retire.Decide(k.String(), p, rec, retire.Asker); d.Verdict != retire.Warrant {
+	trust := retire.Trust{Now: now}
+	if d := retire.Decide(k.String(), p, rec, retire.Asker, trust); d.Verdict != retire.Warrant {
 		t.Fatalf("Decide(own key) = %q (%s); want warrant", d.Verdict, d.Why)
 	}
-	if d := retire.Decide("ace.gitea.database", p, rec, retire.Asker); d.Verdict != retire.Refuse {
+	if d := retire.Decide("ace.gitea.database", p, rec, retire.Asker, trust); d.Verdict != retire.Refuse {
 		t.Errorf("Decide(other key) = %q (%s); want refuse", d.Verdict, d.Why)
 	}
 }

@@ -103,6 +103,15 @@ const (
 	whyNotOffered    = "the warrant of ask %s for key %s chose %q, which the ask never offered; the key is left as it was"
 	whyBinds         = "the warrant of ask %s for key %s chose %q but binds %q, not this act's digest %s; the key is left as it was"
 	whyNobody        = "the warrant of ask %s for key %s chose %q but names no one who answered; the key is left as it was"
+	whyByKind        = "the warrant of ask %s for key %s chose %q by an identity of kind %q, not %q (an operator's NATS user); the key is left as it was"
+	whyByTwo         = "the warrant of ask %s for key %s chose %q by %q, whose identity is %q: it names two users; the key is left as it was"
+	whyByParty       = "the warrant of ask %s for key %s chose %q by the user %q, which is none of the operators' (it is the product's own or a node's client); the key is left as it was"
+	whyNoTime        = "the warrant of ask %s for key %s chose %q but says no time; the key is left as it was"
+	whyFuture        = "the warrant of ask %s for key %s chose %q at %s, after the seat's now %s: it cannot be true; the key is left as it was"
+	whyNoRaised      = "the warrant of ask %s for key %s chose %q but its ask id says no time it was raised; the key is left as it was"
+	whyBeforeRaised  = "the warrant of ask %s for key %s chose %q at %s, before the ask was raised at %s: it cannot be true; the key is left as it was"
+	whyAfterExpiry   = "the warrant of ask %s for key %s chose %q at %s, not before the ask expired at %s: it cannot be true; the key is left as it was"
+	whySigned        = "the warrant of ask %s for key %s chose %q by %q, but no operator signed it: %s; the key is left as it was"
 	whyRecordState   = "the record of ask %s for key %s is in the unknown state %q; the key is left as it was"
 )
 

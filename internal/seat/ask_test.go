@@ -3,6 +3,7 @@ package seat_test
 import (
 	"encoding/json"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -207,25 +208,45 @@ func TestExpiredAskIsAskedAgainAtTheNextChange(t *testing.T) {
 }
 
 func TestTamperedWarrantsAreRefused(t *testing.T) {
+	// Each record is what a holder of the router's user alone may write into
+	// mesh-asks_records (attacker F9): an answered record whose warrant binds
+	// what the record itself prints, but cannot be true.
 	h := startWith(t, homelab(t), options{router: true})
 	h.retired()
 	key := "ace.vaultwarden.route"
-	for name, tamper := range map[string]func(w *mesh.RecordWarrant, id string){
-		"binds another key": func(w *mesh.RecordWarrant, id string) { w.Binds = mesh.ActDigest("ace.gitea.route", id, "yes") },
-		"another asker":     func(w *mesh.RecordWarrant, id string) { w.Asker = "postgres" },
-		"an option never offered": func(w *mesh.RecordWarrant, id string) {
+	for _, c := range []struct {
+		name   string
+		tamper func(w *mesh.RecordWarrant, a mesh.Ask)
+		why    string // what the said problem holds
+	}{
+		{"binds another key", func(w *mesh.RecordWarrant, a mesh.Ask) { w.Binds = mesh.ActDigest("ace.gitea.route", a.ID, "yes") },
+			"not this act's digest"},
+		{"another asker", func(w *mesh.RecordWarrant, a mesh.Ask) { w.Asker = "postgres" }, `is from asker "postgres"`},
+		{"an option never offered", func(w *mesh.RecordWarrant, a mesh.Ask) {
 			w.Option = "burn"
-			w.Binds = mesh.ActDigest(key, id, "burn")
-		},
+			w.Binds = mesh.ActDigest(key, a.ID, "burn")
+		}, `chose "burn", which the ask never offered`},
+		{"dated two minutes ahead", func(w *mesh.RecordWarrant, a mesh.Ask) { w.At = time.Now().Add(2 * time.Minute) },
+			"after the seat's now"},
+		{"dated before the ask", func(w *mesh.RecordWarrant, a mesh.Ask) {
+			raised, _ := retire.Raised(a.ID)
+			w.At = raised.Add(-time.Hour)
+		}, "before the ask was raised"},
+		{"by free text", func(w *mesh.RecordWarrant, a mesh.Ask) {
+			w.By = mesh.Identity{Who: "nobody-at-all", Kind: "nats-user", Identity: "client-ace"}
+		}, `by "nobody-at-all", whose identity is "client-ace"`},
+		{"by a node's client", func(w *mesh.RecordWarrant, a mesh.Ask) {
+			w.By = mesh.Identity{Who: "client-ace", Kind: "nats-user", Identity: "client-ace"}
+		}, `by the user "client-ace", which is none of the operators'`},
 	} {
-		t.Run(name, func(t *testing.T) {
+		t.Run(c.name, func(t *testing.T) {
 			p, _ := h.provision(key)
 			var r mesh.Record
 			bustest.WaitFor(t, 0, "the record of "+p.Ask, func() bool { var ok bool; r, ok = h.record(p.Ask); return ok })
 			a := r.Ask
 			w := mesh.RecordWarrant{Asker: "mesh-provisioner", Ask: a.ID, Outcome: mesh.OutcomeChosen, Option: "yes",
 				Binds: mesh.ActDigest(key, a.ID, "yes"), By: mesh.Identity{Who: "mallory", Kind: "nats-user", Identity: "mallory"}, At: time.Now()}
-			tamper(&w, a.ID)
+			c.tamper(&w, a)
 			before := len(h.problems())
 			h.put(mesh.RecordsBucket, a.ID, mesh.Record{State: mesh.RecordAnswered, Ask: a, Warrant: &w})
 			// The warrant is refused and said; the key keeps its state and
@@ -239,8 +260,9 @@ func TestTamperedWarrantsAreRefused(t *testing.T) {
 				t.Errorf("%s after a tampered record = %+v; want retiring, no warrant", key, q)
 			}
 			bustest.WaitFor(t, 0, "the new ask recorded", func() bool { r, ok := h.record(q.Ask); return ok && r.State == mesh.RecordOpen })
-			if len(h.problems()) == before {
-				t.Error("the refused warrant was not said in a result")
+			said := h.problems()[before:]
+			if !slices.ContainsFunc(said, func(s string) bool { return strings.Contains(s, a.ID) && strings.Contains(s, c.why) }) {
+				t.Errorf("problems said = %q; want one of ask %s holding %q", said, a.ID, c.why)
 			}
 		})
 	}

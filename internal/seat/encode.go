@@ -30,7 +30,7 @@ func encodeProvision(p *mesh.Provision) ([]byte, error) {
 		n += 64 + len(p.Reference.ID)
 	}
 	if w := p.Warrant; w != nil {
-		n += 128 + len(w.Ask) + len(w.Option) + len(w.By.Who) + len(w.By.Kind) + len(w.By.Identity)
+		n += 128 + len(w.Ask) + len(w.Option) + len(w.By.Who) + len(w.By.Kind) + len(w.By.Identity) + len(w.By.JWT) + len(w.By.Sig)
 	}
 	b := make([]byte, 0, n)
 	b = append(b, `{"provision":`...)
@@ -80,6 +80,14 @@ func encodeProvision(p *mesh.Provision) ([]byte, error) {
 		b = appendString(b, w.By.Kind)
 		b = append(b, `,"identity":`...)
 		b = appendString(b, w.By.Identity)
+		if w.By.JWT != "" { // the seat keeps no proof in a key's warrant; written as Marshal would
+			b = append(b, `,"jwt":`...)
+			b = appendString(b, w.By.JWT)
+		}
+		if w.By.Sig != "" {
+			b = append(b, `,"sig":`...)
+			b = appendString(b, w.By.Sig)
+		}
 		b = append(b, `},"at":`...)
 		b, ok = appendTime(b, w.At)
 		b = append(b, '}')

@@ -130,3 +130,12 @@ func (s *Seat) Queued() int {
 	defer s.mu.Unlock()
 	return len(s.queue)
 }
+
+// Known reports whether the seat's copy of bucket follows it (see
+// [bus.Copy.Known]); false for a bucket the seat does not follow.
+func (s *Seat) Known(bucket string) bool {
+	s.mu.Lock()
+	c := s.watched[bucket]
+	s.mu.Unlock()
+	return c != nil && c.Known()
+}

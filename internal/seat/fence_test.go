@@ -171,9 +171,7 @@ func TestWriteOnAStaleViewIsRefused(t *testing.T) {
 // while a standby takes the seat over writes nothing when it goes on,
 // however soon the standby took over.
 func TestStaleSeatOnAClusterWritesNothing(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a three-server cluster and a lease's lapse: not in -short")
-	}
+	bustest.Long(t, "that a seat held still while a standby takes over on a three-server cluster (R3 buckets, the replicated lease's 12 s defaults) writes nothing when it goes on")
 	c := bustest.Cluster(t)
 	ctx := bustest.Context(t)
 	h := &harness{t: t, ctx: ctx}

@@ -138,7 +138,8 @@ func TestHeldModuleKeepsPlanAndKeys(t *testing.T) {
 	}
 }
 
-// No node runs the vault: a problem, and the key stays asked.
+// No node runs the vault: a problem, and the key stays asked, as does the
+// credential it depends on.
 func TestNoVaultIsAProblem(t *testing.T) {
 	// A mesh file that places no vault for a credential is refused at
 	// apply: the mesh is written as another writer (a controller) would,
@@ -155,8 +156,11 @@ func TestNoVaultIsAProblem(t *testing.T) {
 	if len(p.DependsOn) != 1 {
 		t.Errorf("depends-on = %v", p.DependsOn)
 	}
-	if _, ok := h.provision("lab.web.credential.db_database"); ok {
-		t.Error("a credential key with no provider was written")
+	// The credential itself stays needed, asked and saying it has none,
+	// as when a running vault leaves: never left unwritten.
+	c := h.waitState("lab.web.credential.db_database", mesh.Asked, "asked of mesh-vault: no node runs mesh-vault, so the credential lab.web.credential.db_database has no provider")
+	if c.Provider != (mesh.Ref{Module: mesh.VaultModule, Node: "lab"}) {
+		t.Errorf("the credential is of %+v; want mesh-vault on lab, its own node", c.Provider)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -19,8 +19,7 @@ import (
 
 // ErrLeaseLost is returned by [Seat.Run] when another instance took the
 // seat's lease (or the bus refused its renewal) while this one held it, or
-// when the seat found its lease may have lapsed before a write (its last
-// renewal is older than the fence, see [Seat.Fence]).
+// when the bus took no renewal for a whole TTL; and by [Seat.Fence] then.
 var ErrLeaseLost = errors.New("seat: lease lost")
 
 // LeaseState is where a [Seat] stands with its lease, for a health check:
@@ -65,6 +64,7 @@ func CheckLease(ttl time.Duration) error {
 // lapses TTL after its last write, renewed every TTL/6 ([renewal]).
 type lease struct {
 	kv  jetstream.KeyValue
+	js  jetstream.JetStream // for reads from the lease's stream's leader
 	id  string
 	ttl time.Duration
 	rev uint64
@@ -81,6 +81,39 @@ type lease struct {
 	// failing says the last try to renew was not answered (or refused):
 	// the seat may still hold the lease, but cannot reach the bus.
 	failing bool
+	// changed is closed (and made anew) each time renewed changes: a
+	// renewal taken, or the lease lost.
+	changed chan struct{}
+}
+
+// setRenewed sets renewed (zero: the lease is lost), with the revision
+// of the renewal taken, and wakes whoever waits for it ([Seat.Fence]).
+func (l *lease) setRenewed(at time.Time, rev uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.renewed = at
+	if !at.IsZero() {
+		l.rev, l.failing = rev, false
+	}
+	if l.changed != nil {
+		close(l.changed)
+	}
+	l.changed = make(chan struct{})
+}
+
+// state returns how long ago the request of the last successful renewal
+// was sent (false when the lease is lost) and a channel closed when that
+// changes.
+func (l *lease) state() (time.Duration, bool, <-chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.changed == nil {
+		l.changed = make(chan struct{})
+	}
+	if l.renewed.IsZero() {
+		return 0, false, l.changed
+	}
+	return time.Since(l.renewed), true, l.changed
 }
 
 // unrenewed says why a held lease is not renewed as it should be (its
@@ -133,7 +166,10 @@ func (l *lease) age() (time.Duration, bool) {
 func acquire(ctx context.Context, js jetstream.JetStream, id string, ttl time.Duration, log *slog.Logger, note func(LeaseState, string)) (*lease, error) {
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval = 200 * time.Millisecond
-	bo.MaxInterval = ttl
+	// At most a few standby periods: a bus that answers again (a bucket
+	// that elected its leader) is found soon after, and a lapsed lease
+	// taken within about 2 s.
+	bo.MaxInterval = min(ttl, 2*time.Second)
 	said := false
 	for {
 		wait := standby(ttl)
@@ -181,15 +217,25 @@ func try(ctx context.Context, js jetstream.JetStream, id string, ttl time.Durati
 	b, _ := json.Marshal(mesh.Lease{Holder: id, Since: sent.UTC()})
 	rev, err := kv.Create(ctx, mesh.HolderKey, b)
 	if err == nil {
-		return &lease{kv: kv, id: id, ttl: ttl, rev: rev, renewed: sent}, "", nil
+		return &lease{kv: kv, js: js, id: id, ttl: ttl, rev: rev, renewed: sent}, "", nil
 	}
 	if !errors.Is(err, jetstream.ErrKeyExists) {
 		return nil, "", fmt.Errorf("seat: take lease: %w", err)
 	}
+	// Who holds it, from the stream's leader: a server cut off from the
+	// others answers the create from what it last had (its own stale
+	// copy), and has no leader to read from: the instance then says it
+	// cannot take the lease, not that it waits as a healthy standby.
 	holder := "another instance"
-	if e, err := kv.Get(ctx, mesh.HolderKey); err == nil {
+	e, err := bus.LeaderGet(ctx, js, mesh.SeatBucket, mesh.HolderKey)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound) || err == nil && e.Deleted:
+		// It lapsed since: the next try takes it.
+	case err != nil:
+		return nil, "", fmt.Errorf("seat: read the lease's holder from its stream's leader: %w", err)
+	default:
 		var h mesh.Lease
-		if json.Unmarshal(e.Value(), &h) == nil && h.Holder != "" {
+		if json.Unmarshal(e.Value, &h) == nil && h.Holder != "" {
 			holder = h.Holder
 		}
 	}
@@ -198,17 +244,18 @@ func try(ctx context.Context, js jetstream.JetStream, id string, ttl time.Durati
 
 // hold renews the lease every [renewal] until ctx is done. It returns
 // ErrLeaseLost when the bus refuses a renewal (another instance holds the
-// key, or it lapsed), or when no renewal was written for a whole TTL. A
-// renewal the bus did not answer (a lost connection, the seat's bucket
-// electing a new leader on a cluster) is tried again soon, with backoff:
-// meanwhile the fence counts from the last renewal known written, so that
-// the seat writes on only while the key cannot have lapsed.
+// key, or it lapsed), or when no renewal was taken for a whole TTL. A
+// renewal the bus does not answer (a lost connection, the seat's bucket
+// electing a new leader on a cluster, a slow machine) is waited for and
+// sent again meanwhile ([lease.renew]), then begun anew with backoff.
+// Meanwhile the fence counts from the last renewal known written, so that
+// the seat writes only while the key cannot have lapsed, and writes again
+// once a renewal is taken ([Seat.Fence]).
 func (l *lease) hold(ctx context.Context) error {
 	b, _ := json.Marshal(mesh.Lease{Holder: l.id, Since: time.Now().UTC()})
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval = min(100*time.Millisecond, l.ttl/10)
 	bo.MaxInterval = max(l.ttl/10, bo.InitialInterval)
-	unsure := false // a renewal the bus did not answer may have been written
 	wait := renewal(l.ttl)
 	for {
 		select {
@@ -220,12 +267,10 @@ func (l *lease) hold(ctx context.Context) error {
 			l.wait()
 		}
 		sent := time.Now()
-		rev, err := l.renew(ctx, b, unsure)
+		rev, err := l.renew(ctx, b)
 		if err == nil {
-			l.mu.Lock()
-			l.renewed, l.rev, l.failing = sent, rev, false
-			l.mu.Unlock()
-			unsure, wait = false, renewal(l.ttl)
+			l.setRenewed(sent, rev)
+			wait = renewal(l.ttl)
 			bo.Reset()
 			continue
 		}
@@ -234,38 +279,102 @@ func (l *lease) hold(ctx context.Context) error {
 		}
 		age, _ := l.age()
 		if bus.IsConflict(err) || errors.Is(err, jetstream.ErrKeyNotFound) || age >= l.ttl {
-			l.mu.Lock()
-			l.renewed = time.Time{}
-			l.mu.Unlock()
+			l.setRenewed(time.Time{}, 0)
 			return fmt.Errorf("%w: %v", ErrLeaseLost, err)
 		}
 		l.mu.Lock()
 		l.failing = true
 		l.mu.Unlock()
-		unsure, wait = true, bo.NextBackOff()
+		wait = bo.NextBackOff()
 	}
 }
 
+// renewAnswer is the bus's answer to one try of a renewal.
+type renewAnswer struct {
+	ack *jetstream.PubAck
+	err error
+}
+
 // renew writes the lease's value b again, expecting its last revision,
-// and waits at most TTL/8 (100 ms at least) for the bus to answer, so that
-// a request lost with a server has time to be tried again before the
-// fence (three quarters of the TTL) stops the seat's writes.
-// After a renewal the bus did not answer (unsure), that renewal may have
-// been written: a conflict whose key holds b itself is taken at the key's
-// revision, by a compare-and-set (a stale replica's answer to the read
-// fails it).
-func (l *lease) renew(ctx context.Context, b []byte, unsure bool) (uint64, error) {
-	ctx, cancel := context.WithTimeout(ctx, max(l.ttl/8, 100*time.Millisecond))
+// and returns the key's new revision. A try the bus has not answered
+// within TTL/8 is sent again (then every TTL/8 to TTL/4, with backoff),
+// and every try sent stays open for its answer: the first answer taken is
+// the bus's word, so that a slow bus (a machine under load, a cluster
+// busy electing leaders) whose answers take longer than a try's period
+// renews the lease all the same, where a try given up for the next would
+// never see its answer. Every try carries the same message ID (the
+// holder's and the revision it expects): a replicated stream answers a
+// try whose earlier copy it wrote as a duplicate, with that copy's
+// revision. renew gives up, with the last error and the deadline, once
+// the last renewal taken is a TTL old (at the fence at least): the lease
+// is given up then ([lease.hold]).
+//
+// The fence counts from the time renew began, not from the try the bus
+// answered: whichever try the bus wrote, it wrote it after that time.
+//
+// A conflict may be the answer to a try whose earlier copy the bus wrote
+// (a standalone server checks the revision before the message ID): the
+// key is read then from its stream's leader (a replica may answer a
+// direct get with an older revision of the same bytes), and when it holds
+// b itself it is taken at that revision, by a compare-and-set. A read the
+// bus does not answer says nothing of the holder: its error is returned,
+// not the conflict, so that [lease.hold] tries again.
+func (l *lease) renew(ctx context.Context, b []byte) (uint64, error) {
+	began := time.Now()
+	age, _ := l.age()
+	ctx, cancel := context.WithTimeout(ctx, max(l.fence(), l.ttl-age))
 	defer cancel()
-	rev, err := l.kv.Update(ctx, mesh.HolderKey, b, l.rev)
-	if err == nil || !unsure || !bus.IsConflict(err) {
-		return rev, err
+	rev := l.rev
+	id := fmt.Sprintf("%s@%d", l.id, rev)
+	answers := make(chan renewAnswer, 1)
+	send := func() {
+		m := bus.PutAtMsg(mesh.SeatBucket, mesh.HolderKey, b, rev)
+		m.Header.Set(jetstream.MsgIDHeader, id)
+		ack, err := l.js.PublishMsg(ctx, m)
+		select {
+		case answers <- renewAnswer{ack, err}:
+		case <-ctx.Done():
+		}
 	}
-	e, gerr := l.kv.Get(ctx, mesh.HolderKey)
-	if gerr != nil || !bytes.Equal(e.Value(), b) {
-		return 0, err
+	bo := backoff.NewExponentialBackOff()
+	bo.InitialInterval = max(l.ttl/8, 100*time.Millisecond)
+	bo.MaxInterval = max(l.ttl/4, bo.InitialInterval)
+	next := time.NewTimer(bo.NextBackOff())
+	defer next.Stop()
+	go send()
+	last := errors.New("no answer")
+	for {
+		select {
+		case a := <-answers:
+			switch {
+			case a.err == nil:
+				return a.ack.Sequence, nil
+			case bus.IsConflict(a.err):
+				return l.conflict(ctx, b, a.err)
+			}
+			last = a.err // the next try goes on time
+		case <-next.C:
+			go send()
+			next.Reset(bo.NextBackOff())
+		case <-ctx.Done():
+			return 0, fmt.Errorf("seat: renew the lease: not taken within %v (%v): %w", time.Since(began).Round(time.Millisecond), last, ctx.Err())
+		}
 	}
-	return l.kv.Update(ctx, mesh.HolderKey, b, e.Revision())
+}
+
+// conflict decides a renewal the bus refused with err, a conflict: the
+// lease is lost (err) unless the key, read from its stream's leader, holds
+// b itself, written by a try whose answer was lost, in which case it is
+// renewed at that revision.
+func (l *lease) conflict(ctx context.Context, b []byte, err error) (uint64, error) {
+	e, gerr := bus.LeaderGet(ctx, l.js, mesh.SeatBucket, mesh.HolderKey)
+	switch {
+	case errors.Is(gerr, jetstream.ErrKeyNotFound) || gerr == nil && (e.Deleted || !bytes.Equal(e.Value, b)):
+		return 0, err // lapsed, released, or another instance's
+	case gerr != nil:
+		return 0, fmt.Errorf("seat: read the lease after a conflict: %w", gerr)
+	}
+	return l.kv.Update(ctx, mesh.HolderKey, b, e.Revision)
 }
 
 // release gives the lease up at once, so that a waiting instance need not

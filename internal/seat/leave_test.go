@@ -19,7 +19,7 @@ func TestCredentialStaysAskedWhenTheVaultIsUnplaced(t *testing.T) {
 	h.put(mesh.PlacementBucket, "control", mesh.Placement{Modules: []mesh.PlacedModule{
 		{Module: "postgres"}, {Module: "redis"}, {Module: "keycloak"}, {Module: "route-proxy"}, {Module: "node-tools"}}})
 	const problem = "no node runs mesh-vault, so the credential " + vaultwardenCred + " has no provider"
-	p := h.waitState(vaultwardenCred, mesh.Asked, "asked of mesh-vault on control: "+problem)
+	p := h.waitState(vaultwardenCred, mesh.Asked, "asked of mesh-vault: "+problem)
 	if p.Reference != nil || p.Ask != "" {
 		t.Errorf("%s = %+v; want no reference and no ask", vaultwardenCred, p)
 	}
@@ -85,7 +85,7 @@ func TestNodeThatLeftWithItsVaultLeavesOnYes(t *testing.T) {
 
 	h.del(mesh.PlacementBucket, "gamma")
 	h.del(mesh.HaveBucket, "gamma.mesh-vault")
-	h.waitState(betaCred, mesh.Asked, "asked of mesh-vault on gamma: no node runs mesh-vault, so the credential "+betaCred+" has no provider")
+	h.waitState(betaCred, mesh.Asked, "asked of mesh-vault: no node runs mesh-vault, so the credential "+betaCred+" has no provider")
 	h.waitState(gammaCred, mesh.Retiring, "it is asked about once the keys that depend on it are retired: "+gammaDB)
 	answer := func(key string) mesh.Ask {
 		t.Helper()

@@ -147,6 +147,9 @@ func TestSecondWriteOfAKeyWaitsForTheFirst(t *testing.T) {
 	release()
 	released = true
 	h.settle()
+	// The seat is settled once the bus acknowledged its writes; this test's
+	// own watch of the plans may get the second write a moment later.
+	bustest.WaitFor(t, 0, "this test's watch to see the second write of ace.gitea", func() bool { return len(pb.seen()) >= 2 })
 	if got := pb.seen(); !slices.Equal(got, []string{"b7c2f0", "b7c100"}) {
 		t.Errorf("builds of ace.gitea stored = %v; want b7c2f0 then b7c100", got)
 	}

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -98,6 +99,11 @@ type Seat struct {
 
 	copies map[string]*bus.Copy // owned by the loop once running
 
+	// answerers is who may sign an operator's answer, learnt from the
+	// user JWT of the seat's asking connection; nil on a mesh with no
+	// accounts (no JWT), where the router's word is taken.
+	answerers *retire.Answerers
+
 	mu      sync.Mutex
 	queue   []bus.Change
 	wake    chan struct{}
@@ -112,10 +118,10 @@ type Seat struct {
 	leaseIs string               // why of lease
 	asking  int                  // asks raised and not yet answered by the router
 	holding *lease               // set once held
-	end     context.CancelCauseFunc
+	running context.Context      // Run's while it holds the lease, ended with the cause of its end
 
 	retry     retry        // nodes whose write failed, composed again after a backoff
-	fenceSaid atomic.Bool  // the lapsed lease was said
+	fenceSaid atomic.Bool  // a lease that may have lapsed was said (Fence waited)
 	wrote     atomic.Int64 // writes and deletes the bus acknowledged
 	paused    pause        // tests hold the seat still with it (export_test.go)
 	waitsFor  atomic.Value // "<bucket> <key>" whose write in flight the loop waits for, or ""
@@ -178,7 +184,7 @@ func New(js jetstream.JetStream, cfg Config) *Seat {
 		host, _ := os.Hostname()
 		cfg.ID = fmt.Sprintf("%s-%d-%d", host, os.Getpid(), time.Now().UnixNano())
 	}
-	return &Seat{
+	s := &Seat{
 		js:      js,
 		cfg:     cfg,
 		log:     cfg.Log,
@@ -193,6 +199,30 @@ func New(js jetstream.JetStream, cfg Config) *Seat {
 		lease:   LeaseWaiting,
 		leaseIs: "the seat has not started",
 	}
+	s.answerers = answerersOf(s.askConn(), cfg.Log)
+	return s
+}
+
+// answerersOf returns who may sign an operator's answer: the account of
+// nc's user JWT (the seat's user in mesh-requests, the account operators
+// answer in) and its issuers ([retire.AnswerersOf]); nil when nc connects
+// with no JWT (a mesh with no accounts), said once.
+func answerersOf(nc *nats.Conn, log *slog.Logger) *retire.Answerers {
+	if nc == nil || nc.Opts.UserJWT == nil {
+		log.Info("seat: no user JWT: answers are taken on the ask router's word (a mesh with no accounts)")
+		return nil
+	}
+	token, err := nc.Opts.UserJWT()
+	if err != nil {
+		a := &retire.Answerers{Err: fmt.Errorf("seat: reading its own user JWT: %w", err)}
+		log.Error("seat: no answer can be checked; every warrant is refused", "err", a.Err)
+		return a
+	}
+	a := retire.AnswerersOf(token)
+	if a.Err != nil {
+		log.Error("seat: no answer can be checked; every warrant is refused", "err", a.Err)
+	}
+	return a
 }
 
 // askConn returns the connection the seat asks the ask router on.
@@ -238,8 +268,8 @@ func (s *Seat) noteLease(st LeaseState, why string) {
 // Run takes the seat's lease (waiting while another instance holds it),
 // follows the mesh, composes every node once, then composes on each change
 // until ctx is done. It returns nil when ctx is done, an error wrapping
-// [ErrLeaseLost] when the lease is lost or may have lapsed (see
-// [Seat.Fence]), an error wrapping [ErrBadLease] at once when
+// [ErrLeaseLost] when the lease is lost (a renewal refused, or none taken
+// for a whole TTL; see [Seat.Fence]), an error wrapping [ErrBadLease] at once when
 // Config.LeaseTTL is under [MinLease], or an error when the seat's buckets
 // cannot be made. A seat runs once: after Run returns, make a new one.
 func (s *Seat) Run(ctx context.Context) error {
@@ -259,7 +289,7 @@ func (s *Seat) Run(ctx context.Context) error {
 	s.noteLease(LeaseHeld, "holding the lease as "+s.cfg.ID)
 	ctx, cancel := context.WithCancelCause(ctx)
 	s.mu.Lock()
-	s.holding, s.end = l, cancel
+	s.holding, s.running = l, ctx
 	s.mu.Unlock()
 	held := make(chan struct{})
 	go func() {
@@ -310,32 +340,47 @@ func (s *Seat) Run(ctx context.Context) error {
 // Fence returns nil while the seat may write: it holds its lease, and the
 // request of its last successful renewal was sent less than three quarters
 // of the lease's TTL ago, read on the monotonic clock (which runs on while
-// the process is stopped, as by SIGSTOP). Otherwise it returns an error
-// wrapping [ErrLeaseLost], says so once, and ends [Seat.Run] with that
-// error. Every write of the seat (its batches and deletes, its asks and
-// withdrawals, and what Config.OnLease writes) is made only after Fence
-// returned nil; each is also conditional on the revision it read, so that a
-// seat stopped between its Fence and its write overwrites nothing.
+// the process is stopped, as by SIGSTOP). Past that the lease may have
+// lapsed: Fence says so and waits until a renewal is taken (the bus
+// answers again: the seat still holds its lease, and writes on), or
+// returns an error wrapping [ErrLeaseLost] once the lease is lost (a
+// renewal refused, or none taken for a whole TTL: [Seat.Run] ends with
+// it) or the seat stops. Every write of the seat (its batches and deletes,
+// its asks and withdrawals, and what Config.OnLease writes) is made only
+// after Fence returned nil; each is also conditional on the revision it
+// read, so that a seat stopped between its Fence and its write overwrites
+// nothing.
 func (s *Seat) Fence() error {
 	s.mu.Lock()
-	l, end := s.holding, s.end
+	l, ctx := s.holding, s.running
 	s.mu.Unlock()
 	if l == nil {
 		return fmt.Errorf("%w: the seat holds no lease", ErrLeaseLost)
 	}
-	age, renewed := l.age()
-	if renewed && age < l.fence() {
-		return nil
+	var since time.Time
+	for {
+		age, renewed, changed := l.state()
+		if !renewed {
+			return fmt.Errorf("%w: its renewal was refused or not taken for its TTL (%v)", ErrLeaseLost, l.ttl)
+		}
+		if age < l.fence() {
+			if !since.IsZero() {
+				s.log.Info("seat: the bus took a renewal of the lease; the seat writes again", "id", s.cfg.ID, "fenced_for", time.Since(since).Round(time.Millisecond))
+			}
+			return nil
+		}
+		if since.IsZero() {
+			since = time.Now()
+			s.fenceSaid.Store(true)
+			s.log.Warn("seat: the lease may have lapsed; the seat writes nothing until the bus takes a renewal",
+				"id", s.cfg.ID, "last_renewal_sent", age.Round(time.Millisecond), "ttl", l.ttl)
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return fmt.Errorf("%w: the seat stopped while its lease may have lapsed: %v", ErrLeaseLost, context.Cause(ctx))
+		}
 	}
-	err := fmt.Errorf("%w: its last renewal was sent %v ago, and its TTL is %v", ErrLeaseLost, age.Round(time.Millisecond), l.ttl)
-	if !renewed {
-		err = fmt.Errorf("%w: its last renewal failed", ErrLeaseLost)
-	}
-	if s.fenceSaid.CompareAndSwap(false, true) {
-		s.log.Error("seat: the lease may have lapsed; the seat writes nothing more", "id", s.cfg.ID, "err", err)
-	}
-	end(err)
-	return err
 }
 
 // follow starts a watched copy of bucket whose changes go to the queue.
@@ -345,7 +390,11 @@ func (s *Seat) follow(ctx context.Context, bucket string) {
 	if _, ok := s.copies[bucket]; ok {
 		return
 	}
-	c := bus.Follow(ctx, s.js, bucket, bus.Options{Create: true, Log: s.log, OnChange: s.enqueue, RevisionsOnly: true, Leader: true})
+	// The seat writes its own buckets again when they are lost; it only
+	// reads the others, whose keys a bucket gone leaves as last known
+	// (bus.Options.Writes): a placement deleted is not a mesh emptied.
+	c := bus.Follow(ctx, s.js, bucket, bus.Options{Create: true, Log: s.log, OnChange: s.enqueue, RevisionsOnly: true, Leader: true,
+		Writes: slices.Contains(ownBuckets, bucket)})
 	s.copies[bucket] = c
 	s.mu.Lock()
 	s.watched[bucket] = c
@@ -635,7 +684,7 @@ func (s *Seat) composeNode(ctx context.Context, node string, d *dirty) {
 				res = nil
 			}
 		}()
-		res = compose.Node(s.mesh, node, s.cfg.Now().UTC(), compose.AskTTL(s.cfg.AskTTL))
+		res = compose.Node(s.mesh, node, s.cfg.Now().UTC(), compose.AskTTL(s.cfg.AskTTL), compose.Answerers(s.answerers))
 	}()
 	if res == nil {
 		return
@@ -671,7 +720,7 @@ func (s *Seat) composeNode(ctx context.Context, node string, d *dirty) {
 // whose ask's record changed, and launches the writes; once they have
 // landed, it raises the asks and says the result.
 func (s *Seat) judgeKeys(ctx context.Context, keys []string, d *dirty) {
-	res := compose.Judge(s.mesh, keys, s.mesh.NeedOf, s.cfg.Now().UTC(), compose.AskTTL(s.cfg.AskTTL))
+	res := compose.Judge(s.mesh, keys, s.mesh.NeedOf, s.cfg.Now().UTC(), compose.AskTTL(s.cfg.AskTTL), compose.Answerers(s.answerers))
 	for _, p := range res.Problems {
 		s.log.Warn("seat: warrant refused", "why", p)
 	}

@@ -528,7 +528,7 @@ func (s *Seat) writeFailed(bucket, key string, err error) {
 // del deletes key once its write in flight (if any) has landed and
 // [Seat.Fence] passes, conditional on the revision of the key the seat's
 // mesh holds, and waits for the bus's answer. It returns 1 when deleted.
-func (s *Seat) del(ctx context.Context, bucket, key string, d *dirty) int {
+func (s *Seat) del(ctx context.Context, bucket, key string, d *dirty, headers ...bus.Header) int {
 	fk := flyKey{bucket, key}
 	if g := s.flying[fk]; g != nil {
 		s.waitKey(ctx, g, d, bucket, key)
@@ -536,7 +536,7 @@ func (s *Seat) del(ctx context.Context, bucket, key string, d *dirty) int {
 	if s.Fence() != nil {
 		return 0
 	}
-	rev, err := bus.DeleteAt(ctx, s.js, bucket, key, s.mesh.Revision(bucket, key))
+	rev, err := bus.DeleteAt(ctx, s.js, bucket, key, s.mesh.Revision(bucket, key), headers...)
 	if err != nil {
 		s.writeFailed(bucket, key, err)
 		return 0
@@ -600,7 +600,13 @@ func (s *Seat) retireAll(ctx context.Context, keys []string, whys map[string]str
 				d.nodes[dk.Node] = true
 			}
 		}
-		if s.del(ctx, mesh.ProvisionsBucket, k, d) == 1 {
+		// The marker names the ask whose yes retired the key: a reader of
+		// this key alone finds why it is gone (mesh.AskHeader).
+		var named []bus.Header
+		if p.Warrant != nil && p.Warrant.Ask != "" {
+			named = append(named, bus.Header{Name: mesh.AskHeader, Value: p.Warrant.Ask})
+		}
+		if s.del(ctx, mesh.ProvisionsBucket, k, d, named...) == 1 {
 			s.log.Info("seat: retired", "key", k, "why", whys[k])
 			n++
 		}

@@ -1205,6 +1205,16 @@ func (m *Mesh) Build(module, fp string) (mesh.Build, bool) {
 	return b, ok
 }
 
+// Builds calls f for every build the mesh holds (mesh-builder_builds), in
+// no order.
+func (m *Mesh) Builds(f func(b mesh.Build)) {
+	for _, bs := range m.builds {
+		for _, b := range bs {
+			f(b)
+		}
+	}
+}
+
 func (m *Mesh) Newest(module string) (mesh.Build, bool) {
 	b, ok := m.newest[module]
 	return b, ok

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus/bustest"
 	"github.com/mesh-provisioner/mesh-provisioner/kit/kittest"
 )
 
@@ -74,7 +75,7 @@ func TestStoreCompactsWhileRunning(t *testing.T) {
 // (its temporary file written, not renamed) leaves the old log, and the
 // temporary file is removed at the next open.
 func TestStoreCompactionFailsSafely(t *testing.T) {
-	disk := smallDisk(t, 64<<10)
+	disk := bustest.SmallDisk(t, 64<<10)
 	dir := filepath.Join(disk, "vault")
 	s, err := OpenStore(dir)
 	if err != nil {

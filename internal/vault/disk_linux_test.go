@@ -15,23 +15,6 @@ import (
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
 
-// mountSmall mounts a tmpfs of size bytes on a new directory (the test
-// fails when it cannot: the tests run as root, CI too), unmounted when the
-// test ends.
-func mountSmall(t *testing.T, size int) string {
-	t.Helper()
-	dir := t.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%d,mode=0700", size)); err != nil {
-		t.Fatalf("mount a tmpfs of %d bytes on %s: %v (the vault's full-disk tests mount one: run them as root, as CI does)", size, dir, err)
-	}
-	t.Cleanup(func() {
-		if err := syscall.Unmount(dir, 0); err != nil {
-			syscall.Unmount(dir, syscall.MNT_DETACH)
-		}
-	})
-	return dir
-}
-
 // A full disk does not take the vault down: a credential whose value
 // cannot be written is failed with the disk's error and provided once
 // space returns (the vault's other credentials stay provided and
@@ -39,7 +22,7 @@ func mountSmall(t *testing.T, size int) string {
 // write cut short) starts, says what it dropped, and provides again.
 func TestVaultOnAFullDisk(t *testing.T) {
 	f := start(t)
-	disk := mountSmall(t, 64<<10)
+	disk := bustest.SmallDisk(t, 64<<10)
 	f.dir = filepath.Join(disk, "vault")
 	f.startVault(t)
 	_, first := f.need(gitea, "main")

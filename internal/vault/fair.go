@@ -4,23 +4,41 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
-
-	"github.com/mesh-provisioner/mesh-provisioner/kit"
 )
 
-// Fairness of the vault's verbs: each asker's requests wait in a queue of
-// their own, at most maxPerAsker of them (a request past that is refused
-// at once), and answerers take the queues in turn, so that one party
-// asking very often delays another's answer by one turn, not by its whole
-// flood.
+// Fairness of the vault's verbs: the subscription's handler only queues
+// each request under its asker, in a queue of the asker's own, at most
+// maxPerAsker of them: a request past that is dropped, not answered
+// (counted, and said once per asker per dropInterval), so that the read
+// loop keeps up with a flood and the server drops no other asker's
+// request. Answerers take the queues in turn, so that one party asking
+// very often delays another's answer by one turn, not by its whole flood.
 const (
 	// maxPerAsker is how many requests of one asker wait at once.
 	maxPerAsker = 16
 	// answerers is how many requests are answered at once.
 	answerers = 4
+	// dropInterval is how often the drops of one asker are said.
+	dropInterval = time.Minute
+	// pendingMsgs and pendingBytes bound what a verb's subscription holds
+	// before the handler takes it (nats.go's defaults are 512 Ki
+	// messages and 64 MiB): a burst of small requests waits there rather
+	// than being dropped by the library.
+	pendingMsgs  = 4 << 20
+	pendingBytes = 512 << 20
 )
+
+// queuedNote is a request queued while [fair].record is set: its asker,
+// how many requests the answerers had taken before it (the length of
+// [fair].taken then), and how many of the other askers' requests waited.
+type queuedNote struct {
+	who    string
+	taken  int
+	others int
+}
 
 // job is one request and the verb's handler of it.
 type job struct {
@@ -35,11 +53,28 @@ type fair struct {
 	cond   *sync.Cond
 	queues map[string][]job
 	turns  []string // the askers with a request waiting, in turn
-	done   bool
+	// dropped counts each asker's requests dropped since said[asker],
+	// when its drops were last said.
+	dropped map[string]int
+	said    map[string]time.Time
+	done    bool
+	// held stops the answerers taking requests (tests only: see
+	// export_test.go's Hold).
+	held bool
+	// record makes pop append to taken the asker of each request it
+	// takes, in order (tests only: see export_test.go's Record).
+	record bool
+	taken  []string
+	// queued notes, while record is set, each request push queues
+	// (tests only: see export_test.go's RecordQueued).
+	queued []queuedNote
+	// answering counts the answerers running: [fair.wait] waits for
+	// them.
+	answering sync.WaitGroup
 }
 
 func newFair(ctx context.Context) *fair {
-	f := &fair{queues: map[string][]job{}}
+	f := &fair{queues: map[string][]job{}, dropped: map[string]int{}, said: map[string]time.Time{}}
 	f.cond = sync.NewCond(&f.mu)
 	context.AfterFunc(ctx, func() {
 		f.mu.Lock()
@@ -51,20 +86,36 @@ func newFair(ctx context.Context) *fair {
 }
 
 // push queues j under who and reports whether it did: false when who has
-// maxPerAsker requests waiting already.
-func (f *fair) push(who string, j job) bool {
+// maxPerAsker requests waiting already, and then with say the number of
+// who's requests dropped since its drops were last said, when they are
+// to be said now (once per dropInterval), else 0.
+func (f *fair) push(who string, j job) (queued bool, say int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	q := f.queues[who]
 	if len(q) >= maxPerAsker {
-		return false
+		f.dropped[who]++
+		if now := time.Now(); now.Sub(f.said[who]) >= dropInterval {
+			say = f.dropped[who]
+			f.said[who], f.dropped[who] = now, 0
+		}
+		return false, say
+	}
+	if f.record {
+		others := 0
+		for w, q := range f.queues {
+			if w != who {
+				others += len(q)
+			}
+		}
+		f.queued = append(f.queued, queuedNote{who, len(f.taken), others})
 	}
 	if len(q) == 0 {
 		f.turns = append(f.turns, who)
 	}
 	f.queues[who] = append(q, j)
 	f.cond.Signal()
-	return true
+	return true, 0
 }
 
 // pop returns the next request, the first of the asker whose turn it is;
@@ -72,7 +123,7 @@ func (f *fair) push(who string, j job) bool {
 func (f *fair) pop() (job, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for len(f.turns) == 0 && !f.done {
+	for (len(f.turns) == 0 || f.held) && !f.done {
 		f.cond.Wait()
 	}
 	if f.done {
@@ -82,6 +133,9 @@ func (f *fair) pop() (job, bool) {
 	f.turns = f.turns[1:]
 	q := f.queues[who]
 	j := q[0]
+	if f.record {
+		f.taken = append(f.taken, who)
+	}
 	if len(q) == 1 {
 		delete(f.queues, who)
 	} else {
@@ -95,7 +149,7 @@ func (f *fair) pop() (job, bool) {
 // vault stops.
 func (f *fair) serve() {
 	for range answerers {
-		go func() {
+		f.answering.Go(func() {
 			for {
 				j, ok := f.pop()
 				if !ok {
@@ -103,13 +157,19 @@ func (f *fair) serve() {
 				}
 				j.answer(j.m)
 			}
-		}()
+		})
 	}
 }
 
+// wait returns once the vault has stopped and every answerer has answered
+// the request in hand: no verb touches the store after.
+func (f *fair) wait() { f.answering.Wait() }
+
 // queued returns a handler that queues each request of answer under its
 // asker (the user the server names, or the subject's last token on a
-// server without accounts), and refuses at once one past [maxPerAsker].
+// server without accounts), and drops one past [maxPerAsker] unanswered
+// (the asker's request times out), saying the drops once per asker per
+// [dropInterval].
 func (v *Vault) queued(answer nats.MsgHandler) nats.MsgHandler {
 	return func(m *nats.Msg) {
 		who, err := v.ans.Asker(m)
@@ -120,8 +180,8 @@ func (v *Vault) queued(answer nats.MsgHandler) nats.MsgHandler {
 		if who == "" {
 			who = m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
 		}
-		if !v.fair.push(who, job{m, answer}) {
-			v.reply(m, kit.VaultAnswer{Error: whyTooMany(who)}, "subject", m.Subject, "user", who)
+		if ok, say := v.fair.push(who, job{m, answer}); !ok && say > 0 {
+			v.log.Warn("vault: "+whyTooMany(who), "user", who, "dropped", say, "subject", m.Subject, "per", dropInterval)
 		}
 	}
 }

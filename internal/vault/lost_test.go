@@ -25,6 +25,8 @@ func TestVaultNeverIssuesAGenerationTwice(t *testing.T) {
 	waitProvided(t, f.seat, cred, 1)
 	first, _ := ask(t, f, "gitea", "gitea", false, kit.VaultRequest{})
 	store := filepath.Join(f.dir, vault.StoreFile)
+	moved := []string{"level=WARN", "this vault started on an empty store", "if mesh-vault moved here from another node, its store did not move with it",
+		"stop the old vault, copy its data directory (vault.store, with vault.key or the file its --key-file names)"}
 
 	for _, c := range []struct {
 		name    string
@@ -41,6 +43,11 @@ func TestVaultNeverIssuesAGenerationTwice(t *testing.T) {
 		waitProvided(t, f.seat, cred, c.publish+1)
 		if !f.said.Has("the store holds no value of the generation", "key="+cred.String(), "published="+itoa(c.publish), c.held, "issued="+itoa(c.publish+1)) {
 			t.Errorf("%s: the vault said:\n%s\nwant the lost generation %d said", c.name, f.said.Lines(), c.publish)
+		}
+		// A start on an empty store says once, at warn level, what a
+		// move without its store does and what the operator hands over.
+		if n := f.said.Count(moved...); n != 1 {
+			t.Errorf("%s: the vault said %d times that a move left its store behind; want once", c.name, n)
 		}
 	}
 	now, _ := ask(t, f, "gitea", "gitea", false, kit.VaultRequest{})
@@ -67,6 +74,9 @@ func TestVaultNeverIssuesAGenerationTwice(t *testing.T) {
 	if !f.said.Has("the store holds no value of the generation", "key="+cred.String(), "published=4", "held=3", "issued=5") {
 		t.Errorf("restored from an older copy: the vault said:\n%s\nwant generation 4 said lost, 3 held", f.said.Lines())
 	}
+	if f.said.Has(moved...) {
+		t.Error("a store restored from an older copy (not empty) said a move left its store behind")
+	}
 
 	// A restart over a store that holds what the bus names issues nothing.
 	f.startVault(t)
@@ -77,6 +87,7 @@ func TestVaultNeverIssuesAGenerationTwice(t *testing.T) {
 	if f.said.Has("the store holds no value") {
 		t.Errorf("a plain restart said a lost store:\n%s", f.said.Lines())
 	}
+
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }

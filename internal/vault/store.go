@@ -154,6 +154,50 @@ type Store struct {
 	// said receives what the store says that no caller is waiting for
 	// (a compaction that failed). Nil means slog.Default().
 	said *slog.Logger
+	// closed says [Store.Close] ran: no record is written after.
+	closed bool
+}
+
+// Empty reports whether the store holds no value and no removal (a new
+// store, or one whose log was lost).
+func (s *Store) Empty() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.values) == 0 && len(s.removed) == 0
+}
+
+// ErrClosed is wrapped by the error of a write to a store once
+// [Store.Close] has run.
+var ErrClosed = errors.New("vault: the store is closed")
+
+// Close waits for a sync under way, writes and syncs the records pending
+// (a caller may have given up waiting for them), and closes the store's
+// log: a value or removal asked of it afterwards fails with [ErrClosed],
+// and nothing is written to the log after Close returns. It returns the
+// error of the last write or of closing the file.
+func (s *Store) Close() error {
+	s.gmu.Lock()
+	defer s.gmu.Unlock()
+	for s.syncing {
+		s.gcond.Wait()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	var err error
+	if len(s.pending) > 0 {
+		if err = s.write(s.pending, s.dirty); err == nil {
+			s.pending = nil
+			s.synced = s.written.Load()
+		}
+	}
+	if cerr := s.log.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // Torn is the record a store dropped when it opened: the last line of its
@@ -429,6 +473,9 @@ func (s *Store) seal(v Value) (sealedRecord, error) {
 // others to share its sync (see syncGap); any other is synced at once.
 // s.mu is held.
 func (s *Store) append(r sealedRecord, grouped bool) (uint64, error) {
+	if s.closed {
+		return 0, ErrClosed
+	}
 	b, err := json.Marshal(r)
 	if err != nil {
 		return 0, fmt.Errorf("vault: store: %w", err)

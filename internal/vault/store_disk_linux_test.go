@@ -13,23 +13,6 @@ import (
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus/bustest"
 )
 
-// smallDisk mounts a tmpfs of size bytes on a new directory and returns
-// it; the test fails when it cannot mount (the tests run as root, in CI
-// too). It is unmounted when the test ends.
-func smallDisk(t *testing.T, size int) string {
-	t.Helper()
-	dir := t.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%d,mode=0700", size)); err != nil {
-		t.Fatalf("mount a tmpfs of %d bytes on %s: %v (the vault's full-disk tests mount one: run them as root, as CI does)", size, dir, err)
-	}
-	t.Cleanup(func() {
-		if err := syscall.Unmount(dir, 0); err != nil {
-			syscall.Unmount(dir, syscall.MNT_DETACH)
-		}
-	})
-	return dir
-}
-
 // fill writes a file at path until the disk is full, and returns a func
 // that removes it.
 func fill(t *testing.T, path string) func() {
@@ -61,7 +44,7 @@ func fill(t *testing.T, path string) func() {
 // pending and written once space returns (tried again with backoff), and
 // the store opens again with every value it handed out.
 func TestStoreOnAFullDisk(t *testing.T) {
-	disk := smallDisk(t, 64<<10)
+	disk := bustest.SmallDisk(t, 64<<10)
 	dir := filepath.Join(disk, "vault")
 	s, err := OpenStore(dir)
 	if err != nil {

@@ -88,6 +88,13 @@ type Vault struct {
 	started chan struct{}
 	plans   *bus.Copy
 	log     *slog.Logger
+	// stopped is closed once the vault has stopped and handed on (see
+	// [Vault.Done]).
+	stopped chan struct{}
+	// empty says the store held nothing when the vault started; movedHere
+	// says sayMovedHere once then.
+	empty     bool
+	movedHere sync.Once
 
 	// secretsOf holds, of every plan that names secrets, the names
 	// (key <node>.<module> of mesh-provisioner_plans): the only part of a
@@ -126,11 +133,12 @@ func Start(ctx context.Context, cfg Config, nc *nats.Conn, js jetstream.JetStrea
 		ans = &bus.Answerer{Conn: nc}
 	}
 	v := &Vault{cfg: cfg, ans: ans, self: mesh.Ref{Module: mesh.VaultModule, Node: cfg.Node}, store: store, log: log.With("component", mesh.VaultModule),
-		secretsOf: map[mesh.NodeModule][]string{}, started: make(chan struct{}), rotating: map[string]*rotation{}}
+		secretsOf: map[mesh.NodeModule][]string{}, started: make(chan struct{}), stopped: make(chan struct{}), rotating: map[string]*rotation{}}
 	if v.cfg.Grace == 0 {
 		v.cfg.Grace = DefaultGrace
 	}
 	store.said = v.log
+	v.empty = store.Empty()
 	if t, ok := store.Torn(); ok {
 		v.log.Warn(sayTorn, "line", t.Line, "bytes", t.Bytes, "name", t.Name, "generation", t.Generation)
 	}
@@ -153,6 +161,9 @@ func Start(ctx context.Context, cfg Config, nc *nats.Conn, js jetstream.JetStrea
 		kit.RotateVerb:           v.answerRotate,
 	} {
 		sub, err := ans.Subscribe(subject, v.queued(answer))
+		if err == nil {
+			err = sub.SetPendingLimits(pendingMsgs, pendingBytes)
+		}
 		if err != nil {
 			for _, s := range subs {
 				s.Unsubscribe()
@@ -169,9 +180,22 @@ func Start(ctx context.Context, cfg Config, nc *nats.Conn, js jetstream.JetStrea
 		for _, s := range subs {
 			s.Unsubscribe()
 		}
+		<-v.kit.Done()
+		v.fair.wait()
+		if err := v.store.Close(); err != nil {
+			v.log.Error("vault: closing the store", "dir", cfg.Dir, "err", err)
+		}
+		close(v.stopped)
 	}()
 	return v, nil
 }
+
+// Done is closed once the vault has stopped (its ctx is done) and handed
+// on its work: its kit's entries are written ([kit.Kit.Done]), the verbs
+// in hand are answered, and its store is synced and closed, so that a
+// vault started next on the same store (moved to another node of one
+// machine) opens it whole, with nothing written to it after.
+func (v *Vault) Done() <-chan struct{} { return v.stopped }
 
 // Ready is closed once the vault follows the provisions and its entries.
 func (v *Vault) Ready() <-chan struct{} { return v.kit.Ready() }
@@ -350,13 +374,17 @@ func (v *Vault) tookApplied(ch bus.Change) {
 		}
 		v.mu.Lock()
 		r := v.rotating[key]
-		moved := r != nil && gen < r.to && gen != r.applied
+		var to int64 // read under v.mu: rotateAnswer sets it
+		if r != nil {
+			to = r.to
+		}
+		moved := r != nil && gen < to && gen != r.applied
 		if moved {
 			r.applied = gen
 		}
 		v.mu.Unlock()
 		switch {
-		case r != nil && gen >= r.to:
+		case r != nil && gen >= to:
 			v.inForce(key, gen, "applied")
 		case moved:
 			// The entry's why says what the node holds.
@@ -391,6 +419,11 @@ func (h handler) Provide(ctx context.Context, key mesh.ProvisionKey, p mesh.Prov
 	val, held, lost, err := h.v.store.ensureFrom(name, published, true)
 	if err != nil {
 		return kit.Result{}, err
+	}
+	if lost && h.v.empty {
+		h.v.movedHere.Do(func() {
+			h.v.log.Warn(sayMovedHere, "node", h.v.cfg.Node, "dir", h.v.cfg.Dir, "key_file", h.v.store.keyPath)
+		})
 	}
 	if lost {
 		h.v.log.Error(sayLost, "key", name, "published", published, "held", held, "issued", val.Generation)

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -565,11 +566,131 @@ func TestVaultAnswersANodesClientItsNodeOnly(t *testing.T) {
 
 // TestVaultServesAskersInTurn is the second half of hole 6 of issue 18:
 // the client of ace floods gitea's secret verb with 300 requests without
-// waiting for the answers, then the client of g14 asks once. The vault
-// queues each asker's requests apart (at most 16 waiting; more are refused
-// at once, saying so) and serves the askers in turn: g14's answer comes
-// after a few of ace's, not after all of them (it came after all 300).
+// waiting for the answers, then the client of g14 asks three times. The
+// vault queues each asker's requests apart (at most 16 waiting; those past
+// them are dropped, neither answered nor refused) and its answerers take
+// the askers in turn: once the vault has read g14's requests, they are
+// taken between ace's, one each turn (ace, g14, ace, g14, ace, g14, then
+// ace's 13 left), not after ace's 16. The answerers are held while the
+// requests are read, so that the flood is queued when g14 asks whatever
+// the machine's load (unheld, a loaded vault answers the flood as fast as
+// it comes, and g14 asks after most of it was answered).
 func TestVaultServesAskersInTurn(t *testing.T) {
+	f := start(t)
+	_, js := kittest.Connect(t, f.url, "planner")
+	ctx := bustest.Context(t)
+	plans, err := bus.Bucket(ctx, js, mesh.PlansBucket, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, node := range []string{"ace", "g14"} {
+		plan, _ := json.Marshal(mesh.Plan{Node: node, Module: "gitea", Secrets: []string{"secret-key"}})
+		if _, err := plans.Put(ctx, node+".gitea", plan); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bustest.WaitFor(t, 0, "gitea's secret on g14", func() bool {
+		a, err := ask(t, f, "client-g14", "gitea", false, kit.VaultRequest{})
+		return err == nil && len(a.Secrets) == 1
+	})
+	// answers counts the answers to one client's requests sent to
+	// prefix.*: served are those giving its node's secret.
+	type answers struct {
+		mu              sync.Mutex
+		served, refused int
+	}
+	count := func(client, node, prefix string) *answers {
+		var n answers
+		sub, err := f.conns[client].Subscribe(prefix+".*", func(m *nats.Msg) {
+			var a kit.VaultAnswer
+			_ = json.Unmarshal(m.Data, &a)
+			n.mu.Lock()
+			defer n.mu.Unlock()
+			if a.Error != "" || len(a.Secrets) != 1 || a.Secrets[0].Node != node {
+				n.refused++
+			} else {
+				n.served++
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { sub.Unsubscribe() })
+		if err := f.conns[client].Flush(); err != nil {
+			t.Fatal(err)
+		}
+		return &n
+	}
+	send := func(client, prefix string, n int) {
+		for i := range n {
+			if err := f.conns[client].PublishRequest(kit.SecretSubject("gitea"), fmt.Sprintf("%s.%d", prefix, i), []byte(`{}`)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := f.conns[client].Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ace := count("client-ace", "ace", "_INBOX_client-ace.flood")
+	g14 := count("client-g14", "g14", "_INBOX_client-g14.turn")
+
+	release := f.vault.Hold()
+	const flood, asks = 300, 3
+	kept := vault.MaxPerAsker
+	send("client-ace", "_INBOX_client-ace.flood", flood)
+	bustest.WaitFor(t, 0, "the vault to read ace's flood", func() bool {
+		waiting, dropped := f.vault.Waiting("client-ace")
+		return waiting == kept && dropped == flood-kept-1 // the first drop is said at once
+	})
+	send("client-g14", "_INBOX_client-g14.turn", asks)
+	bustest.WaitFor(t, 0, "g14's requests queued beside ace's full queue", func() bool {
+		waiting, _ := f.vault.Waiting("client-g14")
+		return waiting == asks
+	})
+	taken := f.vault.Record()
+	release()
+	bustest.WaitFor(t, 0, "g14's and ace's queued requests answered", func() bool {
+		ace.mu.Lock()
+		defer ace.mu.Unlock()
+		g14.mu.Lock()
+		defer g14.mu.Unlock()
+		return ace.served+ace.refused >= kept && g14.served+g14.refused >= asks
+	})
+	want := []string{"client-ace", "client-g14", "client-ace", "client-g14", "client-ace", "client-g14"}
+	for range kept - asks {
+		want = append(want, "client-ace")
+	}
+	if got := taken(); !reflect.DeepEqual(got, want) {
+		t.Errorf("the answerers took the requests of\n%v\nwant\n%v\n(in turn: g14's between ace's, not after them)", got, want)
+	}
+	// A last ask of each, their queues empty: answered after every answer
+	// of the flood the vault gives.
+	for _, c := range []struct{ client, node string }{{"client-ace", "ace"}, {"client-g14", "g14"}} {
+		if a, err := ask(t, f, c.client, "gitea", false, kit.VaultRequest{}); err != nil || len(a.Secrets) != 1 || a.Secrets[0].Node != c.node {
+			t.Fatalf("%s's ask after the flood = %+v, %v; want its secret", c.client, a, err)
+		}
+	}
+	ace.mu.Lock()
+	defer ace.mu.Unlock()
+	g14.mu.Lock()
+	defer g14.mu.Unlock()
+	if ace.served != kept || ace.refused != 0 || g14.served != asks || g14.refused != 0 {
+		t.Errorf("ace's flood of %d: %d answered its secret, %d refused; g14's %d asks: %d answered, %d refused; want ace's %d kept and g14's %d answered, ace's %d dropped neither answered nor refused",
+			flood, ace.served, ace.refused, asks, g14.served, g14.refused, kept, asks, flood-kept)
+	}
+}
+
+// TestVaultAnswersAnotherDuringAFlood: client-ace sends 100 requests of
+// gitea's secret without waiting for the answers, faster than the vault
+// answers them (its answerers held meanwhile), then client-g14 asks its
+// own secret once. The vault keeps 16 of ace's waiting and drops the 84
+// past them, saying the first at once (dropped=1) and counting the 83
+// after it for its next line; g14's request waits in a queue of its own
+// and is answered with its secret once the answerers go on; ace is
+// answered exactly the 16 it kept, and no request dropped is ever
+// answered or refused (before the queues every one of the 100 was
+// answered, in the order read, g14's after them).
+func TestVaultAnswersAnotherDuringAFlood(t *testing.T) {
 	f := start(t)
 	_, js := kittest.Connect(t, f.url, "planner")
 	ctx := bustest.Context(t)
@@ -595,7 +716,7 @@ func TestVaultServesAskersInTurn(t *testing.T) {
 		_ = json.Unmarshal(m.Data, &a)
 		mu.Lock()
 		defer mu.Unlock()
-		if a.Error != "" {
+		if a.Error != "" || len(a.Secrets) != 1 {
 			refused++
 		} else {
 			served++
@@ -605,7 +726,9 @@ func TestVaultServesAskersInTurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Unsubscribe()
-	const flood = 300
+
+	release := f.vault.Hold()
+	const flood = 100
 	for i := range flood {
 		if err := ace.PublishRequest(kit.SecretSubject("gitea"), fmt.Sprintf("_INBOX_client-ace.flood.%d", i), []byte(`{}`)); err != nil {
 			t.Fatal(err)
@@ -614,24 +737,158 @@ func TestVaultServesAskersInTurn(t *testing.T) {
 	if err := ace.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	a, err := ask(t, f, "client-g14", "gitea", false, kit.VaultRequest{})
-	mu.Lock()
-	before := served
-	mu.Unlock()
-	if err != nil || len(a.Secrets) != 1 || a.Secrets[0].Node != "g14" {
-		t.Fatalf("g14's answer during ace's flood = %+v, %v; want its secret", a, err)
+	// The first drop is said at once; the 83 after it wait for the next
+	// line, a minute on.
+	kept, counted := vault.MaxPerAsker, flood-vault.MaxPerAsker-1
+	bustest.WaitFor(t, 0, "the vault to read ace's flood", func() bool {
+		waiting, dropped := f.vault.Waiting("client-ace")
+		return waiting == kept && dropped == counted
+	})
+	type answer struct {
+		a   kit.VaultAnswer
+		err error
 	}
-	if before >= flood/2 {
-		t.Errorf("g14 was answered after %d of ace's %d requests; want after a few (ace's waiting requests are bounded)", before, flood)
+	g14 := make(chan answer, 1)
+	go func() {
+		actx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		a, err := kit.AskSecrets(actx, f.conns["client-g14"], "gitea", kit.VaultRequest{})
+		g14 <- answer{a, err}
+	}()
+	bustest.WaitFor(t, 0, "g14's request queued beside ace's full queue", func() bool {
+		waiting, dropped := f.vault.Waiting("client-g14")
+		acew, aced := f.vault.Waiting("client-ace")
+		return waiting == 1 && dropped == 0 && acew == kept && aced == counted
+	})
+	release()
+	if got := <-g14; got.err != nil || len(got.a.Secrets) != 1 || got.a.Secrets[0].Node != "g14" {
+		t.Fatalf("g14's ask during ace's flood = %+v, %v; want its secret", got.a, got.err)
 	}
-	bustest.WaitFor(t, 0, "every request of ace's flood answered or refused", func() bool {
+	bustest.WaitFor(t, 0, "ace's kept requests answered", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
-		return served+refused == flood
+		return served+refused >= kept
 	})
+	// ace asks once more, its queue empty: answered, after every answer
+	// of its flood the vault gives.
+	if a, err := ask(t, f, "client-ace", "gitea", false, kit.VaultRequest{}); err != nil || len(a.Secrets) != 1 {
+		t.Fatalf("ace's ask after its flood = %+v, %v; want its secret", a, err)
+	}
+	if err := ace.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	mu.Lock()
 	defer mu.Unlock()
-	if refused == 0 || served < 16 {
-		t.Errorf("ace's flood: %d served, %d refused; want at least 16 served and the rest past the bound refused", served, refused)
+	if served != kept || refused != 0 {
+		t.Errorf("ace's flood of %d: %d answered its secret, %d refused; want the %d kept answered and the %d dropped neither answered nor refused", flood, served, refused, kept, flood-kept)
 	}
+	if lines := f.said.Lines(); strings.Count(lines, "dropped=") != 1 || !strings.Contains(lines, "user=client-ace dropped=1 ") {
+		t.Errorf("the vault said:\n%s\nwant one line of ace's drops, dropped=1", lines)
+	}
+}
+
+// TestNoRequestOfAnotherIsLostToAFlood: client-ace floods gitea's secret
+// without waiting for answers (bursts of 500 requests, each burst flushed,
+// from three connections of its own) while client-g14 asks its own secret
+// twenty times, one request at a time, the answerers running throughout.
+// Every one of g14's requests is answered with its secret (none lost to
+// the flood, none refused), and each is served before the flood's backlog:
+// once the vault has queued it, the answerers take at most one of ace's
+// requests before it, though ace has its 16 waiting (the order the
+// answerers take them, export_test RecordQueued: not a time). The vault
+// says ace's drops.
+func TestNoRequestOfAnotherIsLostToAFlood(t *testing.T) {
+	f := start(t)
+	_, js := kittest.Connect(t, f.url, "planner")
+	ctx := bustest.Context(t)
+	plans, err := bus.Bucket(ctx, js, mesh.PlansBucket, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, node := range []string{"ace", "g14"} {
+		plan, _ := json.Marshal(mesh.Plan{Node: node, Module: "gitea", Secrets: []string{"secret-key"}})
+		if _, err := plans.Put(ctx, node+".gitea", plan); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bustest.WaitFor(t, 0, "gitea's secret on g14", func() bool {
+		a, err := ask(t, f, "client-g14", "gitea", false, kit.VaultRequest{})
+		return err == nil && len(a.Secrets) == 1
+	})
+	var answered, sent atomic.Int64
+	stop := make(chan struct{})
+	var flooding sync.WaitGroup
+	for i := range 3 {
+		nc, _, err := bus.Connect(bus.Dial{URL: strings.Replace(f.url, "admin:admin@", "", 1), Name: "client-ace", User: "client-ace", Password: "client-ace"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		reply := fmt.Sprintf("_INBOX_client-ace.flood.%d", i)
+		if _, err := nc.Subscribe(reply, func(*nats.Msg) { answered.Add(1) }); err != nil {
+			t.Fatal(err)
+		}
+		flooding.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				for range 500 {
+					if nc.PublishRequest(kit.SecretSubject("gitea"), reply, []byte(`{}`)) != nil {
+						return
+					}
+				}
+				sent.Add(500)
+				if nc.Flush() != nil {
+					return
+				}
+			}
+		})
+	}
+	defer func() { close(stop); flooding.Wait() }()
+	bustest.WaitFor(t, 0, "ace's flood dropped by the vault", func() bool {
+		return strings.Contains(f.said.Lines(), "user=client-ace dropped=")
+	})
+	queued, taken := f.vault.RecordQueued()
+	const asks = 20
+	for i := range asks {
+		actx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		a, err := kit.AskSecrets(actx, f.conns["client-g14"], "gitea", kit.VaultRequest{})
+		cancel()
+		if err != nil || len(a.Secrets) != 1 || a.Secrets[0].Node != "g14" {
+			t.Fatalf("g14's request %d during ace's flood = %+v, %v; want its secret", i, a, err)
+		}
+	}
+	qs, tk := queued(), taken()
+	g14, full := 0, 0
+	for _, q := range qs {
+		if q.Who != "client-g14" {
+			continue
+		}
+		g14++
+		if q.Others >= vault.MaxPerAsker {
+			full++
+		}
+		// g14 asks one request at a time: the next of its requests
+		// taken is this one.
+		aces := 0
+		for _, who := range tk[q.Taken:] {
+			if who == "client-g14" {
+				break
+			}
+			aces++
+		}
+		if aces > 1 {
+			t.Errorf("g14's request %d, queued with %d of ace's waiting, was taken after %d of ace's; want at most one (askers in turn)", g14, q.Others, aces)
+		}
+	}
+	if g14 != asks {
+		t.Errorf("the vault queued %d of g14's requests; want its %d", g14, asks)
+	}
+	if full == 0 {
+		t.Errorf("none of g14's %d requests was queued beside ace's %d waiting; want the flood's backlog in front of some (the flood sent %d, %d answered)", g14, vault.MaxPerAsker, sent.Load(), answered.Load())
+	}
+	t.Logf("%d of g14's %d requests queued beside ace's full queue; the flood sent %d, %d answered", full, g14, sent.Load(), answered.Load())
 }

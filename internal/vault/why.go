@@ -43,6 +43,16 @@ const sayTorn = "vault: the store's last record was cut short by a write never a
 const sayLost = "vault: the store holds no value of the generation this credential's entry names " +
 	"(the store was lost, or restored from an older copy): a new value is issued at the next generation"
 
+// sayMovedHere is logged once, at warn level, by a vault that started on
+// an empty store while the bus's entries name credentials a vault handed
+// out: mesh-vault moved here from another node without its store, or the
+// store was lost. Each of those keys is then said with sayLost.
+const sayMovedHere = "vault: this vault started on an empty store, but the bus's entries name credentials a vault handed out: " +
+	"if mesh-vault moved here from another node, its store did not move with it, and every such credential is issued anew at its next generation " +
+	"(its provider sets the new value, its consumer's client renders it). A move keeps the values only when the operator hands the new node the old one's store " +
+	"before the vault starts there: stop the old vault, copy its data directory (vault.store, with vault.key or the file its --key-file names) " +
+	"to the new node's, then start the vault there"
+
 func whyNotYours(who, module string) string {
 	return fmt.Sprintf("the user %q asked for the values of %q: only the module itself and the clients of its nodes are answered", who, module)
 }
@@ -52,7 +62,7 @@ func whyOtherNode(who, node string) string {
 }
 
 func whyTooMany(who string) string {
-	return fmt.Sprintf("the user %q has too many requests waiting already: ask again once they are answered", who)
+	return fmt.Sprintf("the user %q has too many requests waiting already: its requests past them are dropped, not answered (ask again once they are answered)", who)
 }
 
 // whyRotating is the why of a credential's entry while its rotation to

@@ -46,7 +46,10 @@ const coalesce = 100 * time.Millisecond
 //     section): the summary with the open asks, held modules and one page
 //     of nodes; ?q= a search (words, or state:, node:, module:, key:);
 //     ?node=, ?module=, ?key= a drill-down (a key with its why walk);
-//     ?<section>-page=N a section's page;
+//     ?<section>-page=N a section's page. A drill-down to a key, node or
+//     module the page holds nothing of answers 404, its page saying "No
+//     such key" (node, module) with the page's header and links (503 with
+//     Retry-After while the page's copies are still reading the bus);
 //   - GET /events?v=VERSION&<the view's query> is a server-sent event
 //     stream of that view: an event "delta" ([delta] in JSON) after each
 //     change that alters what the view shows, carrying only the parts and
@@ -57,6 +60,20 @@ const coalesce = 100 * time.Millisecond
 //     the router refuses, 502 when no router answers;
 //   - GET /assets/ serves the page's style and script.
 //
+// Every route but the login answers only a browser logged in:
+//
+//   - GET ?login=SECRET (on any path) logs a browser in: the page's
+//     secret ([Config.Login]) sets a session cookie (mesh-web-<port>,
+//     HttpOnly, SameSite=Strict) and redirects (303) to the same URL
+//     without it; a wrong secret answers 403, saying where the secret
+//     lives;
+//   - a request without a session's cookie answers 401, saying how to log
+//     in and where the secret lives;
+//   - a request whose Host is not the address it came in on (its IP and
+//     port; localhost and its port on loopback; a host name of
+//     [Config.Hosts] and the port) answers 421 before anything else: a
+//     hostile site's name rebound to this address reads nothing.
+//
 // Every answer is sent with a Content-Security-Policy that allows only the
 // page's own script and style and no framing.
 func (p *Page) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -64,8 +81,17 @@ func (p *Page) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Security-Policy", "default-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
-	if !p.hostAllowed(r.Host) {
-		http.Error(w, "web: host "+r.Host+" is not this page's (DNS rebinding?): use the address it listens on", http.StatusMisdirectedRequest)
+	if !p.hostAllowed(r) {
+		p.log.Warn("web: refused a request naming another host", "host", r.Host, "remote", r.RemoteAddr)
+		http.Error(w, "refused: host "+r.Host+" is not this page's (DNS rebinding?): use the address it listens on", http.StatusMisdirectedRequest)
+		return
+	}
+	if r.URL.Query().Has(LoginParam) && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		p.serveLogin(w, r)
+		return
+	}
+	if !p.loggedIn(r) {
+		p.refuseLogin(w, r)
 		return
 	}
 	switch {
@@ -85,17 +111,29 @@ func (p *Page) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// hostAllowed reports whether host (a request's Host) names this page: an
-// IP address, "localhost", or one of the configured host names. A page on
-// loopback so refuses a hostile site's name rebound to 127.0.0.1.
-func (p *Page) hostAllowed(host string) bool {
-	name := host
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		name = h
+// hostAllowed reports whether r's Host names this page: the address r
+// came in on (IP and port), "localhost" with that port when that address
+// is loopback, or one of the configured host names with that port. A Host
+// without a port is port 80. A page on loopback so refuses a hostile
+// site's name rebound to 127.0.0.1. A request that came through no
+// listener (a handler called directly) is checked by name only: an IP
+// address, localhost or a configured name.
+func (p *Page) hostAllowed(r *http.Request) bool {
+	name, port, err := net.SplitHostPort(r.Host)
+	if err != nil {
+		name, port = r.Host, "80"
 	}
 	name = strings.TrimSuffix(strings.TrimPrefix(name, "["), "]")
-	if name == "localhost" || net.ParseIP(name) != nil {
-		return true
+	lhost, lport, through := localAddr(r)
+	if through && port != lport {
+		return false
+	}
+	if ip := net.ParseIP(name); ip != nil {
+		return !through || ip.Equal(net.ParseIP(lhost))
+	}
+	if strings.EqualFold(name, "localhost") {
+		ip := net.ParseIP(lhost)
+		return !through || (ip != nil && ip.IsLoopback())
 	}
 	for _, h := range p.cfg.Hosts {
 		if strings.EqualFold(h, name) {
@@ -127,6 +165,13 @@ func (p *Page) servePage(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
+	switch {
+	case sc.Missing != "" && !p.ready():
+		w.Header().Set("Retry-After", "2")
+		w.WriteHeader(http.StatusServiceUnavailable) // it may be among what is not read yet
+	case sc.Missing != "":
+		w.WriteHeader(http.StatusNotFound)
+	}
 	_, _ = w.Write(b)
 }
 

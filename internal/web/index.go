@@ -37,27 +37,31 @@ func (s keySet) sorted() []string {
 // the mesh's counts. Every method is called with the page's lock held.
 type index struct {
 	nodes    map[string]*nodeSum
-	sorted   []string // the node names, sorted; nil when a node came or went
-	keys     []string // the provision keys, sorted; nil when a key came or went
+	sorted   []string  // the node names, sorted; nil when a node came or went
+	terms    []termRef // the search's names, sorted; nil when a name came or went
+	keys     []string  // the provision keys, sorted; nil when a key came or went
 	states   map[mesh.State]int
 	openAsks int
 
-	byState  map[mesh.State]keySet // state -> provision keys in it
-	consumes map[string]keySet     // node -> provision keys of that node
-	provides map[string]keySet     // node -> provision keys whose provider is on it
-	byModule map[string]keySet     // module -> provision keys it consumes or provides
-	planned  map[string]keySet     // module -> nodes with a plan of it
-	plansOf  map[string]keySet     // node -> modules it has a plan of
-	heldOf   map[string]keySet     // node -> refusal keys
-	asksOf   map[string]keySet     // node -> open ask ids about its provisions
+	byState     map[mesh.State]keySet // state -> provision keys in it
+	consumes    map[string]keySet     // node -> provision keys of that node
+	provides    map[string]keySet     // node -> provision keys whose provider is on it
+	byModule    map[string]keySet     // module -> provision keys it consumes or provides
+	byProvision map[string]keySet     // provision name or local name -> provision keys
+	planned     map[string]keySet     // module -> nodes with a plan of it
+	plansOf     map[string]keySet     // node -> modules it has a plan of
+	heldOf      map[string]keySet     // node -> refusal keys
+	heldMod     map[string]keySet     // module -> refusal keys
+	asksOf      map[string]keySet     // node -> open ask ids about its provisions
 }
 
 func newIndex() index {
 	return index{
 		nodes: map[string]*nodeSum{}, states: map[mesh.State]int{}, byState: map[mesh.State]keySet{},
 		consumes: map[string]keySet{}, provides: map[string]keySet{}, byModule: map[string]keySet{},
-		planned: map[string]keySet{}, plansOf: map[string]keySet{}, heldOf: map[string]keySet{},
-		asksOf: map[string]keySet{},
+		byProvision: map[string]keySet{},
+		planned:     map[string]keySet{}, plansOf: map[string]keySet{}, heldOf: map[string]keySet{},
+		heldMod: map[string]keySet{}, asksOf: map[string]keySet{},
 	}
 }
 
@@ -67,7 +71,7 @@ func (x *index) node(node string) *nodeSum {
 	if !ok {
 		s = &nodeSum{States: map[mesh.State]int{}}
 		x.nodes[node] = s
-		x.sorted = nil
+		x.sorted, x.terms = nil, nil
 	}
 	return s
 }
@@ -76,7 +80,7 @@ func (x *index) node(node string) *nodeSum {
 func (x *index) settle(node string) {
 	if s, ok := x.nodes[node]; ok && s.empty() {
 		delete(x.nodes, node)
-		x.sorted = nil
+		x.sorted, x.terms = nil, nil
 	}
 }
 
@@ -92,21 +96,44 @@ func (x *index) nodeNames() []string {
 	return x.sorted
 }
 
-func add(m map[string]keySet, at, key string) {
+// add adds key to the set of m at at, making the set when it is new, and
+// reports whether it did.
+func add(m map[string]keySet, at, key string) bool {
 	s, ok := m[at]
 	if !ok {
 		s = keySet{}
 		m[at] = s
 	}
 	s[key] = struct{}{}
+	return !ok
 }
 
-func drop(m map[string]keySet, at, key string) {
+// drop drops key from the set of m at at, dropping the set when it is left
+// empty, and reports whether it did.
+func drop(m map[string]keySet, at, key string) bool {
 	if s, ok := m[at]; ok {
 		delete(s, key)
 		if len(s) == 0 {
 			delete(m, at)
+			return true
 		}
+	}
+	return false
+}
+
+// addName is add to a map of the names a search finds (modules,
+// provisions): a name that comes makes the search's index again.
+func (x *index) addName(m map[string]keySet, at, key string) {
+	if add(m, at, key) {
+		x.terms = nil
+	}
+}
+
+// dropName is drop from a map of the names a search finds: a name that
+// goes makes the search's index again.
+func (x *index) dropName(m map[string]keySet, at, key string) {
+	if drop(m, at, key) {
+		x.terms = nil
 	}
 }
 
@@ -120,7 +147,8 @@ func provisionNames(key string, p mesh.Provision) (node, consumer string) {
 }
 
 // provisionKeys returns every provision key, sorted, given the page's
-// provisions. The slice is the index's own.
+// provisions, sorted again only after a key came or went. The slice is the
+// index's own.
 func (x *index) provisionKeys(provs map[string]mesh.Provision) []string {
 	if x.keys == nil {
 		x.keys = make([]string, 0, len(provs))
@@ -132,6 +160,20 @@ func (x *index) provisionKeys(provs map[string]mesh.Provision) []string {
 	return x.keys
 }
 
+// provisionWords returns a provision's name and its local name, when it
+// has another: the names a search finds it by besides its nodes, modules
+// and state.
+func provisionWords(p mesh.Provision) []string {
+	var out []string
+	if p.Provision != "" {
+		out = append(out, p.Provision)
+	}
+	if p.Local != "" && p.Local != p.Provision {
+		out = append(out, p.Local)
+	}
+	return out
+}
+
 func (x *index) addProvision(key string, p mesh.Provision) {
 	node, consumer := provisionNames(key, p)
 	if node != "" {
@@ -141,17 +183,21 @@ func (x *index) addProvision(key string, p mesh.Provision) {
 	x.states[p.State]++
 	if x.byState[p.State] == nil {
 		x.byState[p.State] = keySet{}
+		x.terms = nil
 	}
 	x.byState[p.State][key] = struct{}{}
+	for _, name := range provisionWords(p) {
+		x.addName(x.byProvision, name, key)
+	}
 	if p.Provider.Node != "" {
 		x.node(p.Provider.Node).Provides++
 		add(x.provides, p.Provider.Node, key)
 	}
 	if consumer != "" {
-		add(x.byModule, consumer, key)
+		x.addName(x.byModule, consumer, key)
 	}
 	if p.Provider.Module != "" {
-		add(x.byModule, p.Provider.Module, key)
+		x.addName(x.byModule, p.Provider.Module, key)
 	}
 }
 
@@ -171,20 +217,24 @@ func (x *index) dropProvision(key string, p mesh.Provision) {
 		delete(s, key)
 		if len(s) == 0 {
 			delete(x.byState, p.State)
+			x.terms = nil
 		}
+	}
+	for _, name := range provisionWords(p) {
+		x.dropName(x.byProvision, name, key)
 	}
 	if s, ok := x.nodes[p.Provider.Node]; ok {
 		s.Provides--
 		drop(x.provides, p.Provider.Node, key)
 		x.settle(p.Provider.Node)
 	}
-	drop(x.byModule, consumer, key)
-	drop(x.byModule, p.Provider.Module, key)
+	x.dropName(x.byModule, consumer, key)
+	x.dropName(x.byModule, p.Provider.Module, key)
 }
 
 func (x *index) addPlan(_ string, k mesh.NodeModule) {
 	x.node(k.Node).Plans++
-	add(x.planned, k.Module, k.Node)
+	x.addName(x.planned, k.Module, k.Node)
 	add(x.plansOf, k.Node, k.Module)
 }
 
@@ -193,31 +243,34 @@ func (x *index) dropPlan(_ string, k mesh.NodeModule) {
 		s.Plans--
 		x.settle(k.Node)
 	}
-	drop(x.planned, k.Module, k.Node)
+	x.dropName(x.planned, k.Module, k.Node)
 	drop(x.plansOf, k.Node, k.Module)
 }
 
-// refusalNode returns the node of a refusal key, or the value's.
-func refusalNode(key string, r mesh.Refusal) string {
+// refusalNames returns the node and module of a refusal key, or the
+// value's.
+func refusalNames(key string, r mesh.Refusal) (node, module string) {
 	if k, err := mesh.ParseRefusalKey(key); err == nil {
-		return k.Node
+		return k.Node, k.Module
 	}
-	return r.Node
+	return r.Node, r.Module
 }
 
 func (x *index) addRefusal(key string, r mesh.Refusal) {
-	node := refusalNode(key, r)
+	node, module := refusalNames(key, r)
 	x.node(node).Held++
 	add(x.heldOf, node, key)
+	x.addName(x.heldMod, module, key)
 }
 
 func (x *index) dropRefusal(key string, r mesh.Refusal) {
-	node := refusalNode(key, r)
+	node, module := refusalNames(key, r)
 	if s, ok := x.nodes[node]; ok {
 		s.Held--
 		drop(x.heldOf, node, key)
 		x.settle(node)
 	}
+	x.dropName(x.heldMod, module, key)
 }
 
 // askNode returns the node an open ask is about ("" when it is not about a

@@ -4,7 +4,6 @@ import (
 	"html"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -30,11 +29,10 @@ func TestPageShowsValuesWithNamesInAnotherCaseAsOdd(t *testing.T) {
 		t.Fatal(err)
 	}
 	wnc, wjs := bustest.Connect(t, srv, "operator-web")
-	page := web.New(ctx, web.Config{JS: wjs, NC: wnc, User: "operator"})
+	page := web.New(ctx, web.Config{JS: wjs, NC: wnc, User: "operator", Login: testLogin, LoginFile: testLoginFile})
 	<-page.Ready()
-	hs := httptest.NewServer(page)
-	t.Cleanup(hs.Close)
-	res, err := http.Get(hs.URL)
+	hs := serve(t, page)
+	res, err := hs.Client().Get(hs.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,5 +46,24 @@ func TestPageShowsValuesWithNamesInAnotherCaseAsOdd(t *testing.T) {
 	if !strings.Contains(body, `id="odd">`) || !strings.Contains(odd, key) ||
 		!strings.Contains(odd, `not as written: the name "Provision" is not the spec's "provision"`) {
 		t.Errorf("the page does not show %s as odd for its names:\n%s", key, body)
+	}
+	// Its row links to its own view, which says it is odd, and why: the
+	// key is on the bus, not missing.
+	if !strings.Contains(odd, `href="/?key=`+key+`"`) {
+		t.Errorf("the odd row of %s has no link to its view:\n%s", key, odd)
+	}
+	res, err = hs.Client().Get(hs.URL + "/?key=" + key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err = io.ReadAll(res.Body)
+	res.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	body = html.UnescapeString(string(b))
+	if res.StatusCode != http.StatusOK || strings.Contains(body, "No such key") ||
+		!strings.Contains(body, "Odd in "+mesh.ProvisionsBucket+`: not as written: the name "Provision" is not the spec's "provision"`) {
+		t.Errorf("/?key=%s = %d; want 200 saying it is odd in %s, and why:\n%s", key, res.StatusCode, mesh.ProvisionsBucket, body)
 	}
 }

@@ -22,6 +22,11 @@ type screen struct {
 	Q       query
 	Crumbs  []crumb // where the view is: the mesh, a node, a key
 	Parts   []part
+	// Missing names what the view asks about that the page holds nothing
+	// of ("key", "node", "module"); empty when the view shows what it asks.
+	// The first response of such a view is 404 (503 while the page is
+	// still reading the bus).
+	Missing string
 }
 
 type crumb struct{ Text, Link string }
@@ -160,7 +165,7 @@ func (p *Page) summaryOf() summary {
 	now := p.cfg.Now()
 	return summary{Nodes: len(p.idx.nodes), Provisions: len(p.provs), Plans: len(p.plans),
 		Held: len(p.refusals), Asks: p.idx.openAsks, Counts: countStates(p.idx.states, ""),
-		Seat: p.seat.says(now), NoSeat: p.seat.known && p.seat.err == "" && !p.seat.Held, Now: now}
+		Seat: p.seat.says(now), NoSeat: p.seat.known && p.seat.err == "" && !p.seat.Held, Reading: !p.ready(), Now: now}
 }
 
 // build makes the screen of q from one reading of the page's state, its
@@ -176,10 +181,8 @@ func (p *Page) build(ctx context.Context, q query) screen {
 		walkKey = q.Key
 		sc.Parts = append(sc.Parts, p.keyPart(&sc, q.Key))
 	case q.Node != "":
-		sc.Crumbs = append(sc.Crumbs, crumb{"node " + q.Node, nodeLink(q.Node)})
 		p.nodeParts(&sc, q)
 	case q.Module != "":
-		sc.Crumbs = append(sc.Crumbs, crumb{"module " + q.Module, moduleLink(q.Module)})
 		p.moduleParts(&sc, q)
 	case q.Q != "":
 		sc.Crumbs = append(sc.Crumbs, crumb{"search " + q.Q, searchLink(q.Q)})
@@ -189,7 +192,18 @@ func (p *Page) build(ctx context.Context, q query) screen {
 	}
 	p.mu.Unlock()
 	if walkKey != "" {
-		sc.Parts = append(sc.Parts, p.walkPart(ctx, q, walkKey))
+		walk, steps := p.walkPart(ctx, q, walkKey)
+		sc.Parts = append(sc.Parts, walk)
+		for i := range sc.Parts {
+			// A key the seat no longer keeps, retired on the operator's
+			// yes: the view says so (200), not that there is no such key.
+			kv, ok := sc.Parts[i].Data.(keyView)
+			if r := retiredOf(walkKey, steps); ok && kv.Unknown && r != nil {
+				kv.Unknown, kv.Retired = false, r
+				sc.Parts[i].Data = kv
+				sc.Missing = ""
+			}
+		}
 	}
 	return sc
 }
@@ -217,8 +231,20 @@ func (p *Page) meshParts(sc *screen, q query) {
 	}
 }
 
+// missingPart is the part of a view whose node or module (what) the page
+// holds nothing of.
+func missingPart(sc *screen, what, name, says string) part {
+	sc.Missing = what
+	return part{ID: "missing", Kind: "missing", Title: "No such " + what, Data: name, Empty: says}
+}
+
 func (p *Page) nodeParts(sc *screen, q query) {
 	n := q.Node
+	if _, ok := p.idx.nodes[n]; !ok {
+		sc.Parts = append(sc.Parts, missingPart(sc, "node", n, "No plan, provision or refusal names this node."))
+		return
+	}
+	sc.Crumbs = append(sc.Crumbs, crumb{"node " + n, nodeLink(n)})
 	sc.Parts = append(sc.Parts, section(q, "node", "nodes", "Node "+n, "No plan or provision names this node.",
 		func() []nodeRow {
 			if _, ok := p.idx.nodes[n]; ok {
@@ -245,6 +271,11 @@ func (p *Page) nodeParts(sc *screen, q query) {
 
 func (p *Page) moduleParts(sc *screen, q query) {
 	m := q.Module
+	if len(p.idx.byModule[m]) == 0 && len(p.idx.planned[m]) == 0 && len(p.idx.heldMod[m]) == 0 {
+		sc.Parts = append(sc.Parts, missingPart(sc, "module", m, "No plan, provision or refusal names this module."))
+		return
+	}
+	sc.Crumbs = append(sc.Crumbs, crumb{"module " + m, moduleLink(m)})
 	sc.Parts = append(sc.Parts, p.nodesPart(q, "planned", "Nodes with a plan of "+m, "No node has a plan of this module.",
 		p.idx.planned[m].sorted()))
 	keys := p.idx.byModule[m]
@@ -257,107 +288,29 @@ func (p *Page) moduleParts(sc *screen, q query) {
 
 func (p *Page) searchParts(sc *screen, q query) {
 	terms := parseTerms(q.Q)
-	if words := plain(terms); len(words) > 0 {
-		var nodes []string
-		for _, n := range p.idx.nodeNames() {
-			if containsAll(n, words) {
-				nodes = append(nodes, n)
-			}
+	var words []string // the plain words that may name a node or module
+	for _, t := range terms {
+		if t.field == "" && !strings.Contains(t.value, ".") {
+			words = append(words, t.value)
 		}
-		if len(nodes) > 0 {
+	}
+	if len(words) > 0 && len(words) == len(terms) {
+		if nodes := p.idx.foundNames(nodeName, words); len(nodes) > 0 {
 			sc.Parts = append(sc.Parts, p.nodesPart(q, "found-nodes", "Nodes", "", nodes))
 		}
 		var mods []moduleRow
-		for m, keys := range p.idx.byModule {
-			if containsAll(m, words) {
-				mods = append(mods, moduleRow{Module: m, Keys: len(keys), Nodes: len(p.idx.planned[m])})
-			}
+		for _, m := range p.idx.foundNames(moduleName, words) {
+			mods = append(mods, moduleRow{Module: m, Keys: len(p.idx.byModule[m]), Nodes: len(p.idx.planned[m])})
 		}
-		for m, nodes := range p.idx.planned {
-			if _, ok := p.idx.byModule[m]; !ok && containsAll(m, words) {
-				mods = append(mods, moduleRow{Module: m, Nodes: len(nodes)})
-			}
-		}
-		sort.Slice(mods, func(i, j int) bool { return mods[i].Module < mods[j].Module })
 		if len(mods) > 0 {
 			sc.Parts = append(sc.Parts, section(q, "found-modules", "modules", "Modules", "", mods, func(r moduleRow) string { return r.Module }))
 		}
 	}
-	// The keys are read in order: from the narrowest index set when it is
-	// small, else from every key, sorted once for every search.
-	var found []string
-	cands, narrowed := p.candidates(terms)
-	n := 0
-	for _, set := range cands {
-		n += len(set)
-	}
-	if narrowed && n < len(p.provs)/8 {
-		for _, set := range cands {
-			for key := range set {
-				if pv, ok := p.provs[key]; ok && matches(terms, key, pv) {
-					found = append(found, key)
-				}
-			}
-		}
-		sort.Strings(found)
-	} else {
-		for _, key := range p.idx.provisionKeys(p.provs) {
-			if narrowed && !inAny(cands, key) || !keyMayMatch(terms, key) {
-				continue
-			}
-			if pv, ok := p.provs[key]; ok && matches(terms, key, pv) {
-				found = append(found, key)
-			}
-		}
-	}
-	sc.Parts = append(sc.Parts, p.provsPart(q, "found", "Provisions", "No provision matches.", found))
-}
-
-// candidates returns the index sets that hold every key the most narrowing
-// field term of a search (state:, node:, module:) can match, no key in two
-// of them (node: gives the node's own keys and, apart, the keys it
-// provides to others), and false when the search has no field term: then
-// every key is read.
-func (p *Page) candidates(terms []term) ([]keySet, bool) {
-	var best []keySet
-	size := -1
-	for _, t := range terms {
-		var sets []keySet
-		switch t.field {
-		case "state":
-			sets = []keySet{p.idx.byState[mesh.State(t.value)]}
-		case "module":
-			sets = []keySet{p.idx.byModule[t.value]}
-		case "node":
-			own := p.idx.consumes[t.value]
-			other := keySet{}
-			for k := range p.idx.provides[t.value] {
-				if !has(own, k) {
-					other[k] = struct{}{}
-				}
-			}
-			sets = []keySet{own, other}
-		default:
-			continue
-		}
-		n := 0
-		for _, s := range sets {
-			n += len(s)
-		}
-		if size < 0 || n < size {
-			best, size = sets, n
-		}
-	}
-	return best, size >= 0
-}
-
-func inAny(sets []keySet, key string) bool {
-	for _, s := range sets {
-		if has(s, key) {
-			return true
-		}
-	}
-	return false
+	f := p.found(terms, q.Pages["found"])
+	sc.Parts = append(sc.Parts, paged(q, "found", "provs", "Provisions", "No provision matches.", f.N, func(i int) (string, any) {
+		key := f.Keys[i-f.From]
+		return key, newProvRow(key, p.provs[key])
+	}))
 }
 
 // keyPart is what the page shows of one key.
@@ -366,13 +319,17 @@ func (p *Page) keyPart(sc *screen, key string) part {
 	if pv, ok := p.provs[key]; ok {
 		r := newProvRow(key, pv)
 		kv.Prov = &r
-		sc.Crumbs = append(sc.Crumbs, crumb{"node " + r.Node, nodeLink(r.Node)})
+		if _, ok := p.idx.nodes[r.Node]; ok {
+			sc.Crumbs = append(sc.Crumbs, crumb{"node " + r.Node, nodeLink(r.Node)})
+		}
 		if rec, ok := p.records[pv.Ask]; ok && rec.State == mesh.RecordOpen {
 			a := newAskRow(rec)
 			kv.Ask = &a
 		}
 	} else if k, err := mesh.ParseNodeModule(key); err == nil {
-		sc.Crumbs = append(sc.Crumbs, crumb{"node " + k.Node, nodeLink(k.Node)})
+		if _, ok := p.idx.nodes[k.Node]; ok { // a crumb only to a node the page shows
+			sc.Crumbs = append(sc.Crumbs, crumb{"node " + k.Node, nodeLink(k.Node)})
+		}
 		if _, ok := p.plans[key]; ok {
 			r := p.planRow(key, k)
 			kv.Plan = &r
@@ -381,13 +338,21 @@ func (p *Page) keyPart(sc *screen, key string) part {
 			kv.Refusal = &heldRow{key, r}
 		}
 	}
-	kv.Unknown = kv.Prov == nil && kv.Plan == nil && kv.Refusal == nil
+	for _, bucket := range []string{mesh.ProvisionsBucket, mesh.PlansBucket, mesh.RefusedBucket, mesh.RecordsBucket} {
+		if why, ok := p.odd[bucket+" "+key]; ok {
+			kv.Odd = append(kv.Odd, oddRow{bucket, key, why})
+		}
+	}
+	kv.Unknown = kv.Prov == nil && kv.Plan == nil && kv.Refusal == nil && len(kv.Odd) == 0
+	if kv.Unknown {
+		sc.Missing = "key"
+	}
 	sc.Crumbs = append(sc.Crumbs, crumb{key, keyLink(key)})
 	return part{ID: "key", Kind: "key", Data: kv}
 }
 
-// walkPart is the why walk of key, one row per step.
-func (p *Page) walkPart(ctx context.Context, q query, key string) part {
+// walkPart is the why walk of key, one row per step, and the steps.
+func (p *Page) walkPart(ctx context.Context, q query, key string) (part, []why.Step) {
 	steps, err := p.walk(ctx, key)
 	var rows []stepRow
 	for _, s := range steps {
@@ -403,7 +368,7 @@ func (p *Page) walkPart(ctx context.Context, q query, key string) part {
 	}
 	return paged(q, "why", "steps", "Why", empty, len(rows), func(i int) (string, any) {
 		return fmt.Sprintf("%d %s %s", i, rows[i].What, rows[i].Key), rows[i] // a walk may pass a key twice
-	})
+	}), steps
 }
 
 // rowData is what an item's template gets.

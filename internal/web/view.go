@@ -24,8 +24,8 @@ type query struct {
 	Pages                map[string]int
 }
 
-// maxSearch is the longest search the page takes, in bytes: each word
-// is matched against every key.
+// maxSearch is the longest search the page takes, in bytes: each word is
+// a term checked against every key the narrowest term finds.
 const maxSearch = 256
 
 func parseQuery(v url.Values) query {
@@ -118,6 +118,7 @@ type summary struct {
 	Counts                               []stateCount
 	Seat                                 string // what is said of the seat; empty when it is not known
 	NoSeat                               bool   // no seat holds the lease
+	Reading                              bool   // the page's copies have not read every key yet
 	Now                                  time.Time
 }
 
@@ -175,8 +176,29 @@ type keyView struct {
 	Ask       *askRow // the provision's open ask
 	Plan      *planRow
 	Refusal   *heldRow
-	Unknown   bool   // neither a provision, a plan nor a refusal
-	WalkError string // why the walk could not be made
+	Unknown   bool // neither a provision, a plan nor a refusal
+	Retired   *retiredRow
+	Odd       []oddRow // the key in a bucket whose value is odd (it does not decode)
+	WalkError string   // why the walk could not be made
+}
+
+// retiredRow is what the key view says of a key the seat deleted on the
+// operator's yes (the walk's first two steps): what became of it, and the
+// ask answered yes that removed it, who answered and when.
+type retiredRow struct {
+	Says   string    // what became of the key
+	Ask    string    // the ask's id
+	Answer string    // the answer: its option, who gave it, when, the ask's headline
+	At     time.Time // when the answer was given
+}
+
+// retiredOf returns what steps, the walk of key, say of it retired, or
+// nil when they do not say it was.
+func retiredOf(key string, steps []why.Step) *retiredRow {
+	if len(steps) < 2 || steps[0].Key != key || steps[0].State != why.StateRetired || steps[1].What != why.StepAsk {
+		return nil
+	}
+	return &retiredRow{Says: steps[0].Says, Ask: steps[1].Key, Answer: steps[1].Says, At: steps[1].Since}
 }
 
 func newProvRow(key string, pv mesh.Provision) provRow {
@@ -212,7 +234,7 @@ func window(total, n int) (from, to, page, pages int) {
 }
 
 // term is one word of a search: a field:value pair (state, node, module,
-// key) or a plain word, which matches a key, its provider, or its state.
+// key) or a plain word, in lower case (see search.go).
 type term struct{ field, value string }
 
 func parseTerms(q string) []term {
@@ -225,71 +247,4 @@ func parseTerms(q string) []term {
 		}
 	}
 	return out
-}
-
-// plain returns the plain words of a search.
-func plain(terms []term) []string {
-	var out []string
-	for _, t := range terms {
-		if t.field == "" {
-			out = append(out, t.value)
-		}
-	}
-	return out
-}
-
-// matches reports whether a provision meets every term.
-func matches(terms []term, key string, p mesh.Provision) bool {
-	node, consumer := provisionNames(key, p)
-	for _, t := range terms {
-		var ok bool
-		switch t.field {
-		case "state":
-			ok = string(p.State) == t.value
-		case "node":
-			ok = node == t.value || p.Provider.Node == t.value
-		case "module":
-			ok = consumer == t.value || p.Provider.Module == t.value
-		case "key":
-			ok = strings.Contains(key, t.value)
-		default:
-			ok = containsLower(key, t.value) || string(p.State) == t.value ||
-				strings.Contains(p.Provider.Module, t.value) || strings.Contains(p.Provider.Node, t.value)
-		}
-		if !ok {
-			return false
-		}
-	}
-	return true
-}
-
-// containsLower reports whether s, in lower case, holds the lower-case
-// word w; a key in shape is lower case already and is not copied.
-func containsLower(s, w string) bool {
-	if strings.Contains(s, w) {
-		return true
-	}
-	return strings.ToLower(s) != s && strings.Contains(strings.ToLower(s), w)
-}
-
-// keyMayMatch reports whether key can meet the plain words of a search
-// before its value is read: it holds each word, or the word may match the
-// value instead (a state, the provider's names).
-func keyMayMatch(terms []term, key string) bool {
-	for _, t := range terms {
-		if t.field == "key" && !strings.Contains(key, t.value) {
-			return false
-		}
-	}
-	return true
-}
-
-// containsAll reports whether s holds every word.
-func containsAll(s string, words []string) bool {
-	for _, w := range words {
-		if !strings.Contains(s, w) {
-			return false
-		}
-	}
-	return true
 }

@@ -34,9 +34,10 @@ func (w walkState) NodesOf(module string) []string {
 	for n := range w.p.idx.planned[module] {
 		nodes[n] = struct{}{}
 	}
-	for _, r := range w.p.refusals {
-		if r.Module == module {
-			nodes[r.Node] = struct{}{}
+	for key := range w.p.idx.heldMod[module] {
+		if r, ok := w.p.refusals[key]; ok {
+			node, _ := refusalNames(key, r)
+			nodes[node] = struct{}{}
 		}
 	}
 	return nodes.sorted()

@@ -20,6 +20,12 @@
 // since when the seat last wrote. Answers go to the ask router on
 // mesh-asks.answer.<user> through [asks.Answer]; the answer endpoint takes
 // only same-origin POSTs that carry the page's token.
+//
+// Every route answers only a browser logged in: one that opened the URL
+// with the page's login secret ([Config.Login], kept in a file only the
+// operator's Unix user may read, [ReadLogin]) and so holds a session
+// cookie (HttpOnly, SameSite=Strict), and only on a Host that is the
+// address it came in on (or localhost on loopback).
 package web
 
 import (
@@ -65,6 +71,13 @@ type Config struct {
 	// AnswerTimeout bounds one answer's request to the router. Zero means
 	// 5 s.
 	AnswerTimeout time.Duration
+	// Login is the page's login secret ([ReadLogin]): a browser is let in
+	// once it opened a URL with ?login=<Login> ([LoginURL]), which gives it
+	// a session cookie; every other request is refused. Empty lets no
+	// browser in.
+	Login string
+	// LoginFile is where Login is kept, said in the refusals.
+	LoginFile string
 }
 
 // Page is the operator's page over watched copies. Create it with [New];
@@ -73,6 +86,8 @@ type Page struct {
 	cfg   Config
 	log   *slog.Logger
 	token string // the per-page token answers must carry
+	// sessions are the browsers logged in with cfg.Login.
+	sessions sessions
 
 	mu       sync.Mutex
 	provs    map[string]mesh.Provision
@@ -82,8 +97,11 @@ type Page struct {
 	odd      map[string]string          // "<bucket> <key>" -> why
 	idx      index
 	seat     seatView
-	version  uint64        // counts changes taken
-	changed  chan struct{} // closed and replaced on each change
+	version  uint64 // counts changes taken
+	// searchRead counts the keys searches have read (each checked against
+	// every term): what a search costs.
+	searchRead int
+	changed    chan struct{} // closed and replaced on each change
 
 	copies []*bus.Copy
 	done   <-chan struct{} // closed when the page stops following
@@ -99,6 +117,18 @@ func New(ctx context.Context, cfg Config) *Page {
 			bus.Options{Log: p.log, OnChange: p.take, RevisionsOnly: true}))
 	}
 	go p.followSeat(ctx)
+	go func() { // once read, the summary stops saying it is still reading
+		for _, c := range p.copies {
+			select {
+			case <-c.Ready():
+			case <-ctx.Done():
+				return
+			}
+		}
+		p.mu.Lock()
+		p.bump()
+		p.mu.Unlock()
+	}()
 	return p
 }
 
@@ -131,6 +161,19 @@ func newPage(ctx context.Context, cfg Config) *Page {
 		changed:  make(chan struct{}),
 		done:     ctx.Done(),
 	}
+}
+
+// ready reports whether every copy the page shows holds its bucket's keys
+// (true for a page that follows nothing).
+func (p *Page) ready() bool {
+	for _, c := range p.copies {
+		select {
+		case <-c.Ready():
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // Ready is closed once every copy the page shows holds its bucket's keys.

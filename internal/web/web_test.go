@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -19,8 +18,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/asks"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus/bustest"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/meshfile"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/retire"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/seat"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/web"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
@@ -55,6 +56,9 @@ type running struct {
 	js   jetstream.JetStream // the test's own (operator) connection
 	seat *seat.Seat
 	url  string // the page's
+	// client is the operator's browser: logged in with the page's login
+	// URL, its session cookie in its jar.
+	client *http.Client
 	// stopSeat stops the seat and waits for it (it releases its lease).
 	stopSeat func()
 }
@@ -87,14 +91,10 @@ func start(t *testing.T) *running {
 	r.settle()
 
 	wnc, wjs := bustest.Connect(t, srv, "operator-web")
-	page := web.New(r.ctx, web.Config{JS: wjs, NC: wnc, User: "operator"})
+	page := web.New(r.ctx, web.Config{JS: wjs, NC: wnc, User: "operator", Login: testLogin, LoginFile: testLoginFile})
 	<-page.Ready()
-	hs := httptest.NewServer(page)
-	t.Cleanup(func() {
-		hs.CloseClientConnections() // the browser's event stream
-		hs.Close()
-	})
-	r.url = hs.URL
+	hs := serve(t, page)
+	r.url, r.client = hs.URL, hs.Client()
 	return r
 }
 
@@ -208,6 +208,7 @@ func TestPageInChromium(t *testing.T) {
 	}
 	row := `#consumes tr[data-key="` + key + `"]`
 	within(t, tab, "loading ace's page",
+		login(r.url),
 		chromedp.Navigate(r.url+"/?node=ace"),
 		chromedp.WaitVisible(chromedp.CSS(row+`[data-state="asked"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#live.on`)), // the event stream is open
@@ -231,7 +232,7 @@ func TestPageInChromium(t *testing.T) {
 
 	// The vault fails the key: its row turns failed by a delta that carries
 	// the key's row and ace's counts, not the view again.
-	events := stream(t, r.ctx, r.url+"/events?node=ace&v="+version(t, r.url+"/?node=ace"))
+	events := stream(t, r.ctx, r.client, r.url+"/events?node=ace&v="+version(t, r.client, r.url+"/?node=ace"))
 	next(t, events, "the stream's first event")
 	r.put(mesh.BoundBucket(mesh.VaultModule), key, mesh.Entry{State: mesh.Failed, Why: "store sealed"})
 	within(t, tab, key+" to turn failed on the page",
@@ -314,9 +315,9 @@ func TestPageInChromium(t *testing.T) {
 }
 
 // version reads the version a view of the page shows.
-func version(t *testing.T, url string) string {
+func version(t *testing.T, client *http.Client, url string) string {
 	t.Helper()
-	resp, err := http.Get(url)
+	resp, err := client.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,9 +331,9 @@ func version(t *testing.T, url string) string {
 }
 
 // token reads the page's answer token from its HTML.
-func token(t *testing.T, base string) string {
+func token(t *testing.T, client *http.Client, base string) string {
 	t.Helper()
-	resp, err := http.Get(base + "/")
+	resp, err := client.Get(base + "/")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,7 +341,7 @@ func token(t *testing.T, base string) string {
 	b, _ := io.ReadAll(resp.Body)
 	m := regexp.MustCompile(`name="token" value="([0-9a-f]+)"`).FindSubmatch(b)
 	if m == nil {
-		t.Fatalf("no token on the page:\n%s", b)
+		t.Fatalf("no token on the page (%d):\n%s", resp.StatusCode, b)
 	}
 	return string(m[1])
 }
@@ -356,7 +357,7 @@ func TestAnswerRefusesCrossSiteRequests(t *testing.T) {
 	bustest.WaitFor(t, 0, "an ask", func() bool {
 		return r.get(mesh.ProvisionsBucket, "ace.vaultwarden.database", &p) && p.Ask != ""
 	})
-	good := token(t, r.url)
+	good := token(t, r.client, r.url)
 	for _, c := range []struct {
 		name   string
 		token  string
@@ -378,7 +379,7 @@ func TestAnswerRefusesCrossSiteRequests(t *testing.T) {
 			}
 			req.Header.Set(k, v)
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := r.client.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -397,7 +398,7 @@ func TestAnswerRefusesCrossSiteRequests(t *testing.T) {
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Origin", r.url)
 	req.Header.Set("Sec-Fetch-Site", "same-origin")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := r.client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -409,7 +410,7 @@ func TestAnswerRefusesCrossSiteRequests(t *testing.T) {
 	// An answer to an ask no longer open says the router's why.
 	req, _ = http.NewRequest(http.MethodPost, r.url+"/answer", strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	resp, err = http.DefaultClient.Do(req)
+	resp, err = r.client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -427,6 +428,7 @@ func TestPageSaysWhenNoSeatHoldsTheLease(t *testing.T) {
 	tab := browser(t)
 	r := start(t)
 	within(t, tab, "loading the page",
+		login(r.url),
 		chromedp.Navigate(r.url),
 		chromedp.WaitVisible(chromedp.CSS(`#live.on`)),
 		chromedp.WaitVisible(chromedp.CSS(`#summary #seat`)))
@@ -441,5 +443,132 @@ func TestPageSaysWhenNoSeatHoldsTheLease(t *testing.T) {
 	said, err = chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#summary #noseat`)))
 	if err != nil || !strings.Contains(said, "no seat holds the lease") || !strings.Contains(said, "last wrote") {
 		t.Errorf("the page says %q, %v; want that no seat holds the lease, and since when the seat last composed", said, err)
+	}
+}
+
+// TestUnknownKeyNodeOrModuleIs404: a drill-down to a key, node or module
+// the mesh holds nothing of answers 404 with a page that says "No such
+// key" (node, module), keeps the page's header and search and leads to the
+// summary, and names no node the key does not belong to; the known
+// neighbours (a provision key, a plan key, a node, a module) answer 200.
+func TestUnknownKeyNodeOrModuleIs404(t *testing.T) {
+	r := start(t)
+	get := func(query string) (int, string) {
+		t.Helper()
+		resp, err := r.client.Get(r.url + "/?" + query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, c := range []struct{ query, says string }{
+		{"key=nosuch.key", "No such key"},
+		{"key=ace.nosuch", "No such key"},
+		{"key=" + url.QueryEscape("ace.gitea.credential.nosuch"), "No such key"},
+		{"node=nosuch", "No such node"},
+		{"module=nosuch", "No such module"},
+	} {
+		code, body := get(c.query)
+		if code != http.StatusNotFound || !strings.Contains(body, c.says) {
+			t.Errorf("/?%s = %d, saying %q: %v; want 404 saying %q", c.query, code, c.says, strings.Contains(body, c.says), c.says)
+		}
+		if !strings.Contains(body, `<form id="search"`) || !strings.Contains(body, `<nav class="crumbs"><a href="/">mesh</a>`) {
+			t.Errorf("/?%s: the 404 page has no search or no crumb to the mesh:\n%s", c.query, body)
+		}
+		if strings.Contains(body, "node nosuch") {
+			t.Errorf("/?%s: the 404 page has a crumb to the node nosuch, which the mesh does not hold", c.query)
+		}
+	}
+	for _, q := range []string{
+		"key=" + url.QueryEscape("ace.gitea.credential.postgres_database_main"), "key=ace.gitea",
+		"node=ace", "node=control", "module=gitea", "module=postgres",
+	} {
+		if code, body := get(q); code != http.StatusOK || strings.Contains(body, "No such") {
+			t.Errorf("/?%s = %d (no such said: %v); want 200 with its view", q, code, strings.Contains(body, "No such"))
+		}
+	}
+}
+
+// TestRetiredKeyIsSaidRetired: a key the seat deleted on the operator's
+// yes (its ask's record answered yes, the key gone) answers 200, its view
+// saying it was retired, by which ask, on whose answer and when, without
+// "No such key" (it answered 404 under that heading, its Why saying it was
+// retired).
+func TestRetiredKeyIsSaidRetired(t *testing.T) {
+	r := start(t)
+	key := mesh.ProvisionKey{Node: "ace", Consumer: "wiki", Provision: "database"}
+	at := time.Date(2026, 11, 30, 4, 0, 0, 0, time.UTC)
+	ask := retire.Ask(key, mesh.Provision{Provision: "database", Consumer: mesh.Ref{Module: "wiki", Node: "ace"},
+		Provider: mesh.Ref{Module: "postgres", Node: "control"}, State: mesh.Retiring}, at, 0)
+	yes, _ := ask.Option("yes")
+	r.put(mesh.RecordsBucket, ask.ID, mesh.Record{State: mesh.RecordAnswered, Ask: ask, Warrant: &mesh.RecordWarrant{
+		Asker: "mesh-provisioner", Ask: ask.ID, Outcome: mesh.OutcomeChosen, Option: "yes", Binds: yes.Binds,
+		By: mesh.Identity{Who: "alice", Kind: "operator", Identity: "alice"}, At: at.Add(time.Hour)}})
+
+	var code int
+	var body string
+	bustest.WaitFor(t, 0, "the page to say "+key.String()+" retired", func() bool {
+		resp, err := r.client.Get(r.url + "/?key=" + url.QueryEscape(key.String()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		code, body = resp.StatusCode, string(b)
+		return strings.Contains(body, `id="retired"`)
+	})
+	if code != http.StatusOK || strings.Contains(body, "No such key") {
+		t.Errorf("/?key=%s = %d (No such key said: %v); want 200 saying it was retired", key, code, strings.Contains(body, "No such key"))
+	}
+	for _, want := range []string{
+		"no longer kept: the seat deleted it on the operator&#39;s warrant",
+		"By the ask <span class=\"id\">" + ask.ID + "</span>",
+		"removed on the answer yes of alice at 2026-11-30 05:00Z to " + ask.ID,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/?key=%s does not say %q:\n%s", key, want, body)
+		}
+	}
+}
+
+// TestUnknownWhileReadingIs503: while the page's copies have not read
+// their buckets (here its user may not make the consumers a watch needs,
+// so they never do), a drill-down to a key the page holds nothing of is
+// not said missing: it answers 503 with Retry-After, the page saying it is
+// still reading the mesh.
+func TestUnknownWhileReadingIs503(t *testing.T) {
+	srv := bustest.Server(t, `authorization { users = [
+  {user: seat, password: s}
+  {user: web, password: w, permissions: {publish: {deny: ["$JS.API.CONSUMER.>"]}}}
+] }`)
+	ctx := bustest.Context(t)
+	_, sjs, err := bus.Connect(bus.Dial{URL: srv.URL(), User: "seat", Password: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []string{mesh.ProvisionsBucket, mesh.PlansBucket, mesh.RefusedBucket, mesh.RecordsBucket} {
+		if _, err := bus.Bucket(ctx, sjs, b, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wnc, wjs, err := bus.Connect(bus.Dial{URL: srv.URL(), User: "web", Password: "w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(wnc.Close)
+	page := web.New(ctx, web.Config{JS: wjs, NC: wnc, User: "operator", Login: testLogin, LoginFile: testLoginFile})
+	hs := serve(t, page)
+	resp, err := hs.Client().Get(hs.URL + "/?key=ace.gitea")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" ||
+		!strings.Contains(string(b), "still reading") {
+		t.Errorf("/?key=ace.gitea before the page has read the bus = %d, Retry-After %q; want 503 with Retry-After, saying it is still reading:\n%s",
+			resp.StatusCode, resp.Header.Get("Retry-After"), b)
 	}
 }

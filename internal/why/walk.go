@@ -53,8 +53,9 @@ var ErrUnknownKey = errors.New("why: no provision, plan or refusal has this key"
 // (<node>.<module>). A provision key the seat does not keep is walked to
 // the refusal of its consumer when that module is held (a held module's
 // new keys are never written), or, when it was retired, to the ask and
-// the answer that removed it (st must then also list the records, as the
-// seat's state.Mesh does with Records). It returns ErrUnknownKey, wrapped, for a key
+// the answer that removed it (st must then also name the key's ask, as
+// lookup.State does with RetiredBy, or list the records, as the seat's
+// state.Mesh does with Records). It returns ErrUnknownKey, wrapped, for a key
 // the mesh does not keep and nothing says why, and a key error for a key
 // out of shape.
 func Walk(st compose.State, key string) ([]Step, error) {
@@ -107,6 +108,13 @@ type records interface {
 	Records(f func(id string, r mesh.Record))
 }
 
+// retiredBy is what a State that reads by key offers beyond
+// [compose.State]: the id of the ask whose yes retired a provision key, as
+// the key's delete marker names it ([mesh.AskHeader]).
+type retiredBy interface {
+	RetiredBy(key string) (string, bool)
+}
+
 // notKept walks a provision key the seat does not keep, and reports
 // whether anything says why: its consumer held (the refusal), or the key
 // retired (the ask answered yes that removed it).
@@ -118,20 +126,26 @@ func (w *walker) notKept(k mesh.ProvisionKey) bool {
 		w.refusal(rk, r, 1, roleConsumer)
 		return true
 	}
-	rs, ok := w.st.(records)
-	if !ok {
-		return false
-	}
 	var yes *mesh.Record
 	about := "provision." + key
-	rs.Records(func(_ string, r mesh.Record) {
-		if r.Ask.About != about || r.State != mesh.RecordAnswered || r.Warrant == nil || r.Warrant.Option != "yes" {
-			return
+	removed := func(r mesh.Record) bool {
+		return r.Ask.About == about && r.State == mesh.RecordAnswered && r.Warrant != nil && r.Warrant.Option == "yes"
+	}
+	if rb, ok := w.st.(retiredBy); ok {
+		// The key's delete marker names its ask: that one record is read.
+		if id, ok := rb.RetiredBy(key); ok {
+			if r, ok := w.st.Record(id); ok && removed(r) {
+				yes = &r
+			}
 		}
-		if yes == nil || r.Warrant.At.After(yes.Warrant.At) {
-			yes = &r
-		}
-	})
+	}
+	if rs, ok := w.st.(records); ok && yes == nil {
+		rs.Records(func(_ string, r mesh.Record) {
+			if removed(r) && (yes == nil || r.Warrant.At.After(yes.Warrant.At)) {
+				yes = &r
+			}
+		})
+	}
 	if yes == nil {
 		return false
 	}
@@ -141,7 +155,7 @@ func (w *walker) notKept(k mesh.ProvisionKey) bool {
 		_, kept, _ = w.st.Entry(pr.Module, key)
 	}
 	clean := retire.CleanByHand(k, mesh.Provision{Consumer: mesh.Ref{Module: k.Consumer, Node: k.Node}, Provider: pr})
-	w.add(Step{What: StepProvision, Key: key, State: stateRetired, Says: saysRetired(yes.Ask, pr, kept, clean)})
+	w.add(Step{What: StepProvision, Key: key, State: StateRetired, Says: saysRetired(yes.Ask, pr, kept, clean)})
 	w.add(Step{Depth: 1, What: StepAsk, Key: yes.Ask.ID, State: yes.Warrant.Option, Says: saysRemovedBy(*yes), Since: yes.Warrant.At})
 	return true
 }

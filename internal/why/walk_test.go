@@ -243,7 +243,7 @@ func TestWalk(t *testing.T) {
 				b.put(mesh.RecordsBucket, "retire-g14-grafana-database-1", mesh.Record{State: mesh.RecordExpired,
 					Ask: mesh.Ask{ID: "retire-g14-grafana-database-1", About: a.About, Expires: at}})
 				b.put(mesh.RecordsBucket, a.ID, mesh.Record{State: mesh.RecordAnswered, Ask: a,
-					Warrant: &mesh.RecordWarrant{Ask: a.ID, Outcome: mesh.OutcomeChosen, Option: "yes", By: mesh.Identity{Who: "alice"}, At: at.Add(time.Minute)}})
+					Warrant: &mesh.RecordWarrant{Ask: a.ID, Outcome: mesh.OutcomeChosen, Option: "yes", By: mesh.Identity{Who: "alice", Kind: "nats-user", Identity: "alice"}, At: at.Add(time.Minute)}})
 			},
 			key: grafanaDB,
 			want: []line{
@@ -260,7 +260,7 @@ func TestWalk(t *testing.T) {
 				gone := mesh.Ref{Module: "mesh-vault", Node: "gamma"}
 				a := retire.AskFor(k, mesh.Provision{Consumer: mesh.Ref{Module: "app", Node: "gamma"}, Provider: gone}, retire.ProviderGone, at, time.Hour)
 				b.put(mesh.RecordsBucket, a.ID, mesh.Record{State: mesh.RecordAnswered, Ask: a,
-					Warrant: &mesh.RecordWarrant{Ask: a.ID, Outcome: mesh.OutcomeChosen, Option: "yes", By: mesh.Identity{Who: "alice"}, At: at.Add(time.Minute)}})
+					Warrant: &mesh.RecordWarrant{Ask: a.ID, Outcome: mesh.OutcomeChosen, Option: "yes", By: mesh.Identity{Who: "alice", Kind: "nats-user", Identity: "alice"}, At: at.Add(time.Minute)}})
 				b.put(mesh.BoundBucket("mesh-vault"), k.String(), mesh.Entry{State: mesh.Provided, VaultName: "v", Generation: 1})
 			},
 			key: "gamma.app.credential.postgres_database",

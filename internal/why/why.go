@@ -17,8 +17,12 @@ const (
 	saysAskNotRecorded = "its ask is not recorded by the ask router (is mesh-asks running?)"
 	roleProvider       = "provider"
 	roleConsumer       = "consumer"
-	stateRetired       = "retired"
 )
+
+// StateRetired is the state of a walk's first step when the key asked
+// about was retired: the seat deleted it on the operator's yes, and the
+// next step is that ask and its answer.
+const StateRetired = "retired"
 
 // saysRetired says what became of a key deleted on the operator's yes to
 // ask a: what its Remove option said it does; or, when pr (its provider,

@@ -1,17 +1,19 @@
 // Command dryruncost measures what "apply --dry-run" costs as the mesh
 // grows, for a change that touches one node (issue 17): for each size it
 // generates a mesh ("gen --nodes N --modules M"), applies it to an
-// embedded server and runs the seat in this process until it has settled,
-// then runs "apply --dry-run -o json" of the same file with one more app
-// module placed on node-0001, under /usr/bin/time -v, and prints its wall
-// time, CPU, peak memory (RSS) and what it predicted, and each figure's
-// ratio to the first size's; beside it, "apply" of the generated file as
-// applied (which reads the same buckets and writes nothing): what reading
-// and parsing the file and the buckets it writes costs at that size.
+// embedded server and runs the seat in this process until it has settled
+// (and the seat's verb, which apply asks which nodes' placement, wants and
+// haves differ from the file; -noverb runs none, and apply reads those
+// buckets whole), then runs "apply --dry-run -o json" of the same file
+// with one more app module placed on node-0001, under /usr/bin/time -v,
+// and prints its wall time, CPU, peak memory (RSS) and what it predicted,
+// the floor's parts (the file's parse and check, the read, the diff) and
+// the run past them, and each figure's ratio to the first size's; beside
+// it, "apply" of the generated file as applied (which writes nothing).
 //
 // Run it from the repository's root:
 //
-//	go run ./scripts/dryruncost [-nodes 30,3000,10000] [-modules 8] [-runs 3]
+//	go run ./scripts/dryruncost [-nodes 30,3000,10000] [-modules 8] [-runs 3] [-noverb]
 package main
 
 import (
@@ -33,6 +35,7 @@ import (
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/gen"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/meshfile"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/provisioning"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/seat"
 )
 
@@ -40,6 +43,7 @@ func main() {
 	nodes := flag.String("nodes", "30,3000,10000", "sizes of the generated meshes, comma-separated")
 	modules := flag.Int("modules", 8, "app modules per worker node")
 	runs := flag.Int("runs", 3, "dry runs per size (the median is printed)")
+	flag.BoolVar(&noVerb, "noverb", false, "run no seat verb: apply and apply --dry-run read placement, wants and haves whole")
 	flag.StringVar(&profile, "profile", "", "directory for a CPU and an allocation profile of each size's last dry run (cpu-N.prof, mem-N.prof)")
 	flag.Parse()
 	var sizes []int
@@ -60,6 +64,9 @@ func main() {
 // profile is the -profile directory, or "".
 var profile string
 
+// noVerb is -noverb.
+var noVerb bool
+
 // figures are one dry run's costs, and those of the apply that writes
 // nothing.
 type figures struct {
@@ -67,6 +74,13 @@ type figures struct {
 	rssKB     int
 	changes   int
 	apply     *figures
+	// The dry run's steps (apply --phases): the file's parse and check,
+	// the read of the file's buckets and the diff (the floor: what apply
+	// does too), and the run past them, with the keys it read and decoded.
+	parse, read, diff, run             time.Duration
+	parseCPU, readCPU, diffCPU, runCPU time.Duration
+	phases                             string
+	stderr                             string
 }
 
 func run(sizes []int, modules, runs int) error {
@@ -92,6 +106,14 @@ func run(sizes []int, modules, runs int) error {
 		fmt.Printf("%6d nodes x %d: dry run %7.3f s wall, %7.3f s CPU, %7.1f MiB peak RSS, %d keys predicted; x%.1f wall, x%.1f CPU, x%.1f memory of %d nodes\n",
 			n, modules, f.wall.Seconds(), f.cpu.Seconds(), float64(f.rssKB)/1024, f.changes,
 			f.wall.Seconds()/first.wall.Seconds(), f.cpu.Seconds()/first.cpu.Seconds(), float64(f.rssKB)/float64(first.rssKB), sizes[0])
+		fmt.Printf("%6d nodes x %d: the floor: parse and check %.3f s (x%.1f), read the file's buckets %.3f s (x%.1f), diff %.3f s (x%.1f); past it, the run %.3f s wall (x%.1f), %.3f s CPU (x%.1f of %d nodes): %s\n",
+			n, modules, f.parse.Seconds(), f.parse.Seconds()/first.parse.Seconds(), f.read.Seconds(), f.read.Seconds()/first.read.Seconds(),
+			f.diff.Seconds(), f.diff.Seconds()/first.diff.Seconds(), f.run.Seconds(), f.run.Seconds()/first.run.Seconds(),
+			f.runCPU.Seconds(), f.runCPU.Seconds()/first.runCPU.Seconds(), sizes[0], f.phases)
+		ratio := func(a, b time.Duration) float64 { return a.Seconds() / max(b.Seconds(), 0.001) }
+		fmt.Printf("%6d nodes x %d: the floor's CPU: parse and check %.3f s (x%.1f), read %.3f s (x%.1f), diff %.3f s (x%.1f) of %d nodes\n",
+			n, modules, f.parseCPU.Seconds(), ratio(f.parseCPU, first.parseCPU), f.readCPU.Seconds(), ratio(f.readCPU, first.readCPU),
+			f.diffCPU.Seconds(), ratio(f.diffCPU, first.diffCPU), sizes[0])
 		a, fa := f.apply, first.apply
 		fmt.Printf("%6d nodes x %d: apply   %7.3f s wall, %7.3f s CPU, %7.1f MiB peak RSS (nothing to write); x%.1f wall, x%.1f CPU, x%.1f memory of %d nodes\n",
 			n, modules, a.wall.Seconds(), a.cpu.Seconds(), float64(a.rssKB)/1024,
@@ -137,6 +159,20 @@ func size(tmp, bin string, nodes, modules, runs int) (figures, error) {
 		time.Sleep(50 * time.Millisecond) // a script, not a test: polled until the seat is quiet
 	}
 	fmt.Printf("%6d nodes: applied and settled in %.1f s\n", nodes, time.Since(began).Seconds())
+	// The seat's verb, which says which nodes' placement, wants and haves
+	// differ from a file (what apply and apply --dry-run ask it), on its
+	// own connection as the seat's process runs it; with -noverb none
+	// runs, and both read those buckets whole.
+	if !noVerb {
+		vnc, vjs, err := bus.Connect(bus.Dial{URL: srv.URL(), Name: "verb"})
+		if err != nil {
+			return figures{}, err
+		}
+		defer vnc.Close()
+		if err := provisioning.Start(ctx, vnc, vjs, provisioning.Options{Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))}); err != nil {
+			return figures{}, err
+		}
+	}
 
 	changed, err := placeOne(text)
 	if err != nil {
@@ -145,6 +181,19 @@ func size(tmp, bin string, nodes, modules, runs int) (figures, error) {
 	path := filepath.Join(tmp, fmt.Sprintf("change-%d.yaml", nodes))
 	if err := os.WriteFile(path, changed, 0o644); err != nil {
 		return figures{}, err
+	}
+	// Dry runs first, not counted, until one is answered by the verb (its
+	// first answer waits for its copies to hold every key; on a loaded
+	// machine a request may time out and the dry run read whole).
+	for try := 1; ; try++ {
+		_, err := dryRun(bin, path, srv.URL())
+		if err == nil {
+			break
+		}
+		if try == 5 {
+			return figures{}, err
+		}
+		fmt.Fprintf(os.Stderr, "dryruncost: %d nodes: warm-up dry run %d: %v\n", nodes, try, err)
 	}
 	var all []figures
 	for i := range runs {
@@ -209,20 +258,46 @@ func placeOne(text []byte) ([]byte, error) {
 }
 
 var (
-	wallRe = regexp.MustCompile(`Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (?:(\d+):)?(\d+):([\d.]+)`)
-	userRe = regexp.MustCompile(`User time \(seconds\): ([\d.]+)`)
-	sysRe  = regexp.MustCompile(`System time \(seconds\): ([\d.]+)`)
-	rssRe  = regexp.MustCompile(`Maximum resident set size \(kbytes\): (\d+)`)
+	wallRe   = regexp.MustCompile(`Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (?:(\d+):)?(\d+):([\d.]+)`)
+	userRe   = regexp.MustCompile(`User time \(seconds\): ([\d.]+)`)
+	sysRe    = regexp.MustCompile(`System time \(seconds\): ([\d.]+)`)
+	rssRe    = regexp.MustCompile(`Maximum resident set size \(kbytes\): (\d+)`)
+	runCPURe = regexp.MustCompile(`^([\d.]+) s CPU`)
+	// phasesRe reads apply --dry-run --phases's line.
+	cpuRe    = regexp.MustCompile(`apply --dry-run CPU: parse and check ([\d.]+) s, read ([\d.]+) s, diff ([\d.]+) s`)
+	phasesRe = regexp.MustCompile(`parse and check ([\d.]+) s, read ([\d.]+) s \(([^)]*)\), diff ([\d.]+) s, run ([\d.]+) s \(([^)]*)\)`)
 )
 
 // dryRun runs apply --dry-run of path against url under /usr/bin/time -v.
 func dryRun(bin, path, url string, extra ...string) (figures, error) {
-	args := append([]string{"apply", "--dry-run", "-o", "json", "-f", path, "--nats", url}, extra...)
+	args := append([]string{"apply", "--dry-run", "--phases", "-o", "json", "-f", path, "--nats", url}, extra...)
 	var out []byte
 	f, err := timedOut(bin, &out, args...)
 	if err != nil {
 		return figures{}, err
 	}
+	if !noVerb && strings.Contains(f.stderr, " whole (") {
+		return figures{}, fmt.Errorf("apply --dry-run read the file's buckets whole with the seat's verb running:\n%s", f.stderr)
+	}
+	m := phasesRe.FindStringSubmatch(f.stderr)
+	if m == nil {
+		return figures{}, fmt.Errorf("apply --dry-run --phases said no phases:\n%s", f.stderr)
+	}
+	for i, d := range []*time.Duration{&f.parse, &f.read, nil, &f.diff} {
+		if d != nil {
+			*d, _ = time.ParseDuration(m[i+1] + "s")
+		}
+	}
+	f.run, _ = time.ParseDuration(m[5] + "s")
+	if c := cpuRe.FindStringSubmatch(f.stderr); c != nil {
+		f.parseCPU, _ = time.ParseDuration(c[1] + "s")
+		f.readCPU, _ = time.ParseDuration(c[2] + "s")
+		f.diffCPU, _ = time.ParseDuration(c[3] + "s")
+	}
+	if c := runCPURe.FindStringSubmatch(m[6]); c != nil {
+		f.runCPU, _ = time.ParseDuration(c[1] + "s")
+	}
+	f.phases = m[3] + "; " + m[6]
 	var rep struct {
 		Changes []json.RawMessage `json:"changes"`
 	}
@@ -248,7 +323,7 @@ func timedOut(bin string, out *[]byte, args ...string) (figures, error) {
 	}
 	*out = stdout.Bytes()
 	e := stderr.String()
-	var f figures
+	f := figures{stderr: e}
 	if m := wallRe.FindStringSubmatch(e); m != nil {
 		h, _ := strconv.Atoi(m[1])
 		mi, _ := strconv.Atoi(m[2])

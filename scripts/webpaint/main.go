@@ -1,13 +1,29 @@
-// Command webpaint measures the operator's page of a running mesh (issue
-// 17): for each view it prints the first response's size and time, and the
-// first contentful paint in headless Chromium (/usr/bin/chromium), the
-// median of -runs loads.
+// Command webpaint measures and checks the operator's page (issue 17).
 //
-// Run it against a page, for example up's on a generated mesh:
+// With -sizes it runs the page on the real path at each mesh size
+// (internal/web/pagecheck): a real embedded nats-server with JetStream, the
+// mesh of "gen --nodes N --modules M" applied, the seat writing plans and
+// provisions, the page following the buckets behind its login, headless
+// Chromium (/usr/bin/chromium) logging in and loading it. It prints per size the first response's
+// bytes and time, the first contentful paint, the summary's counts beside
+// the bus's, the walk one click away, the delta of one key changed on the
+// bus (through its provider's entry), and each search's first response,
+// then each search's time against the first size's (the ratio). It exits 1
+// when the page breaks a promise at some size (a first response of 1 MB or
+// more, the summary's counts not the bus's, no walk one click from a key's
+// row, a change sent as more than that key's row and counts or not shown
+// live, the summary answered without the login):
+//
+//	go run ./scripts/webpaint -sizes 30,3000,10000 [-modules 8] [-runs 5]
+//
+// With -url (the login URL the page printed) it measures a page already
+// running, for example up's on a generated mesh: for each view the first
+// response's size and time, and the first contentful paint, the median of
+// -runs loads:
 //
 //	go run ./cmd/mesh-provisioner gen --nodes 10000 --modules 8 -o /tmp/g.yaml
 //	go run ./cmd/mesh-provisioner up /tmp/g.yaml --data /tmp/g --web 127.0.0.1:4392 &
-//	go run ./scripts/webpaint -url http://127.0.0.1:4392 [-runs 5] [-views /,/?node=node-0042]
+//	go run ./scripts/webpaint -url "http://127.0.0.1:4392/?login=$(cat /tmp/g/web-login)" [-runs 5] [-views /,/?node=node-0042]
 package main
 
 import (
@@ -16,6 +32,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -32,17 +50,49 @@ const paintJS = `new Promise((done) => requestAnimationFrame(() => setTimeout(()
 }, 0)))`
 
 func main() {
-	base := flag.String("url", "http://127.0.0.1:4280", "the page's address")
-	views := flag.String("views", "/,/?node=node-0042,/?q=state:asked", "views to load, comma-separated")
+	base := flag.String("url", "", "the login URL of a page already running (http://ADDR/?login=SECRET, as it printed)")
+	views := flag.String("views", "/,/?node=node-0042,/?q=state:asked", "views to load, comma-separated (with -url)")
 	runs := flag.Int("runs", 5, "loads per view (the median is printed)")
+	sizes := flag.String("sizes", "", "mesh sizes (nodes) to run the page at, comma-separated; the first is the base of the ratios")
+	modules := flag.Int("modules", 8, "app modules per worker node (with -sizes)")
+	searches := flag.String("searches", "node-0001,0001,node-0001.bookmarks-1,module:books-1,route,state:asked", "searches timed at each size, comma-separated (with -sizes)")
 	flag.Parse()
-	if err := run(*base, strings.Split(*views, ","), *runs); err != nil {
+	var err error
+	switch {
+	case *sizes != "":
+		err = check(*sizes, *modules, strings.Split(*searches, ","), *runs)
+	case *base != "":
+		err = run(*base, strings.Split(*views, ","), *runs)
+	default:
+		err = fmt.Errorf("give -sizes (run the page on a generated mesh) or -url (measure a running page)")
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "webpaint:", err)
 		os.Exit(1)
 	}
 }
 
-func run(base string, views []string, runs int) error {
+// run logs in to the page with the login URL login, as a browser and as
+// an HTTP client, then loads each view runs times.
+func run(login string, views []string, runs int) error {
+	u, err := url.Parse(login)
+	if err != nil || !u.Query().Has("login") {
+		return fmt.Errorf("-url %q: want the page's login URL, http://ADDR/?login=SECRET", login)
+	}
+	base := u.Scheme + "://" + u.Host
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		return err
+	}
+	client := &http.Client{Jar: jar}
+	resp, err := client.Get(login)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("logging in with -url: %s", resp.Status)
+	}
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
 		chromedp.ExecPath("/usr/bin/chromium"), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
 		chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.Flag("disable-dev-shm-usage", true),
@@ -53,13 +103,19 @@ func run(base string, views []string, runs int) error {
 	if err := chromedp.Do(tab); err != nil {
 		return fmt.Errorf("starting chromium: %w", err)
 	}
+	ctx, c := context.WithTimeout(tab, 60*time.Second)
+	err = chromedp.Do(ctx, chromedp.Navigate(login), chromedp.WaitVisible(chromedp.CSS(`#summary`)))
+	c()
+	if err != nil {
+		return fmt.Errorf("logging in in chromium: %w", err)
+	}
 	fmt.Printf("%-28s %12s %10s %10s\n", "view", "bytes", "response", "paint")
 	for _, v := range views {
 		var sizes []int
 		var took, paints []float64
 		for range runs {
 			start := time.Now()
-			resp, err := http.Get(base + v)
+			resp, err := client.Get(base + v)
 			if err != nil {
 				return err
 			}

@@ -30,6 +30,17 @@ func Server(t testing.TB, config ...string) *bus.Server {
 	return s
 }
 
+// Long skips t under -short (the README's quick tier, go test -short),
+// saying what it proves and that CI runs it: for a test that must run
+// long (servers through kills and failover, a node's leaf link, a whole
+// up with PostgreSQL moving a provider). proves completes "it proves ...".
+func Long(t testing.TB, proves string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("long (not in -short; CI, .ci/run, runs it): it proves %s", proves)
+	}
+}
+
 // Connect dials s as the component name and closes the connection in
 // t.Cleanup.
 func Connect(t testing.TB, s *bus.Server, name string) (*nats.Conn, jetstream.JetStream) {
@@ -51,11 +62,11 @@ func Context(t testing.TB) context.Context {
 }
 
 // WaitFor polls cond every 10 ms until it returns true, failing t with what
-// after the deadline d (0 means 10 s).
+// after the deadline d (0 means 30 s: generous, for a loaded machine).
 func WaitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	if d == 0 {
-		d = 10 * time.Second
+		d = 30 * time.Second
 	}
 	deadline := time.Now().Add(d)
 	for !cond() {

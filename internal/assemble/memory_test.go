@@ -1,8 +1,8 @@
-package cli
+package assemble
 
 import "testing"
 
-func TestUpMemoryBudgetGrowsWithTheMesh(t *testing.T) {
+func TestMemoryBudgetGrowsWithTheMesh(t *testing.T) {
 	for _, c := range []struct {
 		nodes int
 		want  uint64
@@ -14,8 +14,8 @@ func TestUpMemoryBudgetGrowsWithTheMesh(t *testing.T) {
 		{3000, 750 << 20},
 		{10000, 2500 << 20},
 	} {
-		if got := upMemoryBudget(c.nodes); got != c.want {
-			t.Errorf("upMemoryBudget(%d) = %d MiB, want %d MiB", c.nodes, got>>20, c.want>>20)
+		if got := MemoryBudget(c.nodes); got != c.want {
+			t.Errorf("MemoryBudget(%d) = %d MiB, want %d MiB", c.nodes, got>>20, c.want>>20)
 		}
 	}
 }

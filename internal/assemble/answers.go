@@ -1,4 +1,4 @@
-package cli
+package assemble
 
 import (
 	"github.com/mesh-provisioner/mesh-provisioner/internal/jsonhead"
@@ -6,7 +6,7 @@ import (
 )
 
 // answerReader reads, of a provision value (mesh-provisioner_provisions,
-// written by the seat), what up's followAnswers keeps of it: the module of
+// written by the seat), what [Settle.Quiet] keeps of it: the module of
 // its provider and whether it is retiring. It reads the two fields with the
 // provider kit's head reader ([jsonhead.HeadReader]: a tokenizer kept for
 // reuse, every other field skipped, each provider value decoded once as a

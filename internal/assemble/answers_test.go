@@ -1,4 +1,4 @@
-package cli
+package assemble
 
 import (
 	"fmt"
@@ -141,7 +141,7 @@ func TestFollowAnswersReadsNamesExactly(t *testing.T) {
 // BenchmarkAnswerReader reads provisions as the seat writes them: one
 // value again and again (its provider met before), and values of a provider
 // placed on 10 000 nodes, each node's provider a value of its own, read in
-// turn (as up's copy of the provisions reads them at a start).
+// turn (as [Settle.Quiet]'s copy of the provisions reads them at a start).
 func BenchmarkAnswerReader(b *testing.B) {
 	one := []byte(answerCases[0].value)
 	many := make([][]byte, 10000)

@@ -1,10 +1,9 @@
-package cli
+package assemble
 
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"io"
+	"errors"
 	"maps"
 	"sync"
 	"time"
@@ -17,45 +16,67 @@ import (
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
 
-// waitQuiet waits until the mesh is quiet: the provider of every needed
-// key among providers (those up runs) has an entry for it, the seat has
+// Settle waits until a running seat has settled: it has taken and judged
+// every write made so far to the buckets it follows ([seat.Seat.Marks])
+// and has nothing left to do. up waits so before it prints a summary, and
+// --once before it prints what the seat keeps.
+type Settle struct {
+	// Seat is the seat that runs.
+	Seat *seat.Seat
+	// JS reads the marks of the buckets the seat follows.
+	JS jetstream.JetStream
+	// Results are the seat's results (its OnResult); each is given to
+	// Said while Settle waits.
+	Results <-chan *compose.Result
+	// Said, if set, is called with each result taken from Results.
+	Said func(*compose.Result)
+	// SeatDone receives why the seat process stopped (nil: it stopped):
+	// the wait then ends with that error.
+	SeatDone <-chan error
+}
+
+// ErrSeatStopped is returned by a [Settle] wait when the seat process
+// stopped without an error of its own.
+var ErrSeatStopped = errors.New("the seat stopped")
+
+// Quiet waits until the mesh is quiet: the provider of every needed key
+// among providers (those that run here) has an entry for it, the seat has
 // taken and judged every write made so far to the buckets it follows (the
 // bound buckets of the providers included: [seat.Seat.Marks]) and has
 // nothing left to do, and nothing was written to those buckets meanwhile.
-// It prints the seat's results as they come. When providers run, it
-// returns the copy of the provisions bucket it followed (with values,
-// following until follow is done), for the print of up --once; else nil.
-func waitQuiet(ctx, follow context.Context, st *seat.Seat, js jetstream.JetStream, providers []string,
-	results <-chan *compose.Result, out io.Writer, seatDone <-chan error) (*bus.Copy, error) {
+// When providers run, it returns the copy of the provisions bucket it
+// followed (with values, following until follow is done), for a print of
+// what the seat keeps; else nil.
+func (s Settle) Quiet(ctx, follow context.Context, providers []string) (*bus.Copy, error) {
 	if len(providers) == 0 {
-		return nil, waitSettled(ctx, st, js, results, out, seatDone)
+		return nil, s.Settled(ctx)
 	}
 	// The providers' answers are followed only once the seat has settled
 	// a first time: the seat writes every provision at least once at
 	// start, and a provided one again, so that following from the start
-	// cost the server a delivery and up a decode for each of those
+	// cost the server a delivery and a decode for each of those
 	// changes; from then on the copy reads each provision once and the
 	// few changes after.
-	if err := waitSettled(ctx, st, js, results, out, seatDone); err != nil {
+	if err := s.Settled(ctx); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	answered, provisions, err := followAnswers(ctx, follow, js, providers)
+	answered, provisions, err := followAnswers(ctx, follow, s.JS, providers)
 	if err != nil {
 		return nil, err
 	}
 	for {
-		if err := pollUntil(ctx, answered); err != nil {
+		if err := PollUntil(ctx, answered); err != nil {
 			return nil, err
 		}
-		marks := st.Marks(ctx, js)
-		if err := waitSettledAt(ctx, st, marks, results, out, seatDone); err != nil {
+		marks := s.Seat.Marks(ctx, s.JS)
+		if err := s.settledAt(ctx, marks); err != nil {
 			return nil, err
 		}
 		// A provider that answered late, or keys the seat wrote meanwhile
 		// that a provider has yet to answer: once more.
-		if answered() && maps.Equal(st.Marks(ctx, js), marks) {
+		if answered() && maps.Equal(s.Seat.Marks(ctx, s.JS), marks) {
 			return provisions, nil
 		}
 	}
@@ -117,9 +138,9 @@ func ready(ctx context.Context, copies ...*bus.Copy) error {
 	return nil
 }
 
-// pollUntil checks cond every 50 ms until it holds or ctx is done: the
-// operator's command waits on what other components write.
-func pollUntil(ctx context.Context, cond func() bool) error {
+// PollUntil checks cond every 50 ms until it holds or ctx is done (its
+// error then): a wait on what other components write.
+func PollUntil(ctx context.Context, cond func() bool) error {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -134,10 +155,10 @@ func pollUntil(ctx context.Context, cond func() bool) error {
 	}
 }
 
-// waitApplied waits until every plan has been applied by its node's client
-// at the plan's build. Each plan and applied value is decoded once per
+// WaitApplied waits until every plan has been applied by its node's client
+// at the plan's build, reading the plans and applied buckets through js. Each plan and applied value is decoded once per
 // change (its fingerprint kept), not at every poll.
-func waitApplied(ctx context.Context, js jetstream.JetStream) error {
+func WaitApplied(ctx context.Context, js jetstream.JetStream) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// fingerprint is a value's fingerprint; ok is false when the value
@@ -174,7 +195,7 @@ func waitApplied(ctx context.Context, js jetstream.JetStream) error {
 	if err := ready(ctx, plans, apps); err != nil {
 		return err
 	}
-	return pollUntil(ctx, func() bool {
+	return PollUntil(ctx, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		for key, p := range planned {
@@ -186,31 +207,32 @@ func waitApplied(ctx context.Context, js jetstream.JetStream) error {
 	})
 }
 
-// waitSettled prints results until the seat has taken every write made so
-// far to the buckets it follows ([seat.Seat.Marks]) and has nothing left to
-// do.
-func waitSettled(ctx context.Context, st *seat.Seat, js jetstream.JetStream, results <-chan *compose.Result, out io.Writer, seatDone <-chan error) error {
-	return waitSettledAt(ctx, st, st.Marks(ctx, js), results, out, seatDone)
+// Settled waits until the seat has taken every write made so far to the
+// buckets it follows ([seat.Seat.Marks]) and has nothing left to do.
+func (s Settle) Settled(ctx context.Context) error {
+	return s.settledAt(ctx, s.Seat.Marks(ctx, s.JS))
 }
 
-// waitSettledAt prints results until the seat has taken every write up to
-// marks and has nothing left to do.
-func waitSettledAt(ctx context.Context, st *seat.Seat, marks map[string]uint64, results <-chan *compose.Result, out io.Writer, seatDone <-chan error) error {
+// settledAt waits until the seat has taken every write up to marks and
+// has nothing left to do.
+func (s Settle) settledAt(ctx context.Context, marks map[string]uint64) error {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case err := <-seatDone:
+		case err := <-s.SeatDone:
 			if err == nil {
-				err = fmt.Errorf("the seat stopped")
+				err = ErrSeatStopped
 			}
 			return err
-		case r := <-results:
-			printResult(out, r)
+		case r := <-s.Results:
+			if s.Said != nil {
+				s.Said(r)
+			}
 		case <-tick.C:
-			if st.Settled(marks) && len(results) == 0 {
+			if s.Seat.Settled(marks) && len(s.Results) == 0 {
 				return nil
 			}
 		}

@@ -1,0 +1,455 @@
+package bus
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/access"
+)
+
+// watchHeartbeat is how often the server says a scoped watch's consumer is
+// alive while it has nothing to deliver; after three beats missed the watch
+// makes its consumer anew (tests shorten it).
+var watchHeartbeat = 5 * time.Second
+
+// watchInactive is how long the server keeps a scoped watch's consumer once
+// no subscription wants its messages: the party may not delete it.
+const watchInactive = 2 * time.Second
+
+// errNamesHeld is start's error when every consumer name of the party's
+// set is held (its watches, and those the server still keeps after they
+// stopped, for [watchInactive]).
+var errNamesHeld = errors.New("every consumer name of the party's is held")
+
+// consumerNames are the names a scoped party's watches of one bucket give
+// their consumers: those its permissions list (access's consumer names,
+// "<user>-w1" … "<user>-wN"), taken in turn. A permission that allows any
+// name (a test's) leaves names empty, and each consumer gets a random one.
+type consumerNames struct {
+	mu    sync.Mutex
+	names []string
+	next  int
+	// refresh, if set, returns the names as the credentials file says
+	// them now (nil when it cannot tell): a rotated key's names differ.
+	refresh func() []string
+}
+
+// order returns the names to try for a new consumer, the next in turn
+// first.
+func (c *consumerNames) order() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.refresh != nil {
+		if now := c.refresh(); len(now) > 0 && !slices.Equal(now, c.names) {
+			c.names, c.next = now, 0
+		}
+	}
+	if len(c.names) == 0 {
+		return []string{fmt.Sprintf("w%016x", rand.Uint64())}
+	}
+	out := make([]string, 0, len(c.names))
+	for i := range c.names {
+		out = append(out, c.names[(c.next+i)%len(c.names)])
+	}
+	c.next = (c.next + 1) % len(c.names)
+	return out
+}
+
+// namesFromFile returns a func reading the consumer names of bucket from
+// the credentials file as it is now, or nil without a file.
+func (s *scoping) namesFromFile(api, bucket string) func() []string {
+	if s.creds == "" {
+		return nil
+	}
+	return func() []string {
+		publish := CredsPublish(s.creds)
+		if publish == nil {
+			return nil
+		}
+		return (&scoping{publish: publish}).consumerNames(api, bucket)
+	}
+}
+
+// consumerNames returns the consumer names the user may create consumers
+// of bucket's stream under: the literal name token of each
+// "<api>CONSUMER.CREATE.KV_<bucket>.<name>.<filter>" it may publish.
+func (s *scoping) consumerNames(api, bucket string) []string {
+	prefix := api + "CONSUMER.CREATE." + stream(bucket) + "."
+	var out []string
+	for _, p := range s.publish {
+		rest, ok := strings.CutPrefix(p, prefix)
+		if !ok {
+			continue
+		}
+		name, _, _ := strings.Cut(rest, ".")
+		if name == "*" || name == ">" {
+			return nil
+		}
+		if !containsString(out, name) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+func containsString(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// checkedWatch follows the keys of kv (bucket's handle) matching pattern,
+// every key when pattern is "", with [scopedKV.watch] whatever the user:
+// it hands on only a message of the bucket's own stream, from the watch's
+// own consumer, on a key the watch follows. The library's watch takes a
+// message's key from its subject and does not check the stream named in
+// its reply, so a party that may make a push consumer on another bucket
+// and learned this watch's inbox (an operator's system user reads every
+// consumer's deliver subject in JSZ) could deliver that bucket's messages
+// into the seat's copy, as keys of its own choosing. The watch stops when
+// ctx is done.
+func checkedWatch(ctx context.Context, js jetstream.JetStream, kv jetstream.KeyValue, bucket, pattern string) (jetstream.KeyWatcher, error) {
+	if pattern == "" {
+		pattern = ">"
+	}
+	w, err := ownWatch(js, kv, bucket).watch(ctx, pattern, WatchOptions{})
+	if err != nil {
+		return nil, err
+	}
+	// Stopped as soon as ctx is done, as the library's watch is: a copy
+	// read once (apply's) stops its watch before its own writes, whose
+	// echo must not be delivered.
+	context.AfterFunc(ctx, func() { _ = w.Stop() })
+	return w, nil
+}
+
+// ownWatch returns kv as a [scopedKV], whose watch is this package's own:
+// kv itself when it is one, else a handle of bucket on js (unscoped: a
+// reader of every key, whose consumers take random names) that makes its
+// consumers as the library would but takes their deliveries as
+// [scopedWatcher.take] does.
+func ownWatch(js jetstream.JetStream, kv jetstream.KeyValue, bucket string) *scopedKV {
+	if skv, ok := kv.(*scopedKV); ok {
+		return skv
+	}
+	js = unscoped(js)
+	return &scopedKV{js: js, nc: js.Conn(), api: apiPrefixOf(js), bucket: bucket, pre: kvPrefix(bucket),
+		names: &consumerNames{}, inner: kv}
+}
+
+// watch follows the keys matching pattern with a push consumer filtered on
+// their subjects, bound to the stream by name (no stream info), named from
+// the party's own names ([consumerNames]) and made with the API's "create"
+// action, so that it never takes over a consumer of that name: each key's
+// last value, then a nil entry once they are all sent (unless UpdatesOnly),
+// then every change. A gap in the consumer's sequence, or three missed
+// heartbeats (the consumer removed, the server restarted), makes the
+// consumer anew under another name of the set, from the stream sequence
+// after the last one handed on.
+func (kv *scopedKV) watch(ctx context.Context, pattern string, opts WatchOptions) (jetstream.KeyWatcher, error) {
+	w := &scopedWatcher{kv: kv, pattern: pattern, opts: opts, updates: make(chan jetstream.KeyValueEntry, 256),
+		done: make(chan struct{}), kick: make(chan struct{}, 1), beat: watchHeartbeat}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	// While every name is held, a stopped watch's consumer frees one
+	// within watchInactive: poll until then.
+	deadline := time.Now().Add(3 * watchInactive)
+	for {
+		err := w.start(ctx)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, errNamesHeld) || time.Now().After(deadline) {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if opts.UpdatesOnly {
+		w.initDone = true
+	} else if w.initPending == 0 {
+		w.initDone = true
+		w.send(nil)
+	}
+	go w.follow()
+	return w, nil
+}
+
+// ackPrefix and fcPrefix begin the reply subjects of a push consumer's
+// deliveries: a stored message's ack subject (with any account, domain or
+// ack policy) and the server's flow-control request.
+const (
+	ackPrefix = "$JS.ACK."
+	fcPrefix  = "$JS.FC."
+)
+
+// jsConsumerExists is the server's code for a create (the API's "create"
+// action) under a name a consumer of another configuration holds.
+const jsConsumerExists = 10148
+
+// consumerReply is the API's answer to a consumer create.
+type consumerReply struct {
+	nats.ConsumerInfo
+	Error *nats.APIError `json:"error,omitempty"`
+}
+
+// start makes the watch's consumer and subscribes to its deliveries; w.mu
+// is held. From w.last (a stream sequence handed on) it starts after it.
+func (w *scopedWatcher) start(ctx context.Context) error {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	kv := w.kv
+	inbox := kv.nc.NewInbox()
+	sub, err := kv.nc.Subscribe(inbox, w.take)
+	if err != nil {
+		return err
+	}
+	cfg := nats.ConsumerConfig{
+		DeliverSubject: inbox, AckPolicy: nats.AckNonePolicy, FilterSubject: kv.pre + w.pattern,
+		ReplayPolicy: nats.ReplayInstantPolicy, FlowControl: true, Heartbeat: w.beat,
+		HeadersOnly: w.opts.MetaOnly, InactiveThreshold: watchInactive, MemoryStorage: true, Replicas: 1,
+	}
+	switch {
+	case w.last > 0:
+		cfg.DeliverPolicy, cfg.OptStartSeq = nats.DeliverByStartSequencePolicy, w.last+1
+	case w.opts.UpdatesOnly:
+		cfg.DeliverPolicy = nats.DeliverNewPolicy
+	default:
+		cfg.DeliverPolicy = nats.DeliverLastPerSubjectPolicy
+	}
+	var last error
+	for _, name := range kv.names.order() {
+		cfg.Name = name
+		req, err := json.Marshal(map[string]any{"stream_name": stream(kv.bucket), "config": cfg, "action": "create"})
+		if err != nil {
+			_ = sub.Unsubscribe()
+			return err
+		}
+		m, err := kv.nc.RequestWithContext(ctx, kv.api+"CONSUMER.CREATE."+stream(kv.bucket)+"."+name+"."+cfg.FilterSubject, req)
+		if errors.Is(err, nats.ErrNoResponders) {
+			_ = sub.Unsubscribe()
+			return fmt.Errorf("bus: bucket %s: %w", kv.bucket, jetstream.ErrBucketNotFound)
+		}
+		if err != nil {
+			_ = sub.Unsubscribe()
+			return fmt.Errorf("bus: bucket %s: watch %s: %w", kv.bucket, w.pattern, err)
+		}
+		var r consumerReply
+		if err := json.Unmarshal(m.Data, &r); err != nil {
+			_ = sub.Unsubscribe()
+			return fmt.Errorf("bus: bucket %s: watch %s: %w", kv.bucket, w.pattern, err)
+		}
+		if r.Error != nil {
+			last = r.Error
+			if c := r.Error.ErrorCode; c == jsConsumerExists || c == nats.JSErrCodeConsumerAlreadyExists || c == nats.JSErrCodeConsumerNameExists {
+				continue // one of ours still held by the server: the next name
+			}
+			if r.Error.ErrorCode == nats.JSErrCodeStreamNotFound {
+				_ = sub.Unsubscribe()
+				return fmt.Errorf("bus: bucket %s: %w", kv.bucket, jetstream.ErrBucketNotFound)
+			}
+			_ = sub.Unsubscribe()
+			return fmt.Errorf("bus: bucket %s: watch %s: %w", kv.bucket, w.pattern, r.Error)
+		}
+		if w.sub != nil {
+			_ = w.sub.Unsubscribe()
+		}
+		w.sub, w.name, w.cons, w.seen = sub, name, 0, time.Now()
+		if !w.initDone {
+			w.initPending = w.received + r.NumPending
+		}
+		return nil
+	}
+	_ = sub.Unsubscribe()
+	return fmt.Errorf("bus: bucket %s: watch %s: %w (%w)", kv.bucket, w.pattern, errNamesHeld, last)
+}
+
+// follow makes the consumer anew when take saw a gap or the heartbeats
+// stop, with backoff while the server refuses, until the watch stops.
+func (w *scopedWatcher) follow() {
+	tick := time.NewTicker(w.beat)
+	defer tick.Stop()
+	wait := w.beat
+	for {
+		select {
+		case <-w.done:
+			return
+		case <-w.kick:
+		case <-tick.C:
+			w.mu.Lock()
+			stale := time.Since(w.seen) > 3*w.beat
+			w.mu.Unlock()
+			if !stale {
+				continue
+			}
+		}
+		w.mu.Lock()
+		err := w.start(context.Background())
+		w.mu.Unlock()
+		if err == nil {
+			wait = w.beat
+			continue
+		}
+		select {
+		case <-w.done:
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Minute)
+		select {
+		case w.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// scopedWatcher is a [scopedKV]'s watch.
+type scopedWatcher struct {
+	kv      *scopedKV
+	pattern string // the keys watched
+	opts    WatchOptions
+	beat    time.Duration // the consumer's heartbeat
+	updates chan jetstream.KeyValueEntry
+	done    chan struct{} // closed by Stop: a take blocked on updates gives up
+	kick    chan struct{} // take saw a gap: follow makes the consumer anew
+	stop    sync.Once
+	shut    sync.Once
+
+	mu          sync.Mutex
+	sub         *nats.Subscription
+	name        string    // the consumer's
+	cons        uint64    // the consumer sequence last delivered
+	last        uint64    // the stream sequence last handed on
+	seen        time.Time // the last delivery or heartbeat
+	initDone    bool
+	initPending uint64
+	received    uint64
+}
+
+// Updates returns the channel of entries (nil once the initial values are
+// sent); it closes when the watch stops.
+func (w *scopedWatcher) Updates() <-chan jetstream.KeyValueEntry { return w.updates }
+
+// Stop stops the watch. Its consumer is not deleted (the user may not):
+// the server removes it once no subscription wants its messages.
+func (w *scopedWatcher) Stop() error {
+	w.stop.Do(func() {
+		close(w.done)
+		w.mu.Lock()
+		if w.sub != nil {
+			_ = w.sub.Unsubscribe()
+		}
+		w.mu.Unlock()
+		w.close()
+	})
+	return nil
+}
+
+func (w *scopedWatcher) close() {
+	w.shut.Do(func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		close(w.updates)
+	})
+}
+
+// send hands e on unless the watch stopped; w.mu is held.
+func (w *scopedWatcher) send(e jetstream.KeyValueEntry) {
+	select {
+	case <-w.done:
+	case w.updates <- e:
+	}
+}
+
+// reset asks follow to make the consumer anew; w.mu is held.
+func (w *scopedWatcher) reset() {
+	w.seen = time.Time{}
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+// take hands on one message of the consumer as an entry: one of the
+// bucket's stream, from the watch's consumer, on a key the watch follows.
+// Any other is dropped: the inbox a consumer delivers to is its maker's
+// choice, so another party's consumer could deliver another stream's
+// messages, or keys outside the pattern, into this watch's inbox had it
+// learned its subject. Flow control is answered, a stalled consumer's
+// heartbeat too, and a gap in the consumer's sequence resets it.
+func (w *scopedWatcher) take(m *nats.Msg) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	select {
+	case <-w.done:
+		return
+	default:
+	}
+	if m.Sub != w.sub {
+		return // a delivery of a consumer made before
+	}
+	// A stored message comes with its ack subject as reply, whatever its
+	// headers: a writer may store an empty value with "Status: 100", and
+	// taking it for the server's heartbeat or flow control would drop it
+	// uncounted (the next delivery a gap, the consumer made anew, the same
+	// message again: every reader of the key blinded for good). Only a
+	// message with no reply (a heartbeat) or a flow-control reply is the
+	// server's own.
+	if m.Header.Get("Status") == "100" && len(m.Data) == 0 && !strings.HasPrefix(m.Reply, ackPrefix) {
+		w.seen = time.Now()
+		if strings.HasPrefix(m.Reply, fcPrefix) {
+			_ = m.Respond(nil) // flow control
+			return
+		}
+		if m.Reply != "" {
+			return // neither a stored message nor the server's: dropped
+		}
+		if stalled := m.Header.Get("Nats-Consumer-Stalled"); stalled != "" {
+			_ = w.kv.nc.Publish(stalled, nil)
+		}
+		if n, err := strconv.ParseUint(m.Header.Get("Nats-Last-Consumer"), 10, 64); err == nil && n != w.cons {
+			w.reset()
+		}
+		return
+	}
+	md, err := m.Metadata()
+	if err != nil || md.Stream != stream(w.kv.bucket) || md.Consumer != w.name {
+		return
+	}
+	if md.Sequence.Consumer != w.cons+1 {
+		w.reset()
+		return
+	}
+	w.cons, w.seen = md.Sequence.Consumer, time.Now()
+	if len(m.Subject) <= len(w.kv.pre) || !strings.HasPrefix(m.Subject, w.kv.pre) ||
+		!access.Matches(w.pattern, m.Subject[len(w.kv.pre):]) {
+		return
+	}
+	w.last = md.Sequence.Stream
+	w.send(&scopedEntry{bucket: w.kv.bucket, key: m.Subject[len(w.kv.pre):], value: m.Data, rev: md.Sequence.Stream,
+		created: md.Timestamp, delta: md.NumPending, op: operation(m.Header)})
+	if !w.initDone {
+		w.received++
+		if w.received >= w.initPending || md.NumPending == 0 {
+			w.initDone = true
+			w.send(nil)
+		}
+	}
+}
