@@ -143,6 +143,18 @@ func BoundOf(provider string) string { return mesh.BoundBucket(provider) }
 var seatKeeps = []string{mesh.RegistryBucket, mesh.PlansBucket, mesh.ProvisionsBucket, mesh.RefusedBucket,
 	mesh.SeatBucket, mesh.NeedsBucket}
 
+// SeatKeeps reports whether the seat alone writes bucket ([Table]): its
+// states (registry, plans, provisions, refused), its lease, the needs
+// state.
+func SeatKeeps(bucket string) bool {
+	for _, b := range seatKeeps {
+		if b == bucket {
+			return true
+		}
+	}
+	return false
+}
+
 // seatMakes are the buckets the seat makes when they are missing: those
 // it keeps, those it follows (every provider's entries among them), and
 // those others write (the operators' from the mesh file, the router's

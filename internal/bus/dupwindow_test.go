@@ -9,6 +9,7 @@ import (
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus/bustest"
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
 
 // TestBucketsHoldMsgIdsBriefly makes a bucket and a lease bucket: each
@@ -69,5 +70,54 @@ func TestBucketsHoldMsgIdsBriefly(t *testing.T) {
 	}
 	if e, err := kv.Get(ctx, "n1.m"); err != nil || string(e.Value()) != `2` || e.Revision() != second.Sequence {
 		t.Fatalf("n1.m after the second put: %v, %v; want 2 at revision %d", e, err, second.Sequence)
+	}
+}
+
+// The buckets the seat alone writes hold each Nats-Msg-Id for
+// bus.SeatDuplicateWindow (its lease bucket for the lease's TTL, the
+// longest the server takes there), so that a put of the seat sent again
+// with its id is one write. On a standalone server a copy with the same
+// expected revision is refused as a conflict (the revision is checked
+// before the id), and a copy with no expected revision is answered as a
+// duplicate with the first's revision: what package seat's tries rely on.
+func TestSeatBucketsHoldMsgIdsForTheTries(t *testing.T) {
+	t.Parallel()
+	s := bustest.Server(t)
+	ctx := bustest.Context(t)
+	_, js := bustest.Connect(t, s, "seat")
+	if _, err := bus.Bucket(ctx, js, mesh.PlansBucket, 0); err != nil {
+		t.Fatal(err)
+	}
+	const ttl = 10 * time.Second
+	if _, err := bus.LeaseBucket(ctx, js, mesh.SeatBucket, ttl); err != nil {
+		t.Fatal(err)
+	}
+	for b, want := range map[string]time.Duration{mesh.PlansBucket: bus.SeatDuplicateWindow, mesh.SeatBucket: ttl} {
+		st, err := js.Stream(ctx, "KV_"+b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := st.CachedInfo().Config.Duplicates; got != want {
+			t.Errorf("%s's duplicate window %s; want %s", b, got, want)
+		}
+	}
+	first, err := js.PublishMsg(ctx, bus.PutAtMsgID(mesh.PlansBucket, "n1.m", []byte(`1`), 0, "put-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = js.PublishMsg(ctx, bus.PutAtMsgID(mesh.PlansBucket, "n1.m", []byte(`1`), 0, "put-1"))
+	if !bus.IsConflict(err) {
+		t.Errorf("the copy of a conditional put, same id: %v; want a conflict (a standalone server checks the revision first)", err)
+	}
+	m := nats.NewMsg("$KV." + mesh.PlansBucket + ".n1.m")
+	m.Data = []byte(`1`)
+	m.Header.Set(jetstream.MsgIDHeader, "put-1")
+	again, err := js.PublishMsg(ctx, m)
+	if err != nil || !again.Duplicate || again.Sequence != first.Sequence {
+		t.Errorf("the copy of a put, same id, no expected revision: %+v, %v; want a duplicate at %d", again, err, first.Sequence)
+	}
+	e, err := bus.LeaderGet(ctx, js, mesh.PlansBucket, "n1.m")
+	if err != nil || string(e.Value) != `1` || e.Revision != first.Sequence || e.Header.Get(jetstream.MsgIDHeader) != "put-1" {
+		t.Errorf("n1.m from the leader: %+v, %v; want 1 at revision %d carrying its id put-1", e, err, first.Sequence)
 	}
 }

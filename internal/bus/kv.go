@@ -127,7 +127,8 @@ func Size(b int64) string {
 // the seat makes every bucket with: the bounds of [access.BucketLimits]
 // (max_bytes, the stream's size; max_msg_size, one value with its
 // headers), history 1 (max_msgs_per_subject: one message per key),
-// rollups refused, [DuplicateWindow] and [ConsumerLimits] (left, and said,
+// rollups refused, [DuplicateWindowOf] (no longer than the bucket's keys
+// live) and [ConsumerLimits] (left, and said,
 // while a consumer made before asks more). A bucket made before these bounds (no max_bytes,
 // rollups allowed, no value bound, another history) is updated, and log
 // says once, at the update, what changed. A size bound below what the
@@ -190,9 +191,15 @@ func conform(ctx context.Context, js jetstream.JetStream, bucket string) (change
 		changed = append(changed, "allow_rollup_hdrs true -> false")
 		sc.AllowRollup = false
 	}
-	if sc.Duplicates != DuplicateWindow {
-		changed = append(changed, fmt.Sprintf("duplicate_window %s -> %s", sc.Duplicates, DuplicateWindow))
-		sc.Duplicates = DuplicateWindow
+	window := DuplicateWindowOf(bucket)
+	if sc.MaxAge > 0 && window > sc.MaxAge {
+		// A lease bucket: the server refuses a window longer than the
+		// keys live.
+		window = sc.MaxAge
+	}
+	if sc.Duplicates != window {
+		changed = append(changed, fmt.Sprintf("duplicate_window %s -> %s", sc.Duplicates, window))
+		sc.Duplicates = window
 	}
 	old := sc.ConsumerLimits
 	if old != ConsumerLimits {
@@ -237,13 +244,38 @@ func consumerLimits(l jetstream.StreamConsumerLimits) string {
 	return fmt.Sprintf("inactive_threshold %s", l.InactiveThreshold)
 }
 
-// DuplicateWindow is every bucket's duplicate window (the stream's
-// duplicate_window): the smallest nats-server accepts, 100 ms. No bucket
-// wants de-duplication (a put is a key's value, never a message to send
-// once), and the server holds each "Nats-Msg-Id" header a writer sends for
-// the window, in memory: at the default two minutes a writer of one key
-// could make it hold gigabytes of ids.
+// DuplicateWindow is the duplicate window (the stream's duplicate_window)
+// of every bucket but those the seat alone writes ([SeatDuplicateWindow]):
+// the smallest nats-server accepts, 100 ms. Their writers want no
+// de-duplication (a put is a key's value, never a message to send once),
+// and the server holds each "Nats-Msg-Id" header a writer sends for the
+// window, in memory: at the default two minutes a writer of one key could
+// make it hold gigabytes of ids (scripts/msgidflood).
 const DuplicateWindow = 100 * time.Millisecond
+
+// SeatDuplicateWindow is the duplicate window of the buckets the seat
+// alone writes ([access.SeatKeeps]): 30 s. The seat sends each write of a
+// key with a "Nats-Msg-Id" that is the same on every try of it, and tries
+// a write whose ack is late again (up to 10 s after its first try, package
+// seat): a replicated bucket answers a try whose earlier copy it wrote
+// within the window as a duplicate, with that copy's revision, where it
+// would refuse it as a conflict. Only the seat writes there, with ids of
+// some 25 bytes: the server holds about a hundred bytes per write of the
+// last 30 s (some 4 MiB for the 41,000 writes of a cold start of 1,000
+// nodes: 9,000 plans and 32,400 provisions).
+const SeatDuplicateWindow = 30 * time.Second
+
+// DuplicateWindowOf returns the duplicate window of bucket's stream:
+// [SeatDuplicateWindow] for a bucket the seat alone writes, else
+// [DuplicateWindow]. [Conform] makes it no longer than the keys of a
+// bucket live (the seat's lease bucket: its TTL), as the server refuses a
+// longer one.
+func DuplicateWindowOf(bucket string) time.Duration {
+	if access.SeatKeeps(bucket) {
+		return SeatDuplicateWindow
+	}
+	return DuplicateWindow
+}
 
 // History is every bucket's history: the messages its stream keeps per
 // key (max_msgs_per_subject). One: a key holds its last value or its
@@ -387,6 +419,23 @@ func PutAtMsg(bucket, key string, value []byte, rev uint64) *nats.Msg {
 	return &nats.Msg{
 		Subject: "$KV." + bucket + "." + key,
 		Header:  nats.Header{expectedLastSubjSeq: []string{strconv.FormatUint(rev, 10)}},
+		Data:    value,
+	}
+}
+
+// PutAtMsgID returns [PutAtMsg]'s message with the header Nats-Msg-Id id
+// ([jetstream.MsgIDHeader]): the stream stores one message per id within
+// its duplicate window ([DuplicateWindowOf]), so that the message sent
+// again is one write. Which the stream checks first differs: a replicated
+// stream answers a copy of a message it stored as a duplicate (the ack of
+// the stored message, Duplicate set), a standalone server checks the
+// expected revision first and refuses the copy with a conflict ([IsConflict]).
+// id names one write: a writer that writes a key again, even with the
+// same value and revision, gives the new write a new id.
+func PutAtMsgID(bucket, key string, value []byte, rev uint64, id string) *nats.Msg {
+	return &nats.Msg{
+		Subject: "$KV." + bucket + "." + key,
+		Header:  nats.Header{expectedLastSubjSeq: []string{strconv.FormatUint(rev, 10)}, jetstream.MsgIDHeader: []string{id}},
 		Data:    value,
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/mesh-provisioner/mesh-provisioner/internal/access"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus/bustest"
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
 
 // TestPutAtMsg checks the conditional write PutAtMsg makes on a real
@@ -80,17 +81,24 @@ func TestPutAtMsg(t *testing.T) {
 // BenchmarkConditionalPut publishes conditional writes of new keys
 // asynchronously to an embedded server and waits for their acks, the way
 // the seat writes: with jetstream.WithExpectLastSequencePerSubject, and as
-// a message from [bus.PutAtMsg] published with no option; and, for
-// reference, as a plain put (no condition, no header). The bytes per op
-// include the server's, which runs in this process.
+// a message from [bus.PutAtMsg] published with no option, and from
+// [bus.PutAtMsgID] with a put's id as the seat sends it, to a bucket the
+// seat alone writes (the server holds each id for
+// [bus.SeatDuplicateWindow]); and, for reference, as a plain put (no
+// condition, no header). The bytes per op include the server's, which
+// runs in this process.
 func BenchmarkConditionalPut(b *testing.B) {
 	value := provisionValue(1)
-	for _, how := range []string{"option", "PutAtMsg", "plain"} {
+	for _, how := range []string{"option", "PutAtMsg", "PutAtMsgID", "plain"} {
 		b.Run(how, func(b *testing.B) {
 			s := bustest.Server(b)
 			_, js := bustest.Connect(b, s, "writer")
 			ctx := context.Background()
-			if _, err := bus.Bucket(ctx, js, "bench_putat", 0); err != nil {
+			bucket := "bench_putat"
+			if how == "PutAtMsgID" {
+				bucket = mesh.PlansBucket
+			}
+			if _, err := bus.Bucket(ctx, js, bucket, 0); err != nil {
 				b.Fatal(err)
 			}
 			b.ReportAllocs()
@@ -102,8 +110,10 @@ func BenchmarkConditionalPut(b *testing.B) {
 					_, err = js.PublishAsync("$KV.bench_putat."+key, value)
 				} else if how == "option" {
 					_, err = js.PublishAsync("$KV.bench_putat."+key, value, jetstream.WithExpectLastSequencePerSubject(0))
+				} else if how == "PutAtMsgID" {
+					_, err = js.PublishMsgAsync(bus.PutAtMsgID(bucket, key, value, 0, "bench-put."+strconv.Itoa(i)))
 				} else {
-					_, err = js.PublishMsgAsync(bus.PutAtMsg("bench_putat", key, value, 0))
+					_, err = js.PublishMsgAsync(bus.PutAtMsg(bucket, key, value, 0))
 				}
 				if err != nil {
 					b.Fatal(err)

@@ -1,6 +1,10 @@
 package seat
 
-import "github.com/mesh-provisioner/mesh-provisioner/internal/bus"
+import (
+	"time"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
+)
 
 // Pause holds s still, as SIGSTOP holds a process: its loop and its lease's
 // renewal wait, and the changes its watches take are kept back.
@@ -139,3 +143,14 @@ func (s *Seat) Known(bucket string) bool {
 	s.mu.Unlock()
 	return c != nil && c.Known()
 }
+
+// SetAckTimeout makes each try of a put of s wait d for its ack before the
+// put is sent again (ackTimeout otherwise); call it before Run.
+func (s *Seat) SetAckTimeout(d time.Duration) { s.ackWait = d }
+
+// Resent returns how many tries of puts s sent again.
+func (s *Seat) Resent() int64 { return s.resent.Load() }
+
+// Recognised returns how many puts s found written by an earlier try after
+// a try sent again was refused as a conflict.
+func (s *Seat) Recognised() int64 { return s.recognised.Load() }

@@ -138,6 +138,18 @@ type Seat struct {
 	// puts were in flight (makeRoom), and roomWaits how many times.
 	roomWait  time.Duration
 	roomWaits atomic.Int64
+	// ackWait is how long a try of a put waits for its ack before the put
+	// is sent again: ackTimeout (tests make it shorter).
+	ackWait time.Duration
+	// idPrefix begins the Nats-Msg-Id of each of the seat's puts, random
+	// per seat (another instance, or this one started again, gives its
+	// writes other ids); puts counts them, for the rest of the id.
+	idPrefix string
+	puts     uint64
+	// resent counts the tries of puts sent again (their ack late, or lost
+	// with the connection), recognised counts the puts found written by
+	// an earlier try after a try sent again was refused as a conflict.
+	resent, recognised atomic.Int64
 }
 
 // lostAsk is an ask whose record vanished from mesh-asks_records before
@@ -185,19 +197,21 @@ func New(js jetstream.JetStream, cfg Config) *Seat {
 		cfg.ID = fmt.Sprintf("%s-%d-%d", host, os.Getpid(), time.Now().UnixNano())
 	}
 	s := &Seat{
-		js:      js,
-		cfg:     cfg,
-		log:     cfg.Log,
-		mesh:    state.New(),
-		copies:  map[string]*bus.Copy{},
-		wake:    make(chan struct{}, 1),
-		counts:  map[string]int{},
-		watched: map[string]*bus.Copy{},
-		window:  maxFlying,
-		flying:  map[flyKey]*flight{},
-		echoes:  map[flyKey]uint64{},
-		lease:   LeaseWaiting,
-		leaseIs: "the seat has not started",
+		js:       js,
+		cfg:      cfg,
+		log:      cfg.Log,
+		mesh:     state.New(),
+		copies:   map[string]*bus.Copy{},
+		wake:     make(chan struct{}, 1),
+		counts:   map[string]int{},
+		watched:  map[string]*bus.Copy{},
+		window:   maxFlying,
+		ackWait:  ackTimeout,
+		idPrefix: writeIDPrefix(),
+		flying:   map[flyKey]*flight{},
+		echoes:   map[flyKey]uint64{},
+		lease:    LeaseWaiting,
+		leaseIs:  "the seat has not started",
 	}
 	s.answerers = answerersOf(s.askConn(), cfg.Log)
 	return s

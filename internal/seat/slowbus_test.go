@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,9 +20,25 @@ import (
 // it. What the client sends passes at once.
 type slowProxy struct {
 	ln    net.Listener
-	delay time.Duration
+	delay atomic.Int64 // nanoseconds; see setDelay
 	mu    sync.Mutex
 	conns []net.Conn
+}
+
+// setDelay makes the proxy hand the client each byte the server sends from
+// now on d after it was read (those read before keep theirs, and every
+// byte keeps its order).
+func (p *slowProxy) setDelay(d time.Duration) { p.delay.Store(int64(d)) }
+
+// cut closes every connection the proxy holds, with the bytes it has not
+// handed on yet, as a lost link does: a client connects again through it.
+func (p *slowProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
 }
 
 func newSlowProxy(t *testing.T, to string, delay time.Duration) *slowProxy {
@@ -30,7 +47,8 @@ func newSlowProxy(t *testing.T, to string, delay time.Duration) *slowProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &slowProxy{ln: ln, delay: delay}
+	p := &slowProxy{ln: ln}
+	p.setDelay(delay)
 	t.Cleanup(func() {
 		ln.Close()
 		p.mu.Lock()
@@ -53,8 +71,10 @@ func newSlowProxy(t *testing.T, to string, delay time.Duration) *slowProxy {
 			p.mu.Lock()
 			p.conns = append(p.conns, c, s)
 			p.mu.Unlock()
-			go pass(c, s, 0)
-			go pass(s, c, delay)
+			// The server's bytes to the client late, the client's to the
+			// server at once.
+			go pass(c, s, func() time.Duration { return time.Duration(p.delay.Load()) })
+			go pass(s, c, func() time.Duration { return 0 })
 		}
 	}()
 	return p
@@ -62,18 +82,18 @@ func newSlowProxy(t *testing.T, to string, delay time.Duration) *slowProxy {
 
 func (p *slowProxy) url() string { return "nats://" + p.ln.Addr().String() }
 
-// pass copies from src to dst until either closes, each chunk delay after
-// it was read.
-func pass(dst, src net.Conn, delay time.Duration) {
+// pass copies from src to dst until either closes, each chunk delay()
+// after it was read.
+func pass(dst, src net.Conn, delay func() time.Duration) {
 	type chunk struct {
-		at time.Time
+		at time.Time // when it is due
 		b  []byte
 	}
 	chunks := make(chan chunk, 4096)
 	go func() {
 		defer dst.Close()
 		for c := range chunks {
-			time.Sleep(time.Until(c.at.Add(delay)))
+			time.Sleep(time.Until(c.at))
 			if _, err := dst.Write(c.b); err != nil {
 				src.Close()
 				return
@@ -85,7 +105,7 @@ func pass(dst, src net.Conn, delay time.Duration) {
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			chunks <- chunk{time.Now(), append([]byte(nil), buf[:n]...)}
+			chunks <- chunk{time.Now().Add(delay()), append([]byte(nil), buf[:n]...)}
 		}
 		if err != nil {
 			return

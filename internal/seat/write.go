@@ -2,11 +2,16 @@ package seat
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
@@ -29,17 +34,50 @@ import (
 
 // maxFlying is the default of the seat's window (Seat.window, smaller in
 // some tests): how many puts it publishes without their acks before it
-// waits for the oldest (below jetstream's own limit of 4000 pending
-// asynchronous publishes, past which a publish fails).
+// waits for the oldest (with maxTries tries each, 3,072 publishes, below
+// jetstream's own limit of 4000 pending asynchronous publishes, past which
+// a publish fails).
 const maxFlying = 1024
 
-// ackTimeout is how long the seat waits for the ack of a put: one that
-// has not come by then (the connection was lost with the put in flight) is
-// a write the bus did not take, tried again after a backoff (retry).
+// ackTimeout is how long a try of a put waits for its ack before the put
+// is sent again (Seat.ackWait, shorter in some tests): a bus that answers
+// late (a loaded machine, a replicated bucket electing its leader) or a
+// connection lost with the put in flight. Every try of a put carries the
+// same Nats-Msg-Id and expects the same revision, and the tries sent stay
+// open for their answers: the first ack taken is the bus's word, so that a
+// put acknowledged after ackTimeout is written, not failed and written
+// again into a conflict with itself (see [Seat.await]).
 const ackTimeout = 5 * time.Second
 
-// errNoAck is the error of a put whose ack did not come within ackTimeout.
-var errNoAck = fmt.Errorf("seat: no acknowledgement within %v", ackTimeout)
+// maxTries is how many times a put is sent (the first try and two sent
+// again, ackTimeout apart): the tries span 10 s, within the duplicate
+// window of the seat's buckets ([bus.SeatDuplicateWindow], 30 s). A put
+// none of whose tries is answered within ackTimeout of the last is a write
+// the bus did not take (noAck): its node is composed again after a
+// backoff (retry), and written with a new id. The select of [Seat.await]
+// names each try.
+const maxTries = 3
+
+// noAck returns the error of a put none of whose maxTries tries was
+// acknowledged, each waiting wait.
+func noAck(wait time.Duration) error {
+	return fmt.Errorf("seat: no acknowledgement within %v of each of %d tries", wait, maxTries)
+}
+
+// writeIDPrefix returns the start of a seat's put ids: 12 random
+// characters and a dot.
+func writeIDPrefix() string {
+	var b [9]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return base64.RawURLEncoding.EncodeToString(b[:]) + "."
+}
+
+// writeID returns the Nats-Msg-Id of the seat's next put: its prefix and
+// a count, some 15 bytes.
+func (s *Seat) writeID() string {
+	s.puts++
+	return s.idPrefix + strconv.FormatUint(s.puts, 36)
+}
 
 // writes is what one composition or judgement writes.
 type writes struct {
@@ -85,12 +123,19 @@ type pending struct {
 	// old is what the mesh held at the key before (a plan's []byte, a
 	// mesh.Provision or a mesh.Refusal; nil when none): taken back when the
 	// bus refuses the put.
-	old  any
-	ack  jetstream.PubAckFuture
-	at   time.Time // when it was published
-	done bool      // the ack (or its error) is in
-	seq  uint64    // the put's revision, once acknowledged
-	err  error     // why the bus refused or did not take the put
+	old any
+	id  string // the put's Nats-Msg-Id, the same on each of its tries
+	// tries holds the futures of the tries sent whose answer is not taken
+	// (nil once taken); sent counts the tries sent.
+	tries [maxTries]jetstream.PubAckFuture
+	sent  int
+	at    time.Time // when its last try was sent
+	// conflict is a try's refusal as a conflict, and failed another try's
+	// error, kept while other tries may still answer.
+	conflict, failed error
+	done             bool   // the ack (or its error) is in
+	seq              uint64 // the put's revision, once acknowledged
+	err              error  // why the bus refused or did not take the put
 }
 
 // flyKey names a key of a bucket in Seat.flying and Seat.echoes (a struct,
@@ -196,12 +241,13 @@ func (s *Seat) publish(ctx context.Context, f *flight, d *dirty, bucket, key str
 			}
 		}
 	}
-	ack, err := s.js.PublishMsgAsync(bus.PutAtMsg(bucket, key, value, prev))
-	if err != nil {
+	p := pending{bucket: bucket, key: key, value: value, prev: prev, id: s.writeID()}
+	if err := s.send(&p); err != nil {
 		s.writeFailed(bucket, key, err)
 		return true
 	}
-	f.puts = append(f.puts, pending{bucket: bucket, key: key, value: value, prev: prev, old: s.held(bucket, key), ack: ack, at: time.Now()})
+	p.old = s.held(bucket, key)
+	f.puts = append(f.puts, p)
 	s.flying[fk] = f
 	s.inFlight++
 	s.put(bucket, key, value, v, prev)
@@ -294,9 +340,37 @@ const (
 	blockOrWake                 // until it is in, a change arrives, or ctx is done
 )
 
+// send sends a try of p: its value at its key, expecting its revision,
+// with its id.
+func (s *Seat) send(p *pending) error {
+	ack, err := s.js.PublishMsgAsync(bus.PutAtMsgID(p.bucket, p.key, p.value, p.prev, p.id))
+	if err != nil {
+		return err
+	}
+	p.tries[p.sent] = ack
+	p.sent++
+	p.at = time.Now()
+	return nil
+}
+
 // await takes p's ack (or its error) when it is in, waiting as mode says,
-// and reports whether it is in. An ack that has not come ackTimeout after
-// the put was published is taken as the error errNoAck.
+// and reports whether it is in.
+//
+// A put is sent again, with the same id and the same expected revision,
+// when none of its tries has been answered ackTimeout after the last was
+// sent, or when every try was answered that the connection was lost
+// (nats.ErrDisconnected: the bus may or may not have written it), up to
+// maxTries tries; the tries sent before stay open. The first ack of any
+// try is the put's: a try whose earlier copy the bus wrote is answered by
+// a replicated bucket as a duplicate with that copy's revision (within
+// the bucket's duplicate window), so the put is one write. A standalone
+// server checks the revision first and refuses such a try as a conflict:
+// the earlier try's own ack, sent before, is taken first on the same
+// connection, unless the connection lost it. So a conflict of a put sent
+// more than once is settled once no other try may answer (see settle);
+// the conflict of a put sent once is the bus's word at once. A put none
+// of whose tries is answered ackTimeout after the last is taken as the
+// error noAck.
 func (s *Seat) await(ctx context.Context, p *pending, mode waitMode) bool {
 	if p.done {
 		return true
@@ -319,44 +393,167 @@ func (s *Seat) await(ctx context.Context, p *pending, mode waitMode) bool {
 			return false
 		}
 	}
-	select {
-	case a := <-p.ack.Ok():
-		p.seq, p.done = a.Sequence, true
-	case err := <-p.ack.Err():
-		p.err, p.done = err, true
-	default:
-	}
-	late := time.Until(p.at.Add(ackTimeout))
-	switch {
-	case p.done:
-	case late <= 0:
-		p.err, p.done = errNoAck, true
-	case mode == poll:
-		return false
-	default:
-		timer := time.NewTimer(late)
-		defer timer.Stop()
-		select {
-		case a := <-p.ack.Ok():
-			p.seq, p.done = a.Sequence, true
-		case err := <-p.ack.Err():
-			p.err, p.done = err, true
-		case <-timer.C:
-			p.err, p.done = errNoAck, true
-		case <-wake: // the caller drains what arrived
-			return false
-		case <-ctx.Done():
+	for !s.answered(ctx, p) {
+		late := time.Until(p.at.Add(s.ackWait))
+		if late <= 0 {
+			s.overdue(ctx, p)
+			continue
+		}
+		if mode == poll {
 			return false
 		}
+		// Each try's answer, or nil for a try not sent or taken.
+		var oks [maxTries]<-chan *jetstream.PubAck
+		var errs [maxTries]<-chan error
+		for i, t := range p.tries {
+			if t != nil {
+				oks[i], errs[i] = t.Ok(), t.Err()
+			}
+		}
+		timer := time.NewTimer(late)
+		select {
+		case a := <-oks[0]:
+			p.seq, p.done = a.Sequence, true
+		case a := <-oks[1]:
+			p.seq, p.done = a.Sequence, true
+		case a := <-oks[2]:
+			p.seq, p.done = a.Sequence, true
+		case err := <-errs[0]:
+			s.refused(p, 0, err)
+		case err := <-errs[1]:
+			s.refused(p, 1, err)
+		case err := <-errs[2]:
+			s.refused(p, 2, err)
+		case <-timer.C:
+		case <-wake: // the caller drains what arrived
+			timer.Stop()
+			return false
+		case <-ctx.Done():
+			timer.Stop()
+			return false
+		}
+		timer.Stop()
 	}
 	s.inFlight--
-	// What the put no longer needs: its future (which holds the message),
-	// and, once it is written, the value to take back.
-	p.ack = nil
+	// What the put no longer needs: its futures (which hold its
+	// messages; a try still open is answered to no one), and, once it is
+	// written, the value to take back.
+	p.tries = [maxTries]jetstream.PubAckFuture{}
+	p.conflict, p.failed = nil, nil
 	if p.err == nil {
 		p.old = nil
 	}
 	return true
+}
+
+// answered takes the answers of p's tries that are in, without waiting,
+// and reports whether p is decided (done): a try acknowledged, or every try
+// sent refused (see decide).
+func (s *Seat) answered(ctx context.Context, p *pending) bool {
+	for i, t := range p.tries {
+		if p.done {
+			break
+		}
+		if t == nil {
+			continue
+		}
+		select {
+		case a := <-t.Ok():
+			p.seq, p.done = a.Sequence, true
+		case err := <-t.Err():
+			s.refused(p, i, err)
+		default:
+		}
+	}
+	if !p.done {
+		s.decide(ctx, p)
+	}
+	return p.done
+}
+
+// refused takes the error of p's try i.
+func (s *Seat) refused(p *pending, i int, err error) {
+	p.tries[i] = nil
+	if bus.IsConflict(err) {
+		p.conflict = err
+	} else {
+		p.failed = err
+	}
+}
+
+// open reports whether a try of p is not answered yet.
+func (p *pending) open() bool {
+	for _, t := range p.tries {
+		if t != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// decide decides p, not acknowledged, once every try sent was refused: a
+// conflict is the put's (settled when it was sent more than once); a
+// connection lost with the tries in flight has p sent again (while tries
+// are left and the fence passes); else the last error is the put's.
+func (s *Seat) decide(ctx context.Context, p *pending) {
+	if p.open() {
+		return
+	}
+	switch {
+	case p.conflict != nil:
+		s.settle(ctx, p)
+	case errors.Is(p.failed, nats.ErrDisconnected) && p.sent < maxTries && s.Fence() == nil:
+		if err := s.send(p); err != nil {
+			p.err, p.done = err, true
+			return
+		}
+		s.resent.Add(1)
+		s.log.Debug("seat: a put's ack was lost with the connection; sent again", "bucket", p.bucket, "key", p.key, "try", p.sent)
+	default:
+		p.err, p.done = p.failed, true
+	}
+}
+
+// overdue acts on p, none of whose open tries was answered ackTimeout
+// after the last was sent: a try refused as a conflict is settled (a try
+// sent again would be refused too); else p is sent again while tries are
+// left and the fence passes, or decided as noAck.
+func (s *Seat) overdue(ctx context.Context, p *pending) {
+	switch {
+	case p.conflict != nil:
+		s.settle(ctx, p)
+	case p.sent < maxTries && s.Fence() == nil:
+		if err := s.send(p); err != nil {
+			p.err, p.done = fmt.Errorf("%w; sending it again: %w", noAck(s.ackWait), err), true
+			return
+		}
+		s.resent.Add(1)
+		s.log.Debug("seat: a put's ack is late; sent again", "bucket", p.bucket, "key", p.key, "try", p.sent, "wait", s.ackWait)
+	default:
+		p.err, p.done = noAck(s.ackWait), true
+	}
+}
+
+// settle decides p, a try of which was refused as a conflict. Sent once,
+// the conflict is the put's: the key changed since the seat read it. Sent
+// more than once, the conflict may refuse a try whose earlier copy the bus
+// wrote, whose ack was lost with the connection or is still on its way (a
+// standalone server checks the revision before the id): the key is read
+// from its stream's leader, and when its last message carries p's id, p
+// was written there. Anything else (another value, no answer) leaves the
+// conflict p's: the seat's watch brings the key's change, whichever it is.
+func (s *Seat) settle(ctx context.Context, p *pending) {
+	if p.sent > 1 {
+		rctx, cancel := context.WithTimeout(ctx, s.ackWait)
+		e, err := bus.LeaderGet(rctx, s.js, p.bucket, p.key)
+		cancel()
+		if err == nil && !e.Deleted && e.Header.Get(jetstream.MsgIDHeader) == p.id {
+			s.recognised.Add(1)
+			p.seq, p.done = e.Revision, true
+			return
+		}
+	}
+	p.err, p.done = p.conflict, true
 }
 
 // landHead lands the oldest flight once every ack of it is in, waiting as

@@ -1,0 +1,201 @@
+package seat_test
+
+import (
+	"context"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus/bustest"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/seat"
+	"github.com/mesh-provisioner/mesh-provisioner/mesh"
+)
+
+// lateKey is the key the tests of late acks have the seat write again: a
+// provision of the homelab.
+const lateKey = "ace.gitea.credential.gitea_gitea-read"
+
+// lateSeat starts the homelab's seat on a connection through a slow
+// proxy (its answers not delayed yet), each try of a put waiting ackWait
+// for its ack, and waits until it settles. It returns the harness, the
+// proxy, and the errors of the writes the bus refused or did not take.
+func lateSeat(t *testing.T, ackWait time.Duration) (*harness, *slowProxy, func() []string) {
+	t.Helper()
+	s := bustest.Server(t)
+	h := &harness{t: t, ctx: bustest.Context(t), srv: s}
+	h.nc, h.js = bustest.Connect(t, s, "operator")
+	h.apply(homelab(t))
+	slow := newSlowProxy(t, s.Addr().String(), 0)
+	nc, js, err := bus.Connect(bus.Dial{URL: slow.url(), Name: "seat"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	var mu sync.Mutex
+	var errs []string
+	// A lease of 20 s: renewed every 3.3 s, its tries sent again every 2.5
+	// s, fenced 15 s after the last taken; the slow answers below take 2 s.
+	st := seat.New(js, seat.Config{ID: "late", LeaseTTL: 20 * time.Second, OnWriteError: func(bucket, key string, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		errs = append(errs, bucket+" "+key+": "+err.Error())
+	}})
+	st.SetAckTimeout(ackWait)
+	ctx, cancel := context.WithCancel(h.ctx)
+	done := make(chan error, 1)
+	go func() { done <- st.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("seat.Run = %v", err)
+		}
+	})
+	h.seat = st
+	h.settle()
+	return h, slow, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), errs...)
+	}
+}
+
+// forge writes, as the operator, lateKey's value with its names
+// upper-cased (not a value of its kind: the seat writes the key anew, as
+// TestSeatRewritesAProvisionWhoseNamesDifferInCase shows). It returns the
+// seat's value before and the forged value's revision.
+func forge(t *testing.T, h *harness) (own []byte, rev uint64) {
+	t.Helper()
+	kv := h.kv(mesh.ProvisionsBucket)
+	e, err := kv.Get(h.ctx, lateKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := string(e.Value())
+	for _, name := range []string{"provision", "local", "consumer", "provider", "module", "node", "state", "why", "at"} {
+		forged = strings.ReplaceAll(forged, `"`+name+`":`, `"`+strings.ToUpper(name)+`":`)
+	}
+	rev, err = kv.Put(h.ctx, lateKey, []byte(forged))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e.Value(), rev
+}
+
+// stamp is the time a provision's value says it was written at.
+var stamp = regexp.MustCompile(`"at":"[^"]*"`)
+
+// unstamped returns a provision's value with its time left out: the seat
+// stamps each write of a key with the time it was composed.
+func unstamped(v []byte) string { return stamp.ReplaceAllString(string(v), `"at":""`) }
+
+// checkWrittenOnce checks that lateKey holds the seat's value own again
+// (its time aside) at
+// revision forged+1, the one write after the forged value, and that the
+// provisions bucket holds nothing written after it: the put's tries made
+// one write. wrote is the seat's count of writes taken before the forged
+// value; the seat took exactly one more, and no write failed.
+func checkWrittenOnce(t *testing.T, h *harness, own []byte, forged uint64, wrote int64, errs []string) {
+	t.Helper()
+	e, err := h.kv(mesh.ProvisionsBucket).Get(h.ctx, lateKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if unstamped(e.Value()) != unstamped(own) || e.Revision() != forged+1 {
+		t.Errorf("%s holds %s at revision %d; want the seat's value %s (its time aside) at %d, the one write after the forged value",
+			lateKey, e.Value(), e.Revision(), own, forged+1)
+	}
+	if last := h.lastSeq(mesh.ProvisionsBucket); last != forged+1 {
+		t.Errorf("the provisions bucket's last revision is %d; want %d: nothing written after the seat's one write of %s", last, forged+1, lateKey)
+	}
+	if got := h.seat.Wrote() - wrote; got != 1 {
+		t.Errorf("the seat took %d writes after the forged value; want 1", got)
+	}
+	if len(errs) > 0 {
+		t.Errorf("writes the bus refused or did not take: %q; want none", errs)
+	}
+	// The stored message carries the put's id, which a try sent again
+	// repeats: the server's duplicate window (the seat's buckets') covers
+	// the tries.
+	m, err := h.js.Stream(h.ctx, "KV_"+mesh.ProvisionsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := m.CachedInfo().Config.Duplicates; w != bus.SeatDuplicateWindow {
+		t.Errorf("the provisions bucket's duplicate window is %s; want %s", w, bus.SeatDuplicateWindow)
+	}
+	raw, err := m.GetMsg(h.ctx, e.Revision())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if raw.Header.Get(jetstream.MsgIDHeader) == "" {
+		t.Errorf("%s at %d carries no %s; want the put's id", lateKey, e.Revision(), jetstream.MsgIDHeader)
+	}
+}
+
+// A put whose ack comes after its try's wait is sent again with the same
+// id and expected revision, and the first try's late ack is taken: the put
+// is one write, not a failure written again into a conflict with itself.
+// The seat's answers come 2 s late; each try waits 1.5 s, so the put of
+// the key forged is sent again before its ack comes (a standalone server
+// refuses the second try as a conflict, after the first try's ack on the
+// same connection). The seat gave each put 5 s and took a late one as not
+// taken, its node composed again and written expecting the revision the
+// first try had replaced: "no acknowledgement within 5s", then "wrong last
+// sequence", thousands of each in TestClusterFailover under load.
+func TestLateAckIsOneWrite(t *testing.T) {
+	h, slow, errs := lateSeat(t, 1500*time.Millisecond)
+	wrote, resent := h.seat.Wrote(), h.seat.Resent()
+	slow.setDelay(2 * time.Second)
+	own, forged := forge(t, h)
+	bustest.WaitFor(t, 0, "the seat to write "+lateKey+" anew", func() bool {
+		e, err := h.kv(mesh.ProvisionsBucket).Get(h.ctx, lateKey)
+		return err == nil && e.Revision() > forged
+	})
+	h.settle()
+	checkWrittenOnce(t, h, own, forged, wrote, errs())
+	if h.seat.Resent() == resent {
+		t.Error("the seat sent no put again: its ack came within a try's wait, and the test shows nothing")
+	}
+}
+
+// A put whose first try the bus wrote, its ack lost with the connection
+// (nats.ErrDisconnected), is sent again once the connection is back; the
+// standalone server refuses that try as a conflict (the key's revision is
+// the first try's), and the seat, reading the key from its stream's
+// leader, finds it holds the put's id: the put is written, at the first
+// try's revision, not refused as a conflict.
+func TestAckLostWithTheConnectionIsOneWrite(t *testing.T) {
+	// Each try waits 5 s, as the seat's own: only the lost connection
+	// sends the put again.
+	h, slow, errs := lateSeat(t, 5*time.Second)
+	wrote, recognised := h.seat.Wrote(), h.seat.Recognised()
+	// The seat's answers 2 s late: the first try's ack is on its way when
+	// the key holds the put, and the link is cut then.
+	slow.setDelay(2 * time.Second)
+	_, forged := forge(t, h)
+	kv := h.kv(mesh.ProvisionsBucket)
+	var own []byte
+	bustest.WaitFor(t, 0, "the seat's first try to write "+lateKey, func() bool {
+		e, err := kv.Get(h.ctx, lateKey)
+		if err == nil && e.Revision() > forged {
+			own = e.Value()
+			return true
+		}
+		return false
+	})
+	slow.setDelay(0)
+	slow.cut()
+	bustest.WaitFor(t, 0, "the seat to take the put as written, or as failed", func() bool {
+		return h.seat.Wrote() > wrote || len(errs()) > 0
+	})
+	h.settle()
+	checkWrittenOnce(t, h, own, forged, wrote, errs())
+	if h.seat.Recognised() == recognised {
+		t.Error("the seat did not find the put written by its first try")
+	}
+}
