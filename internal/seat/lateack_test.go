@@ -64,26 +64,29 @@ func lateSeat(t *testing.T, ackWait time.Duration) (*harness, *slowProxy, func()
 	}
 }
 
-// forge writes, as the operator, lateKey's value with its names
+// forge writes, as the operator, each key's value with its names
 // upper-cased (not a value of its kind: the seat writes the key anew, as
 // TestSeatRewritesAProvisionWhoseNamesDifferInCase shows). It returns the
-// seat's value before and the forged value's revision.
-func forge(t *testing.T, h *harness) (own []byte, rev uint64) {
+// seat's values before and the revision of the last forged value.
+func forge(t *testing.T, h *harness, keys ...string) (own map[string][]byte, rev uint64) {
 	t.Helper()
 	kv := h.kv(mesh.ProvisionsBucket)
-	e, err := kv.Get(h.ctx, lateKey)
-	if err != nil {
-		t.Fatal(err)
+	own = map[string][]byte{}
+	for _, key := range keys {
+		e, err := kv.Get(h.ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		own[key] = e.Value()
+		forged := string(e.Value())
+		for _, name := range []string{"provision", "local", "consumer", "provider", "module", "node", "state", "why", "at"} {
+			forged = strings.ReplaceAll(forged, `"`+name+`":`, `"`+strings.ToUpper(name)+`":`)
+		}
+		if rev, err = kv.Put(h.ctx, key, []byte(forged)); err != nil {
+			t.Fatal(err)
+		}
 	}
-	forged := string(e.Value())
-	for _, name := range []string{"provision", "local", "consumer", "provider", "module", "node", "state", "why", "at"} {
-		forged = strings.ReplaceAll(forged, `"`+name+`":`, `"`+strings.ToUpper(name)+`":`)
-	}
-	rev, err = kv.Put(h.ctx, lateKey, []byte(forged))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return e.Value(), rev
+	return own, rev
 }
 
 // stamp is the time a provision's value says it was written at.
@@ -93,47 +96,52 @@ var stamp = regexp.MustCompile(`"at":"[^"]*"`)
 // stamps each write of a key with the time it was composed.
 func unstamped(v []byte) string { return stamp.ReplaceAllString(string(v), `"at":""`) }
 
-// checkWrittenOnce checks that lateKey holds the seat's value own again
-// (its time aside) at
-// revision forged+1, the one write after the forged value, and that the
-// provisions bucket holds nothing written after it: the put's tries made
-// one write. wrote is the seat's count of writes taken before the forged
-// value; the seat took exactly one more, and no write failed.
-func checkWrittenOnce(t *testing.T, h *harness, own []byte, forged uint64, wrote int64, errs []string) {
+// checkWrittenOnce checks that each key of own holds the seat's value
+// own[key] (its time aside) at one of the len(own) revisions after forged
+// (the last forged value's), each carrying a Nats-Msg-Id, and that the
+// provisions bucket holds nothing written after them: each put's tries
+// made one write. wrote is the seat's count of writes taken before the
+// forged values; the seat took one more per key, and no write failed.
+func checkWrittenOnce(t *testing.T, h *harness, own map[string][]byte, forged uint64, wrote int64, errs []string) {
 	t.Helper()
-	e, err := h.kv(mesh.ProvisionsBucket).Get(h.ctx, lateKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if unstamped(e.Value()) != unstamped(own) || e.Revision() != forged+1 {
-		t.Errorf("%s holds %s at revision %d; want the seat's value %s (its time aside) at %d, the one write after the forged value",
-			lateKey, e.Value(), e.Revision(), own, forged+1)
-	}
-	if last := h.lastSeq(mesh.ProvisionsBucket); last != forged+1 {
-		t.Errorf("the provisions bucket's last revision is %d; want %d: nothing written after the seat's one write of %s", last, forged+1, lateKey)
-	}
-	if got := h.seat.Wrote() - wrote; got != 1 {
-		t.Errorf("the seat took %d writes after the forged value; want 1", got)
-	}
-	if len(errs) > 0 {
-		t.Errorf("writes the bus refused or did not take: %q; want none", errs)
-	}
-	// The stored message carries the put's id, which a try sent again
-	// repeats: the server's duplicate window (the seat's buckets') covers
-	// the tries.
 	m, err := h.js.Stream(h.ctx, "KV_"+mesh.ProvisionsBucket)
 	if err != nil {
 		t.Fatal(err)
 	}
+	n := uint64(len(own))
+	revs := map[uint64]string{}
+	for key, v := range own {
+		e, err := h.kv(mesh.ProvisionsBucket).Get(h.ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if unstamped(e.Value()) != unstamped(v) || e.Revision() <= forged || e.Revision() > forged+n || revs[e.Revision()] != "" {
+			t.Errorf("%s holds %s at revision %d; want the seat's value %s (its time aside) at one of the %d revisions after the forged values' %d",
+				key, e.Value(), e.Revision(), v, n, forged)
+		}
+		revs[e.Revision()] = key
+		// The stored message carries the put's id, which a try sent
+		// again repeats.
+		raw, err := m.GetMsg(h.ctx, e.Revision())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if raw.Header.Get(jetstream.MsgIDHeader) == "" {
+			t.Errorf("%s at %d carries no %s; want the put's id", key, e.Revision(), jetstream.MsgIDHeader)
+		}
+	}
+	if last := h.lastSeq(mesh.ProvisionsBucket); last != forged+n {
+		t.Errorf("the provisions bucket's last revision is %d; want %d: nothing written after the seat's one write of each key", last, forged+n)
+	}
+	if got := h.seat.Wrote() - wrote; got != int64(n) {
+		t.Errorf("the seat took %d writes after the forged values; want %d", got, n)
+	}
+	if len(errs) > 0 {
+		t.Errorf("writes the bus refused or did not take: %q; want none", errs)
+	}
+	// The server's duplicate window of the seat's buckets covers the tries.
 	if w := m.CachedInfo().Config.Duplicates; w != bus.SeatDuplicateWindow {
 		t.Errorf("the provisions bucket's duplicate window is %s; want %s", w, bus.SeatDuplicateWindow)
-	}
-	raw, err := m.GetMsg(h.ctx, e.Revision())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if raw.Header.Get(jetstream.MsgIDHeader) == "" {
-		t.Errorf("%s at %d carries no %s; want the put's id", lateKey, e.Revision(), jetstream.MsgIDHeader)
 	}
 }
 
@@ -151,7 +159,7 @@ func TestLateAckIsOneWrite(t *testing.T) {
 	h, slow, errs := lateSeat(t, 1500*time.Millisecond)
 	wrote, resent := h.seat.Wrote(), h.seat.Resent()
 	slow.setDelay(2 * time.Second)
-	own, forged := forge(t, h)
+	own, forged := forge(t, h, lateKey)
 	bustest.WaitFor(t, 0, "the seat to write "+lateKey+" anew", func() bool {
 		e, err := h.kv(mesh.ProvisionsBucket).Get(h.ctx, lateKey)
 		return err == nil && e.Revision() > forged
@@ -163,39 +171,42 @@ func TestLateAckIsOneWrite(t *testing.T) {
 	}
 }
 
-// A put whose first try the bus wrote, its ack lost with the connection
-// (nats.ErrDisconnected), is sent again once the connection is back; the
-// standalone server refuses that try as a conflict (the key's revision is
-// the first try's), and the seat, reading the key from its stream's
-// leader, finds it holds the put's id: the put is written, at the first
-// try's revision, not refused as a conflict.
-func TestAckLostWithTheConnectionIsOneWrite(t *testing.T) {
+// Puts whose first try the bus wrote, their acks lost with the connection
+// (nats.ErrDisconnected), are sent again at once; the standalone server
+// refuses those tries as conflicts (each key's revision is its first
+// try's), and the seat, reading each key from its stream's leader, finds
+// it holds the put's id: each put is written, at its first try's
+// revision, not refused as a conflict.
+func TestAcksLostWithTheConnectionAreOneWriteEach(t *testing.T) {
 	// Each try waits 5 s, as the seat's own: only the lost connection
-	// sends the put again.
+	// sends the puts again.
 	h, slow, errs := lateSeat(t, 5*time.Second)
 	wrote, recognised := h.seat.Wrote(), h.seat.Recognised()
-	// The seat's answers 2 s late: the first try's ack is on its way when
-	// the key holds the put, and the link is cut then.
+	// The seat's answers 2 s late: the first tries' acks are on their way
+	// when the keys hold the puts, and the link is cut then.
 	slow.setDelay(2 * time.Second)
-	_, forged := forge(t, h)
+	keys := []string{lateKey, "ace.gitea.credential.postgres_database_main", "ace.vaultwarden.credential.postgres_database"}
+	_, forged := forge(t, h, keys...)
 	kv := h.kv(mesh.ProvisionsBucket)
-	var own []byte
-	bustest.WaitFor(t, 0, "the seat's first try to write "+lateKey, func() bool {
-		e, err := kv.Get(h.ctx, lateKey)
-		if err == nil && e.Revision() > forged {
-			own = e.Value()
-			return true
+	own := map[string][]byte{}
+	bustest.WaitFor(t, 0, "the seat's first tries to write "+strings.Join(keys, ", "), func() bool {
+		for _, key := range keys {
+			e, err := kv.Get(h.ctx, key)
+			if err != nil || e.Revision() <= forged {
+				return false
+			}
+			own[key] = e.Value()
 		}
-		return false
+		return true
 	})
 	slow.setDelay(0)
 	slow.cut()
-	bustest.WaitFor(t, 0, "the seat to take the put as written, or as failed", func() bool {
-		return h.seat.Wrote() > wrote || len(errs()) > 0
+	bustest.WaitFor(t, 0, "the seat to take the puts as written, or as failed", func() bool {
+		return h.seat.Wrote() >= wrote+int64(len(keys)) || len(errs()) > 0
 	})
 	h.settle()
 	checkWrittenOnce(t, h, own, forged, wrote, errs())
-	if h.seat.Recognised() == recognised {
-		t.Error("the seat did not find the put written by its first try")
+	if got := h.seat.Recognised() - recognised; got != int64(len(keys)) {
+		t.Errorf("the seat found %d puts written by their first tries; want %d", got, len(keys))
 	}
 }

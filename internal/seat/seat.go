@@ -150,6 +150,10 @@ type Seat struct {
 	// with the connection), recognised counts the puts found written by
 	// an earlier try after a try sent again was refused as a conflict.
 	resent, recognised atomic.Int64
+	// lostAcks says a put's acks were found lost with the connection
+	// since the puts in flight were last swept (resendLost), which
+	// sweeping says is under way.
+	lostAcks, sweeping bool
 }
 
 // lostAsk is an ask whose record vanished from mesh-asks_records before

@@ -402,6 +402,13 @@ func (s *Seat) await(ctx context.Context, p *pending, mode waitMode) bool {
 		if mode == poll {
 			return false
 		}
+		if s.lostAcks && !s.sweeping {
+			s.resendLost(ctx)
+			if p.done {
+				return true // taken by the sweep, which awaited p too
+			}
+			continue
+		}
 		// Each try's answer, or nil for a try not sent or taken.
 		var oks [maxTries]<-chan *jetstream.PubAck
 		var errs [maxTries]<-chan error
@@ -444,6 +451,21 @@ func (s *Seat) await(ctx context.Context, p *pending, mode waitMode) bool {
 		p.old = nil
 	}
 	return true
+}
+
+// resendLost takes, without waiting, the answers that are in of every
+// put in flight, once a put's acks were found lost with the connection:
+// the others' were lost too (nats.ErrDisconnected), and each is sent
+// again now, in one go, rather than one round trip after the other as the
+// loop comes to wait for each.
+func (s *Seat) resendLost(ctx context.Context) {
+	s.lostAcks, s.sweeping = false, true
+	defer func() { s.sweeping = false }()
+	for _, f := range s.flights {
+		for i := range f.puts {
+			s.await(ctx, &f.puts[i], poll)
+		}
+	}
 }
 
 // answered takes the answers of p's tries that are in, without waiting,
@@ -508,6 +530,7 @@ func (s *Seat) decide(ctx context.Context, p *pending) {
 			return
 		}
 		s.resent.Add(1)
+		s.lostAcks = true
 		s.log.Debug("seat: a put's ack was lost with the connection; sent again", "bucket", p.bucket, "key", p.key, "try", p.sent)
 	default:
 		p.err, p.done = p.failed, true
