@@ -127,6 +127,11 @@ type Kit struct {
 	// (what failed and its why): a retry that fails the same way is said
 	// at debug level only, so a key failing for an hour says it once.
 	whys map[string]string
+	// again holds the keys asked again ([Kit.Again]) since their handling
+	// last began: a provide in hand when its key is asked again does not
+	// leave the key done, so the handling queued after it provides once
+	// more.
+	again map[string]bool
 }
 
 // Start checks cfg, starts following the provisions and the provider's
@@ -170,6 +175,7 @@ func Start(ctx context.Context, cfg Config) (*Kit, error) {
 		dependents: map[string]map[string]bool{},
 		byConsumer: map[string][]string{},
 		done:       map[string]string{},
+		again:      map[string]bool{},
 		tries:      map[string]*backoff.ExponentialBackOff{},
 		later:      map[string]later{},
 		said:       map[string]bool{},
@@ -383,10 +389,13 @@ func (k *Kit) Entry(key string) (mesh.Entry, bool) {
 
 // Again handles key once more, as if its provision had changed: a provider
 // calls it when something outside the bus changed (a rotated credential).
+// A key whose provide is in hand is provided once more after it: that
+// provide may have read what changed before it changed.
 func (k *Kit) Again(key string) {
 	k.mu.Lock()
 	delete(k.done, key)
 	delete(k.later, key)
+	k.again[key] = true
 	k.mu.Unlock()
 	k.q.add(key)
 }
@@ -761,6 +770,7 @@ func (k *Kit) handle(key string) {
 
 	k.mu.Lock()
 	delete(k.retired, key)
+	delete(k.again, key) // asked again from now on: provided once more after this
 	inputs, waiting := k.inputs(key, p)
 	last := k.done[key]
 	k.mu.Unlock()
@@ -832,7 +842,9 @@ func (k *Kit) handle(key string) {
 		return
 	}
 	k.mu.Lock()
-	k.done[key] = inputs
+	if !k.again[key] {
+		k.done[key] = inputs
+	}
 	delete(k.later, key)
 	_, tried := k.whys[key]
 	delete(k.whys, key)
@@ -1012,6 +1024,7 @@ func (k *Kit) retry(key, inputs string) time.Duration {
 func (k *Kit) forget(key string) {
 	k.mu.Lock()
 	delete(k.done, key)
+	delete(k.again, key)
 	delete(k.tries, key)
 	delete(k.later, key)
 	delete(k.whys, key)

@@ -597,6 +597,51 @@ func TestKitWritesItsEntriesAgainWhenItsBucketIsGone(t *testing.T) {
 	waitState(t, f.seat, key, mesh.Provided, "")
 }
 
+// TestKitProvidesOnceMoreWhenAskedAgainMidProvide asks a key again (Again,
+// as a provider does when a credential rotated) while its provide is in
+// hand: that provide may have read what changed before it changed, so the
+// key is provided once more after it, and its entry names that last
+// provide.
+func TestKitProvidesOnceMoreWhenAskedAgainMidProvide(t *testing.T) {
+	inHand := make(chan struct{})
+	release := make(chan struct{})
+	r := newRecorder(func(_ string, n int, _ mesh.Provision) (kit.Result, error) {
+		if n == 2 {
+			close(inHand)
+			<-release
+		}
+		return kit.Provided("shelf-a", int64(n)), nil
+	})
+	f := start(t, r.handler(), 2)
+	key, p := kittest.Requirement(gitea, "shelf", "", provider)
+	f.seat.Need(key, p)
+	waitState(t, f.seat, key, mesh.Provided, "")
+	f.kit.Again(key.String())
+	<-inHand
+	f.kit.Again(key.String()) // changed again while provide 2 is in hand
+	close(release)
+	// The entry of provide 2 may be replaced by provide 3's before it is
+	// written: the last entry seen is provide 3's.
+	last := `{"state":"provided","vault-name":"shelf-a","generation":3}`
+	var h []string
+	bustest.WaitFor(t, 0, fmt.Sprintf("the watcher to see the entry of the third provide of %s", key), func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		h = append([]string(nil), f.entries[key.String()]...)
+		return len(h) > 0 && h[len(h)-1] == last
+	})
+	if h[0] != `{"state":"provided","vault-name":"shelf-a","generation":1}` {
+		t.Errorf("entries at %s = %q; want the first provide's first", key, h)
+	}
+	if e, ok := kittest.Entry(t, mustJS(t, f.url), provider.Module, key); !ok || e.Generation != 3 {
+		t.Errorf("entry of %s on the bus = %+v (ok %v); want generation 3", key, e, ok)
+	}
+	bustest.WaitFor(t, 0, "the kit idle", f.kit.Idle)
+	if n, _ := r.calls(key); n != 3 {
+		t.Errorf("provide of %s called %d times; want 3 (once more after the provide in hand)", key, n)
+	}
+}
+
 // TestKitWritesEachKeysEntriesInOrder provides keys again and again from
 // several workers while their earlier entries are still being written: the
 // entries of one key must reach the bus in the order they were provided
