@@ -2,8 +2,10 @@ package kit
 
 import "github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 
-// Idle reports whether the kit has no key queued or being handled and no
-// entry write queued or in flight.
+// Idle reports whether the kit has no key queued, being handled or due
+// for another try (a write that failed, a handler error, a waits result),
+// and no entry write queued or in flight: nothing it does changes an
+// entry until something else changes.
 func (k *Kit) Idle() bool {
 	k.q.mu.Lock()
 	busy := len(k.q.order) > 0 || len(k.q.processing) > 0
@@ -11,6 +13,9 @@ func (k *Kit) Idle() bool {
 	k.w.mu.Lock()
 	busy = busy || len(k.w.queued) > 0 || len(k.w.flying) > 0
 	k.w.mu.Unlock()
+	k.mu.Lock()
+	busy = busy || len(k.later) > 0
+	k.mu.Unlock()
 	return !busy
 }
 

@@ -666,18 +666,31 @@ func TestKitWritesEachKeysEntriesInOrder(t *testing.T) {
 			f.kit.Again(key.String())
 		}
 	}
+	_, rjs := kittest.Connect(t, f.url, "reader") // one reader for every look below
 	for _, key := range keys {
-		// Every Again has been handled once the provide count stops
-		// moving and the entry names the last provide's generation.
+		// Every Again has been handled once the kit is idle and the entry
+		// names the last provide's generation. The provide count and the
+		// entry are read between two looks that find the kit idle, and the
+		// count once more after the second: read while the kit still
+		// works, the count before a provide and the entry before its write
+		// would agree on a provide that is not the last, and the watcher
+		// would be waited on for an entry it has seen replaced.
 		var last int
 		bustest.WaitFor(t, 0, fmt.Sprintf("the entry of %s to name its last provide", key), func() bool {
+			if !f.kit.Idle() {
+				return false
+			}
 			n, _ := r.calls(key)
-			e, ok := kittest.Entry(t, mustJS(t, f.url), provider.Module, key)
+			e, ok := kittest.Entry(t, rjs, provider.Module, key)
+			if !ok || e.Generation != int64(n) || !f.kit.Idle() {
+				return false
+			}
 			last = n
-			return ok && e.Generation == int64(n) && f.kit.Idle()
+			again, _ := r.calls(key)
+			return again == n
 		})
 		var h []string
-		bustest.WaitFor(t, 0, fmt.Sprintf("the watcher to see the last entry of %s", key), func() bool {
+		bustest.WaitFor(t, 0, fmt.Sprintf("the watcher to see the last entry of %s (generation %d)", key, last), func() bool {
 			f.mu.Lock()
 			defer f.mu.Unlock()
 			h = append([]string(nil), f.entries[key.String()]...)
