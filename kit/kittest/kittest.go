@@ -131,11 +131,21 @@ func (s *Seat) put(key string, p mesh.Provision) {
 	if err != nil {
 		s.t.Fatalf("kittest: %v", err)
 	}
-	if _, err := bus.PutIfChanged(context.Background(), s.copy, key, b); err != nil {
+	// A put whose answer was lost with a cut connection (a loaded machine)
+	// is tried again, as the seat writes again what it did not see land:
+	// the same bytes, so a put that had landed changes nothing.
+	if err := bus.Retry(context.Background(), putBound, nil, "kittest: put "+key, func() error {
+		_, err := bus.PutIfChanged(context.Background(), s.copy, key, b)
+		return err
+	}); err != nil {
 		s.t.Errorf("kittest: %v", err)
 	}
 	s.poke()
 }
+
+// putBound is how long a [Seat] tries a write again while the bus does not
+// answer (a connection cut and coming back) before it fails the test.
+const putBound = 20 * time.Second
 
 // Wait polls the provision at key (every 10 ms, for up to 20 s) until until
 // returns true for it (ok false: there is none), and returns it; past the
@@ -212,7 +222,10 @@ func (s *Seat) Answer(key mesh.ProvisionKey, option string) {
 func (s *Seat) Drop(key mesh.ProvisionKey) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, err := bus.DeleteIfPresent(context.Background(), s.copy, key.String()); err != nil {
+	if err := bus.Retry(context.Background(), putBound, nil, "kittest: drop "+key.String(), func() error {
+		_, err := bus.DeleteIfPresent(context.Background(), s.copy, key.String())
+		return err
+	}); err != nil {
 		s.t.Errorf("kittest: %v", err)
 	}
 }
@@ -276,7 +289,10 @@ func (s *Seat) judge(ctx context.Context) {
 			switch {
 			case !approved || ctx.Err() != nil:
 			case !has:
-				if _, err := bus.DeleteIfPresent(ctx, s.copy, key); err != nil {
+				if err := bus.Retry(ctx, putBound, nil, "kittest: delete "+key, func() error {
+					_, err := bus.DeleteIfPresent(ctx, s.copy, key)
+					return err
+				}); err != nil && ctx.Err() == nil {
 					s.t.Errorf("kittest: %v", err)
 				}
 			default:
