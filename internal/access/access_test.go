@@ -104,7 +104,7 @@ func TestAllows(t *testing.T) {
 
 // TestScopedReadersNeverGetBareGets checks the expansion: a party that may
 // read only some keys of a bucket gets no direct or message get of the
-// whole stream, and no consumer without its filter.
+// whole stream, and it reads its own inbox.
 func TestScopedReadersNeverGetBareGets(t *testing.T) {
 	for user, p := range homelab(t) {
 		if p.Has(access.Seat) || p.Has(access.Operator) {
@@ -114,13 +114,6 @@ func TestScopedReadersNeverGetBareGets(t *testing.T) {
 			if strings.Contains(s, "MSG.GET") || strings.HasPrefix(s, "$JS.API.DIRECT.GET.") && strings.Count(s, ".") == 4 {
 				t.Errorf("%s may publish %s", user, s)
 			}
-			if r, ok := strings.CutPrefix(s, "$JS.API.CONSUMER.CREATE.KV_"); ok && strings.HasSuffix(s, ".>") && !strings.Contains(s, "$KV.") {
-				bucket, rest, _ := strings.Cut(r, ".")
-				name, _, _ := strings.Cut(rest, ".")
-				if !p.Allows(access.Read, bucket, ">") || !slices.Contains(access.ConsumerNames(user, ""), name) {
-					t.Errorf("%s may create any consumer: %s", user, s)
-				}
-			}
 		}
 		if subs := p.Permissions().Subscribe; !slices.Contains(subs, "_INBOX_"+user+".>") {
 			t.Errorf("%s subscribes %v; want its inbox _INBOX_%s.>", user, subs, user)
@@ -128,52 +121,82 @@ func TestScopedReadersNeverGetBareGets(t *testing.T) {
 	}
 }
 
-// TestScopedReadersNameTheirOwnConsumers checks that every party but the
-// seat and the operators creates consumers under its own names only
-// ("<user>-w1" … "<user>-w8"): the consumer's name is a literal token of
-// each create subject it may publish, one of its names, never a wildcard
-// and never another user's; and a party's set is exactly WatchNames names
-// on each bucket it reads.
-func TestScopedReadersNameTheirOwnConsumers(t *testing.T) {
-	parties := homelab(t)
-	for user, p := range parties {
+// TestScopedReadersMakeNoConsumer checks that no party but the seat and
+// the operators may use the consumer API at all (a party that may create
+// a consumer under one name may make a direct sourcing one, which the
+// server renames and counts nowhere), and that each scoped read rule
+// becomes exactly the seat's watch verb of its keys in the requests
+// account: the permission is the server's check of what the seat is asked
+// to watch.
+func TestScopedReadersMakeNoConsumer(t *testing.T) {
+	for user, p := range homelab(t) {
 		if p.Has(access.Seat) || p.Has(access.Operator) {
 			continue
 		}
-		names := map[string]map[string]bool{} // bucket's stream -> names
-		for _, s := range p.Permissions().Publish {
-			r, ok := strings.CutPrefix(s, "$JS.API.CONSUMER.")
-			if !ok {
-				continue
-			}
-			create, ok := strings.CutPrefix(r, "CREATE.")
-			if !ok {
-				t.Errorf("%s may publish %s; want only consumer creates", user, s)
-				continue
-			}
-			tokens := strings.SplitN(create, ".", 3)
-			if len(tokens) < 3 {
-				t.Errorf("%s may publish %s: a create without its name and filter", user, s)
-				continue
-			}
-			if !slices.Contains(access.ConsumerNames(user, ""), tokens[1]) {
-				t.Errorf("%s may create the consumer %q (%s); want one of its names %v", user, tokens[1], s, access.ConsumerNames(user, ""))
-			}
-			for other := range parties {
-				if other != user && slices.Contains(access.ConsumerNames(other, ""), tokens[1]) {
-					t.Errorf("%s may create %q, a name of %s's", user, tokens[1], other)
+		for _, acc := range access.Accounts {
+			for _, s := range p.PermissionsIn(acc).Publish {
+				if strings.Contains(s, "CONSUMER") {
+					t.Errorf("%s may publish %s in %s; want no consumer API", user, s, acc)
 				}
 			}
-			if names[tokens[0]] == nil {
-				names[tokens[0]] = map[string]bool{}
-			}
-			names[tokens[0]][tokens[1]] = true
 		}
-		for stream, n := range names {
-			if len(n) != access.WatchNames {
-				t.Errorf("%s names %d consumers on %s; want %d", user, len(n), stream, access.WatchNames)
+		var want []string
+		for _, r := range p.Rules() {
+			if r.Act == access.Read {
+				want = append(want, access.WatchVerb+"."+r.Target+"."+r.Keys)
 			}
 		}
+		var got []string
+		for _, s := range p.PermissionsIn(access.Requests).Publish {
+			if strings.HasPrefix(s, access.WatchVerb+".") {
+				got = append(got, s)
+			}
+		}
+		slices.Sort(want)
+		if !slices.Equal(got, slices.Compact(want)) || len(want) == 0 && p.ScopedReader() {
+			t.Errorf("%s may ask watches of %v; want those of its reads %v", user, got, want)
+		}
+	}
+}
+
+// TestWatchSubjects checks the watch verb's subjects both ways: a last
+// ">" is written "=", and a pattern a scoped watch cannot take is refused.
+func TestWatchSubjects(t *testing.T) {
+	for _, tt := range []struct{ bucket, pattern, subject string }{
+		{"mesh-provisioner_plans", "ace.>", "mesh-provisioner.watch.mesh-provisioner_plans.ace.="},
+		{"mesh-asks_records", ">", "mesh-provisioner.watch.mesh-asks_records.="},
+		{"mesh-provisioner_clients", "ace", "mesh-provisioner.watch.mesh-provisioner_clients.ace"},
+		{"mesh-provisioner_collect", "ace.shell=3Azsh.gitea", "mesh-provisioner.watch.mesh-provisioner_collect.ace.shell=3Azsh.gitea"},
+	} {
+		got, err := access.WatchSubject(tt.bucket, tt.pattern)
+		if err != nil || got != tt.subject {
+			t.Errorf("WatchSubject(%s, %s) = %q, %v; want %q", tt.bucket, tt.pattern, got, err, tt.subject)
+			continue
+		}
+		b, pat, err := access.ParseWatchSubject(got)
+		if err != nil || b != tt.bucket || pat != tt.pattern {
+			t.Errorf("ParseWatchSubject(%s) = %s, %s, %v; want %s, %s", got, b, pat, err, tt.bucket, tt.pattern)
+		}
+		// The permission of the rule's keys matches the subject asked.
+		if !access.Matches(access.WatchVerb+"."+tt.bucket+"."+tt.pattern, got) {
+			t.Errorf("the permission of %s %s does not match its subject %s", tt.bucket, tt.pattern, got)
+		}
+	}
+	for _, tt := range []struct{ bucket, pattern string }{
+		{"plans", "ace.*"}, {"plans", ">.ace"}, {"plans", "ace..x"}, {"plans", "="}, {"pla.ns", "ace"}, {"", "ace"},
+	} {
+		if got, err := access.WatchSubject(tt.bucket, tt.pattern); err == nil {
+			t.Errorf("WatchSubject(%q, %q) = %q; want an error", tt.bucket, tt.pattern, got)
+		}
+	}
+	for _, s := range []string{"mesh-provisioner.watch.plans", "mesh-provisioner.watch.plans.=.ace", "mesh-provisioner.watch.plans.a.*", "mesh-provisioner.other.plans.a"} {
+		if b, p, err := access.ParseWatchSubject(s); err == nil {
+			t.Errorf("ParseWatchSubject(%q) = %s, %s; want an error", s, b, p)
+		}
+	}
+	// An exact key's permission never matches the rest of its keys.
+	if access.Matches("mesh-provisioner.watch.mesh-provisioner_clients.ace", "mesh-provisioner.watch.mesh-provisioner_clients.=") {
+		t.Error("the permission of the key ace matches a watch of every key")
 	}
 }
 
@@ -204,7 +227,7 @@ func TestAccountsOfParties(t *testing.T) {
 	ps := homelab(t)
 	for user, want := range map[string][]access.Account{
 		"mesh-provisioner": {access.Storage, access.Services, access.Requests},
-		"mesh-asks":        {access.Storage, access.Services},
+		"mesh-asks":        {access.Storage, access.Services, access.Requests},
 		"mesh-vault":       {access.Storage, access.Services, access.Requests},
 		"redis":            {access.Storage, access.Requests},
 		"client-ace":       {access.Storage, access.Requests},
@@ -242,7 +265,8 @@ func TestAccountsOfParties(t *testing.T) {
 
 // TestAccountsAreThoseOfTheRules checks that every party's accounts are
 // storage, requests for a client or a module, and the account of each of
-// its rules (Accounts finds them without filling every rule).
+// its rules (Accounts finds them without filling every rule): a scoped
+// read is asked of the seat in requests.
 func TestAccountsAreThoseOfTheRules(t *testing.T) {
 	for user, p := range homelab(t) {
 		want := []access.Account{access.Storage}
@@ -251,12 +275,15 @@ func TestAccountsAreThoseOfTheRules(t *testing.T) {
 		}
 		for _, r := range p.Rules() {
 			a := access.Storage
-			switch r.Act {
-			case access.Ask:
+			switch {
+			case r.Act == access.Read && r.Target != access.AnyBucket:
+				want = append(want, access.Requests)
+			case r.Act == access.Ask:
 				a = access.Requests
-			case access.Answer:
+			case r.Act == access.Answer:
 				a = access.Services
 			}
+			want = slices.Compact(slices.Sorted(slices.Values(want)))
 			if !slices.Contains(want, a) {
 				want = append(want, a)
 			}
@@ -271,9 +298,9 @@ func TestAccountsAreThoseOfTheRules(t *testing.T) {
 // TestClientOfAnEmptyNodeHasARequestsUserDeniedEverything checks that the
 // client of a node where nothing is placed (and a module that asks
 // nothing) still has a user in the requests account, which its component
-// dials whenever it starts, and that this user may publish nothing and
-// subscribe to its own inbox only; once a module is placed, the same
-// client may ask that module's secrets there.
+// dials whenever it starts, and that this user may publish nothing but
+// the watches of its reads and subscribe to its own inbox only; once a
+// module is placed, the same client may ask that module's secrets there.
 func TestClientOfAnEmptyNodeHasARequestsUserDeniedEverything(t *testing.T) {
 	m := access.Mesh{Nodes: []string{"ace", "dell"}, Modules: []string{"app"}, Placement: map[string][]string{"ace": {"app"}}}
 	ps, err := access.Parties(m)
@@ -289,10 +316,15 @@ func TestClientOfAnEmptyNodeHasARequestsUserDeniedEverything(t *testing.T) {
 		t.Fatalf("accounts of client-dell (nothing placed) = %v; want %v", got, want)
 	}
 	perm := dell.PermissionsIn(access.Requests)
-	if len(perm.Publish) != 0 || perm.Responses || !slices.Equal(perm.Subscribe, []string{access.InboxPrefix("client-dell") + ".>"}) {
-		t.Errorf("client-dell in requests: %+v; want no publish, no replies, its inbox only", perm)
+	for _, s := range perm.Publish {
+		if !strings.HasPrefix(s, access.WatchVerb+".") {
+			t.Errorf("client-dell in requests may publish %s; want its watches only", s)
+		}
 	}
-	if got := byUser["client-ace"].PermissionsIn(access.Requests).Publish; len(got) == 0 {
+	if perm.Responses || !slices.Equal(perm.Subscribe, []string{access.InboxPrefix("client-dell") + ".>"}) {
+		t.Errorf("client-dell in requests: %+v; want no replies, its inbox only", perm)
+	}
+	if got := byUser["client-ace"].PermissionsIn(access.Requests).Publish; !slices.Contains(got, "mesh-vault.secret.app") {
 		t.Errorf("client-ace (app placed) in requests may publish nothing; want app's asks")
 	}
 }

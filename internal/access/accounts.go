@@ -54,14 +54,15 @@ func accountOf(a Act) Account {
 
 // Accounts returns the accounts the party has a user in: [Storage]
 // always (its buckets, or at least its inbox), then [Services] when it
-// answers a verb and [Requests] when it asks one. A node's client and a
-// module always have a user in Requests, since their components dial it
-// whenever they start: a client of a node where nothing is placed yet
-// (and a module that asks nothing) is denied every subject there, and
+// answers a verb and [Requests] when it asks one, the seat's watches
+// among them ([Party.ScopedReader]). A node's client and a module always
+// have a user in Requests, since their components dial it whenever they
+// start: a client of a node where nothing is placed yet (and a module
+// that asks nothing) is denied every subject there but its watches, and
 // its user is signed anew with its asks once it has some.
 func (p Party) Accounts() []Account {
 	out := []Account{Storage}
-	if p.Has(Client) || p.Has(Module) {
+	if p.Has(Client) || p.Has(Module) || p.ScopedReader() {
 		out = append(out, Requests)
 	}
 	// An account is the party's once one of its rows there fills to a rule

@@ -88,10 +88,6 @@ type Party struct {
 	Module string
 	// Node is the client's node (role Client).
 	Node string
-	// WatchToken is what the user's consumer names carry (see
-	// [WatchToken]), set from its public key where its JWT is signed;
-	// empty gives names without one.
-	WatchToken string
 	// mesh is the mesh the party belongs to, for the placeholders.
 	mesh *Mesh
 }

@@ -58,10 +58,7 @@ func (p Party) PermissionsIn(acc Account) Permissions {
 		// an edge site's leafnode server (bus.HasJetStream).
 		pub(apiPrefix + "INFO")
 	}
-	for _, r := range p.Rules() {
-		if accountOf(r.Act) != acc {
-			continue
-		}
+	for _, r := range p.rulesIn(acc) {
 		switch r.Act {
 		case Write:
 			if r.Keys == AllKeys {
@@ -70,7 +67,7 @@ func (p Party) PermissionsIn(acc Account) Permissions {
 			pub(kvSubject(r.Target, r.Keys))
 			sub(streamAdvisories(r.Target))
 		case Read:
-			pub(readSubjects(p.User, p.WatchToken, r.Target, r.Keys)...)
+			pub(readSubjects(r.Target, r.Keys)...)
 			sub(streamAdvisories(r.Target))
 		case Make:
 			// Creating a bucket asks the account's JetStream info first;
@@ -82,6 +79,8 @@ func (p Party) PermissionsIn(acc Account) Permissions {
 			pub(apiPrefix + "STREAM.DELETE." + stream(r.Target))
 		case Ask:
 			pub(r.Target)
+		case watchAsk:
+			pub(watchPermission(r.Target, r.Keys))
 		case Answer:
 			sub(r.Target)
 			perm.Responses = true
@@ -118,20 +117,15 @@ func streamAdvisories(bucket string) string {
 	return "$JS.EVENT.ADVISORY.STREAM.*." + stream(bucket)
 }
 
-// readSubjects returns what a reader of keys in bucket publishes:
-// consumers filtered on its keys (a watch; the filter is in the subject),
-// flow control (a watch on a large bucket stalls without it) and direct
-// gets of its keys' subjects; the stream info (a watch's status: the
-// bucket's size and creation) only to a reader of every key, since with a
-// subjects_filter it lists the name of every key. No reader but the seat
-// and the operators (every key of every bucket) deletes a consumer: the
-// server cannot tell whose a consumer is, and package bus leaves a
-// scoped party's consumers to the server to remove. A reader of every key
-// of every bucket also lists streams. Any other reader creates consumers
-// under its own names only ([ConsumerNames]): the create subject carries
-// the consumer's name, and with any name allowed a party could update
-// another's consumer (its filter) and so take over its watch.
-func readSubjects(user, token, bucket, keys string) []string {
+// readSubjects returns what a reader of keys in bucket publishes in
+// [Storage]: flow control (a watch on a large bucket stalls without it)
+// and direct gets of its keys' subjects; the stream info (a watch's
+// status: the bucket's size and creation) only to a reader of every key,
+// since with a subjects_filter it lists the name of every key. A reader
+// of every key of every bucket (the seat, an operator) also lists streams
+// and creates, reads and deletes consumers. No other reader creates a
+// consumer: it asks the seat for its watches ([WatchVerb]).
+func readSubjects(bucket, keys string) []string {
 	s := stream(bucket)
 	if bucket == AnyBucket {
 		return []string{
@@ -142,30 +136,23 @@ func readSubjects(user, token, bucket, keys string) []string {
 		}
 	}
 	out := []string{"$JS.FC." + s + ".>"}
-	filter := kvSubject(bucket, keys)
 	if keys == AllKeys {
-		out = append(out, streamInfo(bucket), apiPrefix+"DIRECT.GET."+s+".>")
-		filter = ">"
-	} else {
-		out = append(out, apiPrefix+"DIRECT.GET."+s+"."+kvSubject(bucket, keys))
+		return append(out, streamInfo(bucket), apiPrefix+"DIRECT.GET."+s+".>")
 	}
-	for _, name := range ConsumerNames(user, token) {
-		out = append(out, apiPrefix+"CONSUMER.CREATE."+s+"."+name+"."+filter)
-	}
-	return out
+	return append(out, apiPrefix+"DIRECT.GET."+s+"."+kvSubject(bucket, keys))
 }
 
-// WatchNames is how many consumers a scoped reader may hold on one bucket
-// at a time (its watches, and those the server keeps a few seconds after a
-// watch stops).
+// WatchNames is how many consumers the seat makes for one scoped reader
+// on one bucket at a time ([WatchVerb]: its watches, and those the server
+// keeps a few seconds after a watch stops).
 const WatchNames = 8
 
-// ConsumerNames returns the names user's consumers take on a bucket it
-// reads but not as the seat or an operator: "<user>-w1-<token>" …
-// "<user>-wN-<token>" ([WatchNames]; token from [WatchToken]), or
-// "<user>-w1" … with no token. Its permissions allow creating consumers
-// under these names only, so no party creates or updates a consumer named
-// as another's (package bus names its watches so).
+// ConsumerNames returns the names the seat gives the consumers of user's
+// watches on one bucket ([WatchVerb]): "<user>-w1-<token>" …
+// "<user>-wN-<token>" ([WatchNames]; token from [WatchToken] of the
+// asker's key in [Requests]), or "<user>-w1" … with no token. The seat
+// creates them with the API's "create" action, never updating a consumer
+// of that name: no asker's watch takes over another's.
 func ConsumerNames(user, token string) []string {
 	out := make([]string, WatchNames)
 	for i := range out {
@@ -181,11 +168,11 @@ func ConsumerNames(user, token string) []string {
 // [ConsumerNames]) from its public nkey pub: ten lower-case characters of
 // it. The server acts on a consumer named in a subject for any message
 // that reaches that subject ("$JS.API.CONSUMER.RESET.<stream>.<name>"
-// resets the consumer to the sequence the message names), and any party's
-// push consumer may deliver anywhere: with names another party can guess,
-// one client could blind another party's watch. A user's public key is
-// not another party's to know, so neither are its consumers' names. The
-// token changes with the user's key (a rotation), not with a re-signing.
+// resets the consumer to the sequence the message names): with names
+// another party can guess, an operator's consumer delivering there could
+// blind a party's watch. A user's public key is not another party's to
+// know, so neither are its consumers' names. The token changes with the
+// user's key (a rotation), not with a re-signing.
 func WatchToken(pub string) string {
 	if len(pub) < 11 {
 		return strings.ToLower(pub)

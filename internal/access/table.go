@@ -190,7 +190,8 @@ var Table = join(
 	// The seat: it alone writes registry, plans, provisions, refused and
 	// its lease; it reads every bucket (the entries of every provider, with
 	// no fixed list); it makes the buckets it follows; it raises and
-	// withdraws its asks; it answers the read-only verb.
+	// withdraws its asks; it answers the read-only verb, the operators'
+	// unkeep and the scoped parties' watches (see WatchVerb).
 	each(seatKeeps, func(b string) Rule { return Rule{Seat, Write, b, AllKeys} }),
 	each(seatMakes, func(b string) Rule { return Rule{Seat, Make, b, ""} }),
 	[]Rule{
@@ -200,6 +201,7 @@ var Table = join(
 		{Seat, Ask, WithdrawOfSeat, ""},
 		{Seat, Answer, Provisioning, ""},
 		{Seat, Answer, Unkeep, ""},
+		{Seat, Answer, WatchWildcard, ""},
 	},
 	// The ask router: its records, and the verbs every module and
 	// operator sends it.

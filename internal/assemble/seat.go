@@ -75,6 +75,11 @@ func (a *Assembly) StartSeat(ctx context.Context, cfg SeatConfig) (*SeatRunning,
 			return nil, err
 		}
 		p := &seatProcess{nc: nc, js: js, answer: cs.answer, ask: cs.ask, cfg: cfg, log: a.log(), holder: s}
+		// The scoped parties' watches: every seat process makes their
+		// consumers, the one waiting for the lease too.
+		if err := bus.ServeWatches(ctx, cs.answer, js, p.log); err != nil {
+			return nil, err
+		}
 		if err := provisioning.Start(ctx, cs.answer.Conn, js, provisioning.Options{Log: p.log}); err != nil {
 			return nil, err
 		}

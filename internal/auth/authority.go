@@ -345,7 +345,6 @@ func (a *Authority) sign(p access.Party, now time.Time, fresh bool) ([]signedUse
 		if err != nil {
 			return nil, err
 		}
-		p.WatchToken = access.WatchToken(uk.pub)
 		uc := userClaims(uk.pub, p, p.PermissionsIn(in), p.LimitsIn(in))
 		if a.opts.Domain != "" && in == access.Storage {
 			uc.Pub.Allow = inDomain(uc.Pub.Allow, a.opts.Domain)

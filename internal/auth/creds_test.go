@@ -76,7 +76,6 @@ func TestCredsFilesAsFormatUserConfig(t *testing.T) {
 		if !strings.Contains(string(conf), uc.IssuerAccount+":") || uc.Issuer != signer {
 			t.Errorf("%s's JWT is signed by %s of %s, not the signing key %s of the configuration's account", p.User, uc.Issuer, uc.IssuerAccount, signer)
 		}
-		p.WatchToken = access.WatchToken(pub) // its consumer names carry its key's token
 		perm := p.Permissions()
 		if !slices.Equal(uc.Pub.Allow, perm.Publish) || !slices.Equal(uc.Sub.Allow, perm.Subscribe) || (uc.Resp != nil) != perm.Responses {
 			t.Errorf("%s's JWT allows publish %v, subscribe %v, responses %v; want %v, %v, %v",
@@ -456,7 +455,6 @@ func TestGenAgainLeavesCurrentFiles(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", p.User, err)
 		}
-		p.WatchToken = access.WatchToken(uc.Subject)
 		perm := p.Permissions()
 		if uc.Issuer != signer || uc.IssuerAccount != accPub || !slices.Equal(uc.Pub.Allow, perm.Publish) || !slices.Equal(uc.Sub.Allow, perm.Subscribe) {
 			t.Errorf("%s's JWT after Gen: issuer %s of %s, publish %v; want %s of %s, %v", p.User, uc.Issuer, uc.IssuerAccount, uc.Pub.Allow, signer, accPub, perm.Publish)

@@ -146,7 +146,7 @@ func Connect(d Dial) (*nats.Conn, jetstream.JetStream, error) {
 		nc.Close()
 		return nil, nil, fmt.Errorf("bus: jetstream for %s: %w", d.Name, err)
 	}
-	js, err = withScoping(nc, withReplicas(js, d.Replicas, d.Log), CredsPublish(d.Creds), d.Creds)
+	js, err = withScoping(nc, withReplicas(js, d.Replicas, d.Log), CredsPublish(d.Creds), watchAsker(nc, d))
 	if err != nil {
 		nc.Close()
 		return nil, nil, fmt.Errorf("bus: jetstream for %s: %w", d.Name, err)

@@ -16,9 +16,10 @@ func Waiting(c *Copy) int { return c.waiting() }
 func SizeHint(st jetstream.StreamState) int { return sizeHint(st) }
 
 // ScopedFor returns js binding buckets as a user whose JWT allows
-// publishing publish ([withScoping]).
+// publishing publish ([withScoping]), asking the seat for its watches on
+// nc itself (a server without accounts).
 func ScopedFor(nc *nats.Conn, js jetstream.JetStream, publish []string) (jetstream.JetStream, error) {
-	return withScoping(nc, js, publish, "")
+	return withScoping(nc, js, publish, func() (*nats.Conn, error) { return nc, nil })
 }
 
 // WatchSubject returns the subject a scoped party's watch w receives its

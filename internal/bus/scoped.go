@@ -23,16 +23,16 @@ type scoping struct {
 	old     nats.JetStreamContext // the library's older API: direct gets by subject
 	nc      *nats.Conn
 	publish []string // the user JWT's publish allow list
-	creds   string   // the credentials file, read again for consumer names
+	// ask returns the connection a scoped watch asks the seat on
+	// ([access.WatchVerb]): the user's in the requests account.
+	ask func() (*nats.Conn, error)
 }
 
 // withScoping returns js binding buckets as the user whose JWT allows
 // publishing publish may (see [scoping]); a nil publish (no user JWT: plain
-// credentials, or none) returns js as it is. With creds (the credentials
-// file), the consumer names are read again from it each time a watch makes
-// a consumer: a user whose key is rotated reconnects with its new file,
-// whose consumer names carry its new key's token (access.WatchToken).
-func withScoping(nc *nats.Conn, js jetstream.JetStream, publish []string, creds string) (jetstream.JetStream, error) {
+// credentials, or none) returns js as it is. ask returns the connection
+// its scoped watches ask the seat on.
+func withScoping(nc *nats.Conn, js jetstream.JetStream, publish []string, ask func() (*nats.Conn, error)) (jetstream.JetStream, error) {
 	if publish == nil {
 		return js, nil
 	}
@@ -48,7 +48,7 @@ func withScoping(nc *nats.Conn, js jetstream.JetStream, publish []string, creds 
 	if err != nil {
 		return nil, err
 	}
-	return &scoping{JetStream: js, old: old, nc: nc, publish: publish, creds: creds}, nil
+	return &scoping{JetStream: js, old: old, nc: nc, publish: publish, ask: ask}, nil
 }
 
 // unscoped returns the JetStream context js wraps, or js.
@@ -69,6 +69,19 @@ func (s *scoping) may(subject string) bool {
 	return false
 }
 
+// makesConsumers reports whether the user may create consumers of
+// bucket's stream itself (a test's permissions, a reader of every bucket):
+// else its watches ask the seat ([access.WatchVerb]).
+func (s *scoping) makesConsumers(api, bucket string) bool {
+	prefix := api + "CONSUMER.CREATE." + stream(bucket) + "."
+	for _, p := range s.publish {
+		if strings.HasPrefix(p, prefix) || access.Matches(p, prefix+"w0.x") {
+			return true
+		}
+	}
+	return false
+}
+
 // KeyValue binds the bucket named bucket. A user that may ask the stream
 // info and delete consumers of its stream (the seat, an operator) gets the
 // library's handle. Any other gets a [scopedKV]: a reader of some keys only
@@ -83,8 +96,10 @@ func (s *scoping) KeyValue(ctx context.Context, bucket string) (jetstream.KeyVal
 	if info && s.may(api+"CONSUMER.DELETE."+stream(bucket)+".x") {
 		return s.JetStream.KeyValue(ctx, bucket)
 	}
-	kv := &scopedKV{js: s.JetStream, old: s.old, nc: s.nc, api: api, bucket: bucket, pre: kvPrefix(bucket),
-		names: &consumerNames{names: s.consumerNames(api, bucket), refresh: s.namesFromFile(api, bucket)}}
+	kv := &scopedKV{js: s.JetStream, old: s.old, nc: s.nc, api: api, bucket: bucket, pre: kvPrefix(bucket)}
+	if !s.makesConsumers(api, bucket) {
+		kv.ask = s.ask // a party that makes no consumer asks the seat
+	}
 	if info {
 		inner, err := s.JetStream.KeyValue(ctx, bucket)
 		if err != nil {
@@ -134,11 +149,13 @@ var ErrNotScoped = errors.New("not done by a scoped party's bucket handle")
 // consumer left without interest is removed within seconds). With inner
 // (a user that may ask the stream info), Status is the library's.
 type scopedKV struct {
-	js     jetstream.JetStream
-	old    nats.JetStreamContext
-	nc     *nats.Conn
-	api    string         // the JetStream API prefix, "$JS.API."
-	names  *consumerNames // the names its watches' consumers take
+	js  jetstream.JetStream
+	old nats.JetStreamContext
+	nc  *nats.Conn
+	api string // the JetStream API prefix, "$JS.API."
+	// ask, when set, returns the connection the watches ask the seat for
+	// their consumers on ([access.WatchVerb]); nil: the user makes them.
+	ask    func() (*nats.Conn, error)
 	bucket string
 	pre    string
 	inner  jetstream.KeyValue
@@ -439,8 +456,9 @@ func (e *scopedEntry) Delta() uint64                   { return e.delta }
 func (e *scopedEntry) Operation() jetstream.KeyValueOp { return e.op }
 
 // Scope returns js (a JetStream context of nc) binding buckets as the
-// user of the credentials file creds may ([scoping]), as [Connect] does;
-// js as it is when creds holds no user JWT.
+// user of the credentials file creds may ([scoping]), as [Connect] does
+// (its watches ask the seat as the same user in the requests account, at
+// the server nc is connected to); js as it is when creds holds no user JWT.
 func Scope(nc *nats.Conn, js jetstream.JetStream, creds string) (jetstream.JetStream, error) {
-	return withScoping(nc, js, CredsPublish(creds), creds)
+	return withScoping(nc, js, CredsPublish(creds), watchAsker(nc, Dial{URL: nc.ConnectedUrl(), Creds: creds, Name: nc.Opts.Name}))
 }

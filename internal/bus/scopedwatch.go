@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,89 +27,14 @@ var watchHeartbeat = 5 * time.Second
 const watchInactive = 2 * time.Second
 
 // errNamesHeld is start's error when every consumer name of the party's
-// set is held (its watches, and those the server still keeps after they
-// stopped, for [watchInactive]).
+// on the bucket is held (its watches, and those the server still keeps
+// after they stopped, for [watchInactive]).
 var errNamesHeld = errors.New("every consumer name of the party's is held")
 
-// consumerNames are the names a scoped party's watches of one bucket give
-// their consumers: those its permissions list (access's consumer names,
-// "<user>-w1" … "<user>-wN"), taken in turn. A permission that allows any
-// name (a test's) leaves names empty, and each consumer gets a random one.
-type consumerNames struct {
-	mu    sync.Mutex
-	names []string
-	next  int
-	// refresh, if set, returns the names as the credentials file says
-	// them now (nil when it cannot tell): a rotated key's names differ.
-	refresh func() []string
-}
-
-// order returns the names to try for a new consumer, the next in turn
-// first.
-func (c *consumerNames) order() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.refresh != nil {
-		if now := c.refresh(); len(now) > 0 && !slices.Equal(now, c.names) {
-			c.names, c.next = now, 0
-		}
-	}
-	if len(c.names) == 0 {
-		return []string{fmt.Sprintf("w%016x", rand.Uint64())}
-	}
-	out := make([]string, 0, len(c.names))
-	for i := range c.names {
-		out = append(out, c.names[(c.next+i)%len(c.names)])
-	}
-	c.next = (c.next + 1) % len(c.names)
-	return out
-}
-
-// namesFromFile returns a func reading the consumer names of bucket from
-// the credentials file as it is now, or nil without a file.
-func (s *scoping) namesFromFile(api, bucket string) func() []string {
-	if s.creds == "" {
-		return nil
-	}
-	return func() []string {
-		publish := CredsPublish(s.creds)
-		if publish == nil {
-			return nil
-		}
-		return (&scoping{publish: publish}).consumerNames(api, bucket)
-	}
-}
-
-// consumerNames returns the consumer names the user may create consumers
-// of bucket's stream under: the literal name token of each
-// "<api>CONSUMER.CREATE.KV_<bucket>.<name>.<filter>" it may publish.
-func (s *scoping) consumerNames(api, bucket string) []string {
-	prefix := api + "CONSUMER.CREATE." + stream(bucket) + "."
-	var out []string
-	for _, p := range s.publish {
-		rest, ok := strings.CutPrefix(p, prefix)
-		if !ok {
-			continue
-		}
-		name, _, _ := strings.Cut(rest, ".")
-		if name == "*" || name == ">" {
-			return nil
-		}
-		if !containsString(out, name) {
-			out = append(out, name)
-		}
-	}
-	return out
-}
-
-func containsString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
+// chanceName returns a consumer name of chance, "w<16 hex digits>": a
+// reader that makes its own consumers (the seat, an operator) names them
+// so, as does the seat for an asker on a server without accounts.
+func chanceName() string { return fmt.Sprintf("w%016x", rand.Uint64()) }
 
 // checkedWatch follows the keys of kv (bucket's handle) matching pattern,
 // every key when pattern is "", with [scopedKV.watch] whatever the user:
@@ -147,14 +71,14 @@ func ownWatch(js jetstream.JetStream, kv jetstream.KeyValue, bucket string) *sco
 		return skv
 	}
 	js = unscoped(js)
-	return &scopedKV{js: js, nc: js.Conn(), api: apiPrefixOf(js), bucket: bucket, pre: kvPrefix(bucket),
-		names: &consumerNames{}, inner: kv}
+	return &scopedKV{js: js, nc: js.Conn(), api: apiPrefixOf(js), bucket: bucket, pre: kvPrefix(bucket), inner: kv}
 }
 
 // watch follows the keys matching pattern with a push consumer filtered on
-// their subjects, bound to the stream by name (no stream info), named from
-// the party's own names ([consumerNames]) and made with the API's "create"
-// action, so that it never takes over a consumer of that name: each key's
+// their subjects, bound to the stream by name (no stream info), made by the
+// seat for a scoped party ([access.WatchVerb], asked on kv.ask) or by the
+// reader itself under a name of chance, with the API's "create" action, so
+// that it never takes over a consumer of that name: each key's
 // last value, then a nil entry once they are all sent (unless UpdatesOnly),
 // then every change. A gap in the consumer's sequence, or three missed
 // heartbeats (the consumer removed, the server restarted), makes the
@@ -210,8 +134,9 @@ type consumerReply struct {
 	Error *nats.APIError `json:"error,omitempty"`
 }
 
-// start makes the watch's consumer and subscribes to its deliveries; w.mu
-// is held. From w.last (a stream sequence handed on) it starts after it.
+// start has the watch's consumer made and subscribes to its deliveries;
+// w.mu is held. From w.last (a stream sequence handed on) it starts after
+// it.
 func (w *scopedWatcher) start(ctx context.Context) error {
 	ctx, cancel := withTimeout(ctx)
 	defer cancel()
@@ -221,64 +146,93 @@ func (w *scopedWatcher) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cfg := nats.ConsumerConfig{
-		DeliverSubject: inbox, AckPolicy: nats.AckNonePolicy, FilterSubject: kv.pre + w.pattern,
-		ReplayPolicy: nats.ReplayInstantPolicy, FlowControl: true, Heartbeat: w.beat,
-		HeadersOnly: w.opts.MetaOnly, InactiveThreshold: watchInactive, MemoryStorage: true, Replicas: 1,
+	fail := func(err error) error {
+		_ = sub.Unsubscribe()
+		return err
 	}
+	req := watchRequest{Deliver: inbox, From: "last", MetaOnly: w.opts.MetaOnly, Heartbeat: w.beat}
 	switch {
 	case w.last > 0:
-		cfg.DeliverPolicy, cfg.OptStartSeq = nats.DeliverByStartSequencePolicy, w.last+1
+		req.From, req.Seq = "seq", w.last+1
 	case w.opts.UpdatesOnly:
-		cfg.DeliverPolicy = nats.DeliverNewPolicy
-	default:
-		cfg.DeliverPolicy = nats.DeliverLastPerSubjectPolicy
+		req.From = "new"
 	}
-	var last error
-	for _, name := range kv.names.order() {
-		cfg.Name = name
-		req, err := json.Marshal(map[string]any{"stream_name": stream(kv.bucket), "config": cfg, "action": "create"})
-		if err != nil {
-			_ = sub.Unsubscribe()
-			return err
+	var raw []byte
+	if kv.ask != nil {
+		raw, err = kv.askWatch(ctx, w.pattern, req)
+	} else {
+		cfg := watchConfig(inbox, kv.pre+w.pattern, req.MetaOnly, req.Heartbeat)
+		switch req.From {
+		case "seq":
+			cfg.DeliverPolicy, cfg.OptStartSeq = nats.DeliverByStartSequencePolicy, req.Seq
+		case "new":
+			cfg.DeliverPolicy = nats.DeliverNewPolicy
+		default:
+			cfg.DeliverPolicy = nats.DeliverLastPerSubjectPolicy
 		}
-		m, err := kv.nc.RequestWithContext(ctx, kv.api+"CONSUMER.CREATE."+stream(kv.bucket)+"."+name+"."+cfg.FilterSubject, req)
+		raw, _, err = createConsumer(ctx, kv.nc, kv.api, kv.bucket, []string{chanceName()}, cfg)
 		if errors.Is(err, nats.ErrNoResponders) {
-			_ = sub.Unsubscribe()
-			return fmt.Errorf("bus: bucket %s: %w", kv.bucket, jetstream.ErrBucketNotFound)
+			err = fmt.Errorf("bus: bucket %s: %w", kv.bucket, jetstream.ErrBucketNotFound)
 		}
-		if err != nil {
-			_ = sub.Unsubscribe()
-			return fmt.Errorf("bus: bucket %s: watch %s: %w", kv.bucket, w.pattern, err)
-		}
-		var r consumerReply
-		if err := json.Unmarshal(m.Data, &r); err != nil {
-			_ = sub.Unsubscribe()
-			return fmt.Errorf("bus: bucket %s: watch %s: %w", kv.bucket, w.pattern, err)
-		}
-		if r.Error != nil {
-			last = r.Error
-			if c := r.Error.ErrorCode; c == jsConsumerExists || c == nats.JSErrCodeConsumerAlreadyExists || c == nats.JSErrCodeConsumerNameExists {
-				continue // one of ours still held by the server: the next name
-			}
-			if r.Error.ErrorCode == nats.JSErrCodeStreamNotFound {
-				_ = sub.Unsubscribe()
-				return fmt.Errorf("bus: bucket %s: %w", kv.bucket, jetstream.ErrBucketNotFound)
-			}
-			_ = sub.Unsubscribe()
-			return fmt.Errorf("bus: bucket %s: watch %s: %w", kv.bucket, w.pattern, r.Error)
-		}
-		if w.sub != nil {
-			_ = w.sub.Unsubscribe()
-		}
-		w.sub, w.name, w.cons, w.seen = sub, name, 0, time.Now()
-		if !w.initDone {
-			w.initPending = w.received + r.NumPending
-		}
-		return nil
 	}
-	_ = sub.Unsubscribe()
-	return fmt.Errorf("bus: bucket %s: watch %s: %w (%w)", kv.bucket, w.pattern, errNamesHeld, last)
+	if err != nil {
+		return fail(fmt.Errorf("bus: bucket %s: watch %s: %w", kv.bucket, w.pattern, err))
+	}
+	var r consumerReply
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return fail(fmt.Errorf("bus: bucket %s: watch %s: the reply does not decode: %w", kv.bucket, w.pattern, err))
+	}
+	if r.Error != nil {
+		switch r.Error.ErrorCode {
+		case nats.JSErrCodeStreamNotFound:
+			return fail(fmt.Errorf("bus: bucket %s: %w", kv.bucket, jetstream.ErrBucketNotFound))
+		case jsWatchNamesHeld:
+			return fail(fmt.Errorf("bus: bucket %s: watch %s: %w (%s)", kv.bucket, w.pattern, errNamesHeld, r.Error.Description))
+		}
+		return fail(fmt.Errorf("bus: bucket %s: watch %s: %w", kv.bucket, w.pattern, r.Error))
+	}
+	if r.Name == "" {
+		return fail(fmt.Errorf("bus: bucket %s: watch %s: the reply names no consumer", kv.bucket, w.pattern))
+	}
+	if w.sub != nil {
+		_ = w.sub.Unsubscribe()
+	}
+	w.sub, w.name, w.cons, w.seen = sub, r.Name, 0, time.Now()
+	if !w.initDone {
+		w.initPending = w.received + r.NumPending
+	}
+	return nil
+}
+
+// askWatch asks the seat for the consumer of a watch of pattern
+// ([access.WatchVerb]) and returns its reply. The watch's subscription is
+// flushed first: the seat's consumer delivers as soon as it is made, on
+// another connection's word. No responder is [errNoSeat], which the bus
+// takes as transient (the seat starting or taking over).
+func (kv *scopedKV) askWatch(ctx context.Context, pattern string, req watchRequest) ([]byte, error) {
+	subject, err := access.WatchSubject(kv.bucket, pattern)
+	if err != nil {
+		return nil, err
+	}
+	if err := kv.nc.FlushWithContext(ctx); err != nil {
+		return nil, err
+	}
+	nc, err := kv.ask()
+	if err != nil {
+		return nil, err
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, err
+	}
+	m, err := nc.RequestWithContext(ctx, subject, body)
+	if errors.Is(err, nats.ErrNoResponders) {
+		return nil, fmt.Errorf("%w: %w", errNoSeat, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return m.Data, nil
 }
 
 // follow makes the consumer anew when take saw a gap or the heartbeats

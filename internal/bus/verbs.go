@@ -90,8 +90,8 @@ type Answerer struct {
 
 // asker is what [Answerer.Asker] made of one header: a user, or an error.
 type asker struct {
-	user string
-	err  error
+	user, key string
+	err       error
 }
 
 // askersSaid bounds [Answerer].said: past it, the map starts again empty
@@ -148,43 +148,59 @@ func (a *Answerer) Open() bool { return a.own == "" }
 // of another account. What it made of a header is held (see
 // [Answerer].said): the requests of one connection cost a lookup.
 func (a *Answerer) Asker(m *nats.Msg) (string, error) {
+	user, _, err := a.AskerOf(m)
+	return user, err
+}
+
+// AskerOf returns what [Answerer.Asker] does and the asker's user's public
+// key in operator mode ("" on a server whose configuration holds the
+// users).
+func (a *Answerer) AskerOf(m *nats.Msg) (user, key string, err error) {
 	if a.Open() {
-		return "", nil
+		return "", "", nil
 	}
 	h := m.Header.Get(RequestInfoHeader)
 	if h == "" {
-		return "", fmt.Errorf("%w (no %s header)", ErrNoAsker, RequestInfoHeader)
+		return "", "", fmt.Errorf("%w (no %s header)", ErrNoAsker, RequestInfoHeader)
 	}
 	a.mu.Lock()
 	said, ok := a.said[h]
 	a.mu.Unlock()
 	if ok {
-		return said.user, said.err
+		return said.user, said.key, said.err
 	}
-	user, err := a.asker(h)
+	said = a.asker(h)
 	a.mu.Lock()
 	if a.said == nil || len(a.said) >= askersSaid {
 		a.said = make(map[string]asker)
 	}
-	a.said[h] = asker{user, err}
+	a.said[h] = said
 	a.mu.Unlock()
-	return user, err
+	return said.user, said.key, said.err
 }
 
-// asker decodes the header h (a [RequestInfoHeader]'s text) as [Answerer.Asker] says.
-func (a *Answerer) asker(h string) (string, error) {
+// asker decodes the header h (a [RequestInfoHeader]'s text) as
+// [Answerer.AskerOf] says. A request from a client connection, or from an
+// edge site's leafnode link (whose user is the edge node's client's in
+// that account: what crosses the link is what that client may do), names
+// its user; any other names nobody.
+func (a *Answerer) asker(h string) asker {
 	var ri requestInfo
 	if err := json.Unmarshal([]byte(h), &ri); err != nil {
-		return "", fmt.Errorf("%w (%s does not decode: %v)", ErrNoAsker, RequestInfoHeader, err)
+		return asker{err: fmt.Errorf("%w (%s does not decode: %v)", ErrNoAsker, RequestInfoHeader, err)}
 	}
 	user := ri.name()
 	switch {
-	case ri.Kind != "Client" || user == "":
-		return "", fmt.Errorf("%w (sent by a %q with no user)", ErrNoAsker, ri.Kind)
+	case (ri.Kind != "Client" && ri.Kind != "Leafnode") || user == "":
+		return asker{err: fmt.Errorf("%w (sent by a %q with no user)", ErrNoAsker, ri.Kind)}
 	case ri.Account == a.own:
-		return "", fmt.Errorf("%w (sent from the responders' own account, by %s)", ErrNoAsker, user)
+		return asker{err: fmt.Errorf("%w (sent from the responders' own account, by %s)", ErrNoAsker, user)}
 	}
-	return user, nil
+	key := ""
+	if nkeys.IsValidPublicUserKey(ri.User) {
+		key = ri.User
+	}
+	return asker{user: user, key: key}
 }
 
 // ConnectAnswerer dials d's user in [access.Services] ([ConnectIn]) and

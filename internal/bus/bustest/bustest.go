@@ -88,3 +88,15 @@ const (
 		`"Provider":{"Module":"mesh-vault","Node":"control"},"State":"provided",` +
 		`"Reference":{"ID":"ace.gitea.credential.gitea_gitea-read","Generation":1},"at":"2026-12-01T09:41:36Z"}`
 )
+
+// ServeWatches answers scoped parties' watches on s as the seat does
+// ([bus.ServeWatches]) until the test ends, on a connection of its own
+// with no credentials (a server without accounts: the consumers take
+// names of chance).
+func ServeWatches(t testing.TB, s *bus.Server) {
+	t.Helper()
+	nc, js := Connect(t, s, "watches")
+	if err := bus.ServeWatches(Context(t), bus.AnswererIn(nc, ""), js, nil); err != nil {
+		t.Fatalf("bustest: %v", err)
+	}
+}

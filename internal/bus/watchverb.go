@@ -1,0 +1,265 @@
+package bus
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/access"
+)
+
+// watchRequest is what a scoped party sends the seat to have a watch's
+// consumer made ([access.WatchVerb]); the keys are in the subject, where
+// the server checked them against the asker's permissions.
+type watchRequest struct {
+	// Deliver is the subject the consumer delivers to: one of the asker's
+	// inbox ("_INBOX_<user>.<token>").
+	Deliver string `json:"deliver"`
+	// From is where the watch starts: "last" (each key's last value),
+	// "new" (changes only) or "seq" (the stream sequence Seq and on).
+	From string `json:"from"`
+	Seq  uint64 `json:"seq,omitempty"`
+	// MetaOnly delivers headers without values.
+	MetaOnly bool `json:"meta_only,omitempty"`
+	// Heartbeat is how often the server says the consumer is alive while it
+	// has nothing to deliver, in nanoseconds; the seat keeps it within
+	// [minWatchBeat, maxWatchBeat].
+	Heartbeat time.Duration `json:"heartbeat"`
+}
+
+// Bounds of a watch's heartbeat the seat makes consumers with.
+const (
+	minWatchBeat = 100 * time.Millisecond
+	maxWatchBeat = 30 * time.Second
+)
+
+// watchWorkers is how many watch requests the seat serves at once: a cold
+// start of a large mesh asks thousands, each one consumer create.
+const watchWorkers = 16
+
+// ServeWatches answers [access.WatchWildcard] on a (the seat's answerer in
+// the services account) until ctx is done, making each watch's consumer on
+// js (the seat's JetStream, which may create consumers of every bucket). A
+// request is answered with the JetStream API's reply to the consumer
+// create (its "name" and "num_pending", or its "error"), or with an error
+// of the API's shape: the asker is not told apart ([Answerer.Asker]), the
+// deliver subject is not the asker's inbox, the request does not decode.
+// Every seat process answers, in one queue group: a standby seat serves
+// watches as well as the one holding the lease. It returns an error when
+// it cannot subscribe.
+func ServeWatches(ctx context.Context, a *Answerer, js jetstream.JetStream, log *slog.Logger) error {
+	if log == nil {
+		log = slog.Default()
+	}
+	js = unscoped(js)
+	nc, api := js.Conn(), apiPrefixOf(js)
+	reqs := make(chan *nats.Msg, 4096)
+	sub, err := a.ChanQueueSubscribe(access.WatchWildcard, "mesh-provisioner-watch", reqs)
+	if err != nil {
+		return fmt.Errorf("bus: answer %s: %w", access.WatchWildcard, err)
+	}
+	var wg sync.WaitGroup
+	for range watchWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case m := <-reqs:
+					_ = m.Respond(serveWatch(ctx, a, nc, api, m, log))
+				}
+			}
+		}()
+	}
+	context.AfterFunc(ctx, func() { _ = sub.Unsubscribe() })
+	return nil
+}
+
+// serveWatch makes the consumer one watch request m asks for and returns
+// the reply.
+func serveWatch(ctx context.Context, a *Answerer, nc *nats.Conn, api string, m *nats.Msg, log *slog.Logger) []byte {
+	refuse := func(why string) []byte {
+		b, _ := json.Marshal(consumerReply{Error: &nats.APIError{Code: 400, ErrorCode: jsWatchRefused, Description: why}})
+		return b
+	}
+	user, key, err := a.AskerOf(m)
+	if err != nil {
+		log.Warn("bus: a watch request names no asker; refused", "subject", m.Subject, "err", err)
+		return refuse(err.Error())
+	}
+	bucket, pattern, err := access.ParseWatchSubject(m.Subject)
+	if err != nil {
+		return refuse(err.Error())
+	}
+	var req watchRequest
+	if err := json.Unmarshal(m.Data, &req); err != nil {
+		return refuse("the request does not decode: " + err.Error())
+	}
+	if why := deliverRefusal(a, user, req.Deliver); why != "" {
+		log.Warn("bus: a watch's deliver subject refused", "user", user, "bucket", bucket, "deliver", req.Deliver, "why", why)
+		return refuse(why)
+	}
+	cfg := watchConfig(req.Deliver, kvPrefix(bucket)+pattern, req.MetaOnly, min(max(req.Heartbeat, minWatchBeat), maxWatchBeat))
+	switch req.From {
+	case "last":
+		cfg.DeliverPolicy = nats.DeliverLastPerSubjectPolicy
+	case "new":
+		cfg.DeliverPolicy = nats.DeliverNewPolicy
+	case "seq":
+		if req.Seq == 0 {
+			return refuse(`"seq" needs a sequence`)
+		}
+		cfg.DeliverPolicy, cfg.OptStartSeq = nats.DeliverByStartSequencePolicy, req.Seq
+	default:
+		return refuse(fmt.Sprintf("from %q is none of last, new, seq", req.From))
+	}
+	var names []string
+	if user != "" {
+		names = access.ConsumerNames(user, access.WatchToken(key))
+	} else {
+		names = []string{chanceName()} // no accounts: one connection space, a name of chance
+	}
+	raw, _, err := createConsumer(ctx, nc, api, bucket, names, cfg)
+	if errors.Is(err, errNamesHeld) {
+		b, _ := json.Marshal(consumerReply{Error: &nats.APIError{Code: 409, ErrorCode: jsWatchNamesHeld, Description: err.Error()}})
+		return b
+	}
+	if err != nil {
+		log.Warn("bus: a watch's consumer was not made", "user", user, "bucket", bucket, "keys", pattern, "err", err)
+		return refuse("the seat could not make the consumer: " + err.Error())
+	}
+	return raw
+}
+
+// jsWatchRefused is the error code of the seat's refusal of a watch
+// request (in an API error's "err_code"), beside the server's own.
+const jsWatchRefused = 19001
+
+// jsWatchNamesHeld is the error code of the seat's answer that every
+// consumer name of the asker's on the bucket is held ([errNamesHeld]).
+const jsWatchNamesHeld = 19002
+
+// deliverRefusal says why subject may not be the deliver subject of a
+// watch asked by user, or "" when it may: a literal subject in the asker's
+// inbox ("_INBOX_<user>.…"), which only the asker subscribes to. On a
+// server without accounts ([Answerer.Open]) any literal subject may.
+func deliverRefusal(a *Answerer, user, subject string) string {
+	if subject == "" || strings.ContainsAny(subject, " \t\r\n") || strings.HasPrefix(subject, ".") || strings.HasSuffix(subject, ".") || strings.Contains(subject, "..") {
+		return fmt.Sprintf("deliver subject %q is not a subject", subject)
+	}
+	for _, t := range strings.Split(subject, ".") {
+		if t == "*" || t == ">" {
+			return fmt.Sprintf("deliver subject %q has a wildcard", subject)
+		}
+	}
+	if a.Open() {
+		return ""
+	}
+	if inbox := access.InboxPrefix(inboxToken(user)) + "."; !strings.HasPrefix(subject, inbox) {
+		return fmt.Sprintf("deliver subject %q is not in the asker's inbox %s>", subject, inbox)
+	}
+	return ""
+}
+
+// watchConfig returns the configuration of a watch's consumer delivering
+// to deliver the messages of filter: an ordered push consumer in memory,
+// acknowledging nothing, with flow control and heartbeat beat, removed by
+// the server [watchInactive] after no subscription wants its messages.
+func watchConfig(deliver, filter string, metaOnly bool, beat time.Duration) nats.ConsumerConfig {
+	return nats.ConsumerConfig{
+		DeliverSubject: deliver, AckPolicy: nats.AckNonePolicy, FilterSubject: filter,
+		ReplayPolicy: nats.ReplayInstantPolicy, FlowControl: true, Heartbeat: beat,
+		HeadersOnly: metaOnly, InactiveThreshold: watchInactive, MemoryStorage: true, Replicas: 1,
+	}
+}
+
+// createConsumer creates cfg's consumer of bucket's stream with the API's
+// "create" action under the first of names no consumer holds, and returns
+// the API's reply as it came, with the name taken. A reply with an error
+// other than a name held is returned as it is (its error set); err is
+// the request's, or errNamesHeld when every name is held.
+func createConsumer(ctx context.Context, nc *nats.Conn, api, bucket string, names []string, cfg nats.ConsumerConfig) ([]byte, string, error) {
+	ctx, cancel := withTimeout(ctx)
+	defer cancel()
+	var last error
+	for _, name := range names {
+		cfg.Name = name
+		req, err := json.Marshal(map[string]any{"stream_name": stream(bucket), "config": cfg, "action": "create"})
+		if err != nil {
+			return nil, "", err
+		}
+		m, err := nc.RequestWithContext(ctx, api+"CONSUMER.CREATE."+stream(bucket)+"."+name+"."+cfg.FilterSubject, req)
+		if err != nil {
+			return nil, "", err
+		}
+		var r consumerReply
+		if err := json.Unmarshal(m.Data, &r); err != nil {
+			return nil, "", fmt.Errorf("the API's reply does not decode: %w", err)
+		}
+		if r.Error != nil {
+			if c := r.Error.ErrorCode; c == jsConsumerExists || c == nats.JSErrCodeConsumerAlreadyExists || c == nats.JSErrCodeConsumerNameExists {
+				last = r.Error
+				continue // a consumer of the name is still held by the server: the next name
+			}
+		}
+		return m.Data, name, nil
+	}
+	return nil, "", fmt.Errorf("%w (%w)", errNamesHeld, last)
+}
+
+// errNoSeat wraps the error of a scoped watch that no seat answered.
+var errNoSeat = errors.New("no seat answers watches (is the seat running?)")
+
+// watchAsker returns what a scoped party's watches get the connection
+// they ask the seat on from: nc itself without credentials (a server
+// without accounts, one connection space), else d's user in the requests
+// account ([ConnectIn]), dialled at the first watch that asks and closed
+// with nc.
+func watchAsker(nc *nats.Conn, d Dial) func() (*nats.Conn, error) {
+	if d.Creds == "" {
+		return func() (*nats.Conn, error) { return nc, nil }
+	}
+	var mu sync.Mutex
+	var ask *nats.Conn
+	closed := false
+	own := nc.Opts.ClosedCB
+	nc.SetClosedHandler(func(c *nats.Conn) {
+		if own != nil {
+			own(c)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		closed = true
+		if ask != nil {
+			ask.Close()
+		}
+	})
+	return func() (*nats.Conn, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case closed:
+			return nil, nats.ErrConnectionClosed
+		case ask != nil:
+			return ask, nil
+		}
+		dd := d
+		dd.OnRemoved = nil // the storage connection says it
+		c, err := ConnectIn(dd, access.Requests)
+		if err != nil {
+			return nil, err
+		}
+		ask = c
+		return c, nil
+	}
+}
