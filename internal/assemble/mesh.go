@@ -124,7 +124,7 @@ func makeBuckets(ctx context.Context, js jetstream.JetStream, log *slog.Logger) 
 }
 
 // StartMesh runs a whole mesh: it makes the buckets ([Assembly.MakeBuckets]),
-// then starts the ask router, the seat and a [Follower] of the live mesh
+// then starts the seat, the ask router and a [Follower] of the live mesh
 // (the vault, the postgres provider, the node clients), each on its own
 // connection, and returns once they run. The follower reads the mesh, and
 // makes each provider's bucket of entries before it starts the provider,
@@ -145,10 +145,12 @@ func (a *Assembly) StartMesh(ctx context.Context, cfg MeshConfig) (*MeshRunning,
 	}
 	context.AfterFunc(ctx, mnc.Close)
 	var m MeshRunning
-	if m.Router, err = a.StartRouter(ctx); err != nil {
+	// The seat first: it makes the watches of every scoped party, the
+	// router's of its records among them.
+	if m.Seat, err = a.StartSeat(ctx, cfg.Seat); err != nil {
 		return nil, err
 	}
-	if m.Seat, err = a.StartSeat(ctx, cfg.Seat); err != nil {
+	if m.Router, err = a.StartRouter(ctx); err != nil {
 		return nil, err
 	}
 	if m.Follower, err = a.Follow(ctx, mjs, cfg.Follow); err != nil {

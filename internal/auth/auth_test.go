@@ -99,6 +99,19 @@ func (p *party) errors() []error {
 	return slices.Clone(p.errs)
 }
 
+// violationIn returns err's text when it is a permissions violation for
+// op on a subject is() accepts, else "".
+func violationIn(err error, op string, is func(subject string) bool) string {
+	_, rest, ok := strings.Cut(err.Error(), "Permissions Violation for "+op+" to \"")
+	if !errors.Is(err, nats.ErrPermissionViolation) || !ok {
+		return ""
+	}
+	if subject, _, _ := strings.Cut(rest, "\""); is(subject) {
+		return err.Error()
+	}
+	return ""
+}
+
 // violation returns the first permissions violation for op ("Publish" or
 // "Subscription") on a subject that is() accepts, among errors[from:].
 func (p *party) violation(from int, op string, is func(subject string) bool) string {
@@ -158,6 +171,18 @@ func start(t *testing.T) *fixture {
 				f.answering[p.User] = f.connect(t, p.User, auth.AccountCredsPath(dir, a, p.User))
 			}
 		}
+	}
+	// The seat makes the scoped parties' watches' consumers, as it does
+	// in a running mesh.
+	seat := access.SeatUser
+	answerer, err := bus.NewAnswerer(f.answering[seat].nc, auth.AccountCredsPath(dir, access.Services, seat))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if err := bus.ServeWatches(ctx, answerer, f.conns[seat].js, nil); err != nil {
+		t.Fatal(err)
 	}
 	return f
 }
@@ -241,7 +266,11 @@ func refusedOn(a act) (string, func(string) bool) {
 		return "Publish", func(s string) bool { return s == "$KV."+a.target+"."+a.key }
 	case access.Read:
 		return "Publish", func(s string) bool {
-			return s == "$JS.API.STREAM.INFO."+stream ||
+			// A scoped party asks the seat for its watch in the
+			// requests account; a reader of every bucket makes its
+			// consumer itself.
+			watch, _ := access.WatchSubject(a.target, a.key)
+			return s == "$JS.API.STREAM.INFO."+stream || s == watch ||
 				strings.HasPrefix(s, "$JS.API.CONSUMER.CREATE."+stream+".") && strings.HasSuffix(s, ".$KV."+a.target+"."+a.key)
 		}
 	case access.Make:
@@ -295,6 +324,11 @@ func (f *fixture) try(t *testing.T, a act) outcome {
 				return outcome{done: true}
 			}
 			if v := p.violation(from, op, is); v != "" {
+				return outcome{refusal: v}
+			}
+			// A watch's refusal comes on the party's requests
+			// connection, and its watch returns it (package bus).
+			if v := violationIn(err, op, is); v != "" {
 				return outcome{refusal: v}
 			}
 			return outcome{err: err}

@@ -142,141 +142,62 @@ func TestOnePartyHoldsBoundedServerState(t *testing.T) {
 	})
 }
 
-// TestDirectConsumersLiveNoLongerThanTheirConnection is what can be bounded
-// of the attacker's F1: a reader's consumer create whose body asks a
-// "direct" sourcing consumer makes a consumer the server names with a
-// random suffix after the permission check, beyond the reader's set of
-// names and not counted by any consumer limit (nats-server 2.15,
-// jetstream_api.go jsConsumerCreateRequest; consumer.go skips
-// max_consumers for them): that stands, and the operator's system user
-// sees each in the servers' JetStream report. The buckets' consumer limits
-// bound how long one lives once nothing subscribes to it: one asking a
-// longer inactive threshold than [access.ConsumerInactive] is refused, one
-// asking none takes it, and one whose maker's connection closes is gone
-// after its threshold.
-func TestDirectConsumersLiveNoLongerThanTheirConnection(t *testing.T) {
+// TestNoScopedPartyMakesConsumers is the attacker's F1 of issue 18: a
+// consumer create whose body asks a "direct" sourcing consumer makes a
+// consumer the server renames with a random suffix after the permission
+// check (nats-server 2.15, jsConsumerCreateRequest), counted by no
+// consumer limit, so a party that may create one consumer may make
+// thousands, each delivering every write of the bucket. No party but the
+// seat and the operators may create a consumer at all: each scoped party
+// (a node's client, a provider, the vault, the router) tries the direct
+// sourcing create on a bucket it reads, and the server refuses it. The
+// allowed neighbour: the same party's watch of those keys, whose consumer
+// the seat makes, gets their values.
+func TestNoScopedPartyMakesConsumers(t *testing.T) {
 	t.Parallel()
 	f := start(t)
 	f.makeBuckets(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	stream := "KV_" + mesh.PlansBucket
-	filter := "$KV." + mesh.PlansBucket + ".n1.>"
-	name := access.ConsumerNames("client-n1", bus.CredsWatchToken(auth.CredsPath(f.dir, "client-n1")))[0]
-	create := func(nc *nats.Conn, deliver string, threshold time.Duration) (string, time.Duration, error) {
-		body, err := json.Marshal(map[string]any{"stream_name": stream, "config": map[string]any{
-			"name": name, "filter_subject": filter, "direct": true, "sourcing": true, "deliver_policy": "all",
-			"ack_policy": "none", "deliver_subject": deliver, "inactive_threshold": threshold}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := nc.RequestWithContext(ctx, "$JS.API.CONSUMER.CREATE."+stream+"."+name+"."+filter, body)
-		if err != nil {
-			return "", 0, err
-		}
-		var resp struct {
-			Name   string `json:"name"`
-			Config struct {
-				InactiveThreshold time.Duration `json:"inactive_threshold"`
-			} `json:"config"`
-			Error *struct {
-				Description string `json:"description"`
-			} `json:"error"`
-		}
-		if err := json.Unmarshal(m.Data, &resp); err != nil {
-			t.Fatal(err)
-		}
-		if resp.Error != nil {
-			return "", 0, errors.New(resp.Error.Description)
-		}
-		return resp.Name, resp.Config.InactiveThreshold, nil
-	}
-	inbox := access.InboxPrefix("client-n1")
-	nc, err := dial(f.srv.URL(), nats.UserCredentials(auth.CredsPath(f.dir, "client-n1")), nats.CustomInboxPrefix(inbox))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	if _, err := nc.SubscribeSync(inbox + ".direct.>"); err != nil {
-		t.Fatal(err)
-	}
-
-	if _, _, err := create(nc, inbox+".direct.long", time.Hour); err == nil || !strings.Contains(err.Error(), "inactive threshold") {
-		t.Errorf("a direct consumer asking an inactive threshold of 1h: %v; want the stream's refusal (its consumer limits)", err)
-	}
-	var made []string
-	for i, threshold := range []time.Duration{0, time.Second, time.Second} {
-		got, took, err := create(nc, fmt.Sprintf("%s.direct.%d", inbox, i), threshold)
-		if err != nil {
-			t.Fatalf("a direct consumer asking an inactive threshold of %s: %v; want it made (nats-server cannot tell it from a stream's source)", threshold, err)
-		}
-		want := threshold
-		if want == 0 {
-			want = access.ConsumerInactive
-		}
-		if !strings.HasPrefix(got, name+"-") || took != want {
-			t.Errorf("a direct consumer asking %s is %q with an inactive threshold of %s; want %s-<random>, %s", threshold, got, took, name, want)
-		}
-		made = append(made, got)
-	}
-	report := f.directConsumers(t, ctx, stream)
-	for _, c := range made {
-		if !report[c] {
-			t.Errorf("the servers' JetStream report lists %v as %s's direct consumers; want %s among them", report, stream, c)
-		}
-	}
-
-	// The maker's connection closes: nothing subscribes to their deliver
-	// subjects, and those of 1 s go (the server adds up to a second).
-	nc.Close()
-	waitFor(t, "the direct consumers of 1 s gone after their maker's connection closed", func() bool {
-		r := f.directConsumers(t, ctx, stream)
-		return !r[made[1]] && !r[made[2]]
-	})
-}
-
-// directConsumers returns the direct consumers of stream the servers'
-// JetStream report names, as an operator's system user asks it.
-func (f *fixture) directConsumers(t *testing.T, ctx context.Context, stream string) map[string]bool {
-	t.Helper()
-	nc, err := dial(f.srv.URL(), nats.UserCredentials(auth.SystemCredsPath(f.dir, "operator")),
-		nats.CustomInboxPrefix(access.InboxPrefix("operator")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	m, err := nc.RequestWithContext(ctx, "$SYS.REQ.SERVER.PING.JSZ", []byte(`{"accounts":true,"streams":true,"consumer":true,"direct_consumer":true}`))
-	if err != nil {
-		t.Fatalf("the operator's system user asks the JetStream report: %v", err)
-	}
-	var resp struct {
-		Data struct {
-			Accounts []struct {
-				Streams []struct {
-					Name   string `json:"name"`
-					Direct []struct {
-						Name string `json:"name"`
-					} `json:"direct_consumer_detail"`
-				} `json:"stream_detail"`
-			} `json:"account_details"`
-		} `json:"data"`
-	}
-	if err := json.Unmarshal(m.Data, &resp); err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]bool{}
-	for _, a := range resp.Data.Accounts {
-		for _, s := range a.Streams {
-			if s.Name != stream {
-				continue
-			}
-			for _, c := range s.Direct {
-				out[c.Name] = true
+	for _, tt := range []struct{ user, bucket, keys string }{
+		{"client-n1", mesh.PlansBucket, "n1.>"},
+		{"a", mesh.BoundBucket("a"), ">"},
+		{access.VaultUser, mesh.AppliedBucket, ">"},
+		{access.RouterUser, mesh.RecordsBucket, ">"},
+	} {
+		p := f.conns[tt.user]
+		stream := "KV_" + tt.bucket
+		filter := "$KV." + tt.bucket + "." + tt.keys
+		for _, name := range append(access.ConsumerNames(tt.user, bus.CredsWatchToken(auth.AccountCredsPath(f.dir, access.Requests, tt.user)))[:1], "x") {
+			body, _ := json.Marshal(map[string]any{"stream_name": stream, "config": map[string]any{
+				"name": name, "filter_subject": filter, "direct": true, "sourcing": true, "deliver_policy": "all",
+				"ack_policy": "none", "deliver_subject": access.InboxPrefix(tt.user) + ".direct"}})
+			for _, subject := range []string{"$JS.API.CONSUMER.CREATE." + stream + "." + name + "." + filter, "$JS.API.CONSUMER.CREATE." + stream} {
+				if answer, refusal := f.request(t, p, subject, body); refusal == "" {
+					t.Errorf("%s's direct sourcing consumer create on %s: %s; want the server's refusal", tt.user, subject, answer)
+				}
 			}
 		}
+		kv, err := p.js.KeyValue(ctx, tt.bucket)
+		if err != nil {
+			t.Fatalf("%s binds %s: %v", tt.user, tt.bucket, err)
+		}
+		w, err := kv.Watch(ctx, tt.keys)
+		if err != nil {
+			t.Fatalf("%s watches %s %s: %v; want the seat to make its consumer", tt.user, tt.bucket, tt.keys, err)
+		}
+		select {
+		case e := <-w.Updates():
+			if e != nil {
+				t.Errorf("%s's watch of the empty %s handed on %s; want the end of the initial values", tt.user, tt.bucket, e.Key())
+			}
+		case <-ctx.Done():
+			t.Fatalf("%s's watch of %s handed on nothing", tt.user, tt.bucket)
+		}
+		_ = w.Stop()
 	}
-	return out
 }
+
 
 // sortedParties returns the fixture's parties.
 func sortedParties(f *fixture) []access.Party {

@@ -14,7 +14,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/access"
-	"github.com/mesh-provisioner/mesh-provisioner/internal/auth"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
@@ -258,12 +257,14 @@ func TestReadersDeleteNoConsumers(t *testing.T) {
 }
 
 // TestDeliveriesIntoAnotherInboxActOnNothing is issue 18's hole 2 aimed at
-// parties rather than verbs: a node's client makes push consumers of its
-// own keys whose deliver subjects are in the operator's and another
-// client's inboxes, a key of the plans and the provisions' stream delete
-// (the consumer-create subject carries the filter, not the deliver
-// subject, so the server lets it), and a module asks a verb
-// with its reply aimed at that client's inbox. The victims go on as they
+// parties rather than verbs. A node's client asks the seat for watches of
+// its own keys delivering into the operator's and another client's
+// inboxes, a key of the plans and the provisions' stream delete: the seat
+// refuses each (not the asker's inbox). The operator, who may make
+// consumers, makes such push consumers of n1's keys itself (the
+// consumer-create subject carries the filter, not the deliver subject, so
+// the server lets it), and a module asks a verb with its reply aimed at
+// that client's inbox. The victims go on as they
 // do: the operator follows applied and asks the provisioning verb, n2's
 // client follows its applied keys and asks the vault for its module's
 // values. Each gets its own answers and holds exactly its keys; the aimed
@@ -305,16 +306,24 @@ func TestDeliveriesIntoAnotherInboxActOnNothing(t *testing.T) {
 		"at-plans":        "$KV." + mesh.PlansBucket + ".n2.n",
 		"at-api":          "$JS.API.STREAM.DELETE.KV_" + mesh.ProvisionsBucket,
 	}
-	// The attacker's own consumer names: it may take no other.
-	names, consumerOf := access.ConsumerNames("client-n1", bus.CredsWatchToken(auth.CredsPath(f.dir, "client-n1"))), map[string]string{}
+	watch, err := access.WatchSubject(mesh.AppliedBucket, "n1.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	consumerOf := map[string]string{}
 	for at, deliver := range aimed {
-		name := names[len(consumerOf)]
+		req, _ := json.Marshal(map[string]any{"deliver": deliver, "from": "last", "heartbeat": int64(time.Second)})
+		m, err := f.asking["client-n1"].nc.RequestWithContext(ctx, watch, req)
+		if err != nil || !strings.Contains(string(m.Data), "is not in the asker's inbox _INBOX_client-n1.") {
+			t.Fatalf("client-n1's watch delivering to %s: %v %v; want the seat's refusal (not its inbox)", deliver, m, err)
+		}
+		name := "aimed-" + at
 		consumerOf[at] = name
 		body, _ := json.Marshal(map[string]any{"stream_name": "KV_" + mesh.AppliedBucket, "config": map[string]any{
 			"name": name, "deliver_subject": deliver, "ack_policy": "none", "deliver_policy": "all", "filter_subject": filter}})
-		answer, refusal := f.request(t, n1, "$JS.API.CONSUMER.CREATE.KV_"+mesh.AppliedBucket+"."+name+"."+filter, body)
+		answer, refusal := f.request(t, op, "$JS.API.CONSUMER.CREATE.KV_"+mesh.AppliedBucket+"."+name+"."+filter, body)
 		if refusal != "" || !strings.Contains(string(answer), `"name":"`+name+`"`) {
-			t.Fatalf("client-n1's consumer %s: %s %s; want it made (what this test shows harmless)", name, answer, refusal)
+			t.Fatalf("the operator's consumer %s: %s %s; want it made (what this test shows harmless)", name, answer, refusal)
 		}
 	}
 	// A module's request whose answer is aimed at n2's inbox.

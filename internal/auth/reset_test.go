@@ -14,14 +14,16 @@ import (
 )
 
 // The server resets a consumer named in "$JS.API.CONSUMER.RESET.<stream>.
-// <name>" on any message that reaches that subject, and a party's push
-// consumer may deliver anywhere. So a party's consumers are named with a
-// token of its own key, which no other party knows: client-n1 aims a
-// consumer of its own key, its body a reset past the stream's end, at
-// every name client-n2's watch could have had without the token, and
-// client-n2's watch still takes the seat's next plan. The victim's
-// consumer carries its token; the attacker's own consumer is made (the
-// allowed neighbour).
+// <name>" on any message that reaches that subject, and a push consumer
+// delivers wherever its maker said. No scoped party makes a consumer: the
+// seat makes its watches' consumers, delivering only to the asker's inbox,
+// named with a token of the asker's key, which no other party knows.
+// client-n1 tries both ways to aim a consumer of its own applied key, its
+// body a reset past the stream's end, at every name client-n2's watch
+// could have had without the token: the server refuses its consumer
+// create, the seat its watch delivering there. client-n2's watch still
+// takes the seat's next plan, and client-n1's watch of its own keys
+// delivering to its own inbox is made (the allowed neighbour).
 func TestNoPartyResetsAnothersWatch(t *testing.T) {
 	t.Parallel()
 	f := start(t)
@@ -39,7 +41,7 @@ func TestNoPartyResetsAnothersWatch(t *testing.T) {
 	victim := bus.Follow(ctx, n2.js, mesh.PlansBucket, bus.Options{Filter: "n2.>"})
 	<-victim.Ready()
 
-	token := bus.CredsWatchToken(auth.CredsPath(f.dir, "client-n2"))
+	token := bus.CredsWatchToken(auth.AccountCredsPath(f.dir, access.Requests, "client-n2"))
 	if token == "" || strings.Contains("client-n2", token) {
 		t.Fatalf("client-n2's watch token = %q; want one from its key", token)
 	}
@@ -67,18 +69,37 @@ func TestNoPartyResetsAnothersWatch(t *testing.T) {
 	if _, err := n1.js.Publish(ctx, applied, []byte(`{"seq":999999}`)); err != nil {
 		t.Fatal(err)
 	}
-	own := access.ConsumerNames("client-n1", bus.CredsWatchToken(auth.CredsPath(f.dir, "client-n1")))
+	ask := f.asking["client-n1"]
+	watch, err := access.WatchSubject(mesh.AppliedBucket, "n1.m")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i, guess := range access.ConsumerNames("client-n2", "") {
+		aim := "$JS.API.CONSUMER.RESET.KV_" + mesh.PlansBucket + "." + guess
+		name := "own" + strings.Repeat("x", i)
 		body, _ := json.Marshal(map[string]any{"stream_name": "KV_" + mesh.AppliedBucket, "action": "create", "config": map[string]any{
-			"name": own[i], "filter_subject": applied, "deliver_policy": "last", "ack_policy": "none",
-			"deliver_subject": "$JS.API.CONSUMER.RESET.KV_" + mesh.PlansBucket + "." + guess}})
-		m, err := n1.nc.RequestWithContext(ctx, "$JS.API.CONSUMER.CREATE.KV_"+mesh.AppliedBucket+"."+own[i]+"."+applied, body)
+			"name": name, "filter_subject": applied, "deliver_policy": "last", "ack_policy": "none", "deliver_subject": aim}})
+		from := len(n1.errors())
+		if _, err := n1.nc.Request("$JS.API.CONSUMER.CREATE.KV_"+mesh.AppliedBucket+"."+name+"."+applied, body, time.Second); err == nil {
+			t.Fatalf("client-n1's consumer create aimed at %s was answered; want it refused", aim)
+		}
+		if v := n1.violation(from, "Publish", func(s string) bool { return strings.HasPrefix(s, "$JS.API.CONSUMER.CREATE.") }); v == "" {
+			t.Errorf("client-n1's consumer create aimed at %s: no permissions violation; want the server's refusal", aim)
+		}
+		req, _ := json.Marshal(map[string]any{"deliver": aim, "from": "last", "heartbeat": int64(time.Second)})
+		m, err := ask.nc.RequestWithContext(ctx, watch, req)
 		if err != nil {
-			t.Fatalf("client-n1 makes its own consumer %s: %v", own[i], err)
+			t.Fatalf("client-n1's watch delivering to %s: %v; want the seat's refusal", aim, err)
 		}
-		if strings.Contains(string(m.Data), `"error"`) {
-			t.Fatalf("client-n1 makes its own consumer %s: %s", own[i], m.Data)
+		if !strings.Contains(string(m.Data), "is not in the asker's inbox _INBOX_client-n1.") {
+			t.Fatalf("client-n1's watch delivering to %s: %s; want the seat's refusal (not its inbox)", aim, m.Data)
 		}
+	}
+	// The neighbour: its own watch, delivering to its own inbox.
+	req, _ := json.Marshal(map[string]any{"deliver": "_INBOX_client-n1.own", "from": "last", "heartbeat": int64(time.Second)})
+	m, err := ask.nc.RequestWithContext(ctx, watch, req)
+	if err != nil || !strings.Contains(string(m.Data), `"name":"client-n1-w`) {
+		t.Fatalf("client-n1's watch of its own key delivering to its inbox: %v %s; want it made under its name", err, m.Data)
 	}
 	if _, err := plans.Put(ctx, "n2.x", []byte(`{"v":2}`)); err != nil {
 		t.Fatal(err)

@@ -167,7 +167,11 @@ func TestRepliesAimedAtTheBusActOnNothing(t *testing.T) {
 func verbSubjects() []string {
 	var out []string
 	for _, v := range access.Verbs() {
-		out = append(out, strings.ReplaceAll(v, "*", "m"))
+		v = strings.ReplaceAll(v, "*", "m")
+		if rest, ok := strings.CutSuffix(v, ".>"); ok {
+			v = rest + ".m.n1"
+		}
+		out = append(out, v)
 	}
 	return out
 }

@@ -25,14 +25,14 @@ type scoping struct {
 	publish []string // the user JWT's publish allow list
 	// ask returns the connection a scoped watch asks the seat on
 	// ([access.WatchVerb]): the user's in the requests account.
-	ask func() (*nats.Conn, error)
+	ask func() (*watchAsk, error)
 }
 
 // withScoping returns js binding buckets as the user whose JWT allows
 // publishing publish may (see [scoping]); a nil publish (no user JWT: plain
 // credentials, or none) returns js as it is. ask returns the connection
 // its scoped watches ask the seat on.
-func withScoping(nc *nats.Conn, js jetstream.JetStream, publish []string, ask func() (*nats.Conn, error)) (jetstream.JetStream, error) {
+func withScoping(nc *nats.Conn, js jetstream.JetStream, publish []string, ask func() (*watchAsk, error)) (jetstream.JetStream, error) {
 	if publish == nil {
 		return js, nil
 	}
@@ -155,7 +155,7 @@ type scopedKV struct {
 	api string // the JetStream API prefix, "$JS.API."
 	// ask, when set, returns the connection the watches ask the seat for
 	// their consumers on ([access.WatchVerb]); nil: the user makes them.
-	ask    func() (*nats.Conn, error)
+	ask    func() (*watchAsk, error)
 	bucket string
 	pre    string
 	inner  jetstream.KeyValue

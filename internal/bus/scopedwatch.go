@@ -208,7 +208,8 @@ func (w *scopedWatcher) start(ctx context.Context) error {
 // ([access.WatchVerb]) and returns its reply. The watch's subscription is
 // flushed first: the seat's consumer delivers as soon as it is made, on
 // another connection's word. No responder is [errNoSeat], which the bus
-// takes as transient (the seat starting or taking over).
+// takes as transient (the seat starting or taking over); keys the user may
+// not read are the server's permissions violation, at once.
 func (kv *scopedKV) askWatch(ctx context.Context, pattern string, req watchRequest) ([]byte, error) {
 	subject, err := access.WatchSubject(kv.bucket, pattern)
 	if err != nil {
@@ -217,7 +218,7 @@ func (kv *scopedKV) askWatch(ctx context.Context, pattern string, req watchReque
 	if err := kv.nc.FlushWithContext(ctx); err != nil {
 		return nil, err
 	}
-	nc, err := kv.ask()
+	a, err := kv.ask()
 	if err != nil {
 		return nil, err
 	}
@@ -225,7 +226,7 @@ func (kv *scopedKV) askWatch(ctx context.Context, pattern string, req watchReque
 	if err != nil {
 		return nil, err
 	}
-	m, err := nc.RequestWithContext(ctx, subject, body)
+	m, err := a.request(ctx, subject, body)
 	if errors.Is(err, nats.ErrNoResponders) {
 		return nil, fmt.Errorf("%w: %w", errNoSeat, err)
 	}

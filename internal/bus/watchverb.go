@@ -221,16 +221,17 @@ func createConsumer(ctx context.Context, nc *nats.Conn, api, bucket string, name
 var errNoSeat = errors.New("no seat answers watches (is the seat running?)")
 
 // watchAsker returns what a scoped party's watches get the connection
-// they ask the seat on from: nc itself without credentials (a server
-// without accounts, one connection space), else d's user in the requests
-// account ([ConnectIn]), dialled at the first watch that asks and closed
-// with nc.
-func watchAsker(nc *nats.Conn, d Dial) func() (*nats.Conn, error) {
+// they ask the seat on from ([watchAsk]): nc itself without credentials (a
+// server without accounts, one connection space), else d's user in the
+// requests account ([ConnectIn]), dialled at the first watch that asks and
+// closed with nc.
+func watchAsker(nc *nats.Conn, d Dial) func() (*watchAsk, error) {
 	if d.Creds == "" {
-		return func() (*nats.Conn, error) { return nc, nil }
+		a := &watchAsk{nc: nc}
+		return func() (*watchAsk, error) { return a, nil }
 	}
 	var mu sync.Mutex
-	var ask *nats.Conn
+	var ask *watchAsk
 	closed := false
 	own := nc.Opts.ClosedCB
 	nc.SetClosedHandler(func(c *nats.Conn) {
@@ -241,10 +242,10 @@ func watchAsker(nc *nats.Conn, d Dial) func() (*nats.Conn, error) {
 		defer mu.Unlock()
 		closed = true
 		if ask != nil {
-			ask.Close()
+			ask.nc.Close()
 		}
 	})
-	return func() (*nats.Conn, error) {
+	return func() (*watchAsk, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
@@ -253,13 +254,92 @@ func watchAsker(nc *nats.Conn, d Dial) func() (*nats.Conn, error) {
 		case ask != nil:
 			return ask, nil
 		}
+		a := &watchAsk{waiting: map[string][]chan error{}}
 		dd := d
 		dd.OnRemoved = nil // the storage connection says it
+		dd.OnRefused = func(err error) {
+			if !a.refused(err) && d.OnRefused != nil {
+				d.OnRefused(err)
+			}
+		}
 		c, err := ConnectIn(dd, access.Requests)
 		if err != nil {
 			return nil, err
 		}
-		ask = c
-		return c, nil
+		a.nc, ask = c, a
+		return a, nil
 	}
+}
+
+// watchAsk is the connection a scoped party's watches ask the seat on, and
+// the watch requests waiting for their answer: the server refuses a
+// request on a subject the user may not publish with an asynchronous
+// error only, which is handed to the requests waiting on that subject so
+// that a watch of keys the party may not read fails at once, with the
+// server's refusal.
+type watchAsk struct {
+	nc      *nats.Conn
+	mu      sync.Mutex
+	waiting map[string][]chan error // by subject; nil on a connection of no user
+}
+
+// request sends body on subject and returns the answer, or the server's
+// refusal of the subject as soon as it comes.
+func (a *watchAsk) request(ctx context.Context, subject string, body []byte) (*nats.Msg, error) {
+	if a.waiting == nil {
+		return a.nc.RequestWithContext(ctx, subject, body)
+	}
+	refused := make(chan error, 1)
+	a.mu.Lock()
+	a.waiting[subject] = append(a.waiting[subject], refused)
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		list := a.waiting[subject]
+		for i, ch := range list {
+			if ch == refused {
+				list = append(list[:i], list[i+1:]...)
+				break
+			}
+		}
+		if len(list) == 0 {
+			delete(a.waiting, subject)
+		} else {
+			a.waiting[subject] = list
+		}
+	}()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		select {
+		case err := <-refused:
+			cancel(err)
+		case <-ctx.Done():
+		}
+	}()
+	m, err := a.nc.RequestWithContext(ctx, subject, body)
+	if cause := context.Cause(ctx); err != nil && errors.Is(cause, nats.ErrPermissionViolation) {
+		return nil, cause
+	}
+	return m, err
+}
+
+// refused hands err (a permissions violation) to the requests waiting on
+// its subject and reports whether any was.
+func (a *watchAsk) refused(err error) bool {
+	_, rest, ok := strings.Cut(err.Error(), "Permissions Violation for Publish to \"")
+	if !ok {
+		return false
+	}
+	subject, _, _ := strings.Cut(rest, "\"")
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, ch := range a.waiting[subject] {
+		select {
+		case ch <- err:
+		default:
+		}
+	}
+	return len(a.waiting[subject]) > 0
 }
