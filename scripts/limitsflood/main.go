@@ -12,9 +12,10 @@
 //   - as the node client -client, asks -consumers "direct sourcing"
 //     consumers of its plans with an hour's inactive threshold, then as
 //     many asking none, delivering to subjects nobody subscribes to, and
-//     prints how many were made, what the servers' JetStream report
-//     lists, and again once the buckets' consumer inactive threshold
-//     (access.ConsumerInactive) has passed.
+//     prints how many were made (none: no scoped party may create a
+//     consumer, so the first is refused and the rest not tried), what the
+//     servers' JetStream report lists, and again once the buckets'
+//     consumer inactive threshold (access.ConsumerInactive) has passed.
 //
 // After each step it prints the server's connections and subscriptions
 // and the process's Go heap in use (the server's memory).
@@ -142,7 +143,7 @@ func run(conns, subs, consumers int, module, node string) error {
 	defer nc.Close()
 	stream := "KV_" + mesh.PlansBucket
 	filter := "$KV." + mesh.PlansBucket + "." + node + ".>"
-	name := access.ConsumerNames(user, bus.CredsWatchToken(res.Creds[user]))[0]
+	name := access.ConsumerNames(user, bus.CredsWatchToken(bus.AccountCreds(res.Creds[user], access.Requests)))[0]
 	for _, threshold := range []time.Duration{time.Hour, 0} {
 		made, failed := 0, 0
 		var first string
@@ -154,7 +155,13 @@ func run(conns, subs, consumers int, module, node string) error {
 			if err != nil {
 				return err
 			}
-			m, err := nc.RequestWithContext(ctx, "$JS.API.CONSUMER.CREATE."+stream+"."+name+"."+filter, body)
+			m, err := nc.Request("$JS.API.CONSUMER.CREATE."+stream+"."+name+"."+filter, body, 2*time.Second)
+			if errors.Is(err, nats.ErrTimeout) {
+				// The server refused the publish (its permissions
+				// violation is asynchronous): the rest would be too.
+				failed, first = consumers-made, "no answer: the server refused the create's subject"
+				break
+			}
 			if err != nil {
 				return err
 			}
