@@ -64,11 +64,13 @@ func TestConnectRunsAProviderAsItsOwnUsers(t *testing.T) {
 	t.Cleanup(srv.Shutdown)
 	ctx := bustest.Context(t)
 
-	// The seat makes the buckets and asks for the key.
+	// The seat makes the buckets, asks for the key and makes the
+	// provider's watches' consumers.
 	_, seat, err := bus.Connect(bus.Dial{URL: srv.URL(), Name: "seat", Creds: res.Creds[access.SeatUser]})
 	if err != nil {
 		t.Fatal(err)
 	}
+	bustest.ServeWatchesAs(t, srv.URL(), res.Creds[access.SeatUser])
 	provisions, err := bus.Bucket(ctx, seat, mesh.ProvisionsBucket, 0)
 	if err != nil {
 		t.Fatal(err)

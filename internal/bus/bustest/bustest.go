@@ -100,3 +100,24 @@ func ServeWatches(t testing.TB, s *bus.Server) {
 		t.Fatalf("bustest: %v", err)
 	}
 }
+
+// ServeWatchesAs answers scoped parties' watches as the seat whose
+// storage credentials file is creds (its services user's file beside it,
+// as "auth gen" writes them), at url, until the test ends.
+func ServeWatchesAs(t testing.TB, url, creds string) {
+	t.Helper()
+	d := bus.Dial{URL: url, Name: "watches", Creds: creds}
+	nc, js, err := bus.Connect(d)
+	if err != nil {
+		t.Fatalf("bustest: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	a, err := bus.ConnectAnswerer(d)
+	if err != nil {
+		t.Fatalf("bustest: %v", err)
+	}
+	t.Cleanup(a.Close)
+	if err := bus.ServeWatches(Context(t), a, js, nil); err != nil {
+		t.Fatalf("bustest: %v", err)
+	}
+}
