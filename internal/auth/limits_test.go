@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/access"
@@ -197,7 +198,6 @@ func TestNoScopedPartyMakesConsumers(t *testing.T) {
 		_ = w.Stop()
 	}
 }
-
 
 // sortedParties returns the fixture's parties.
 func sortedParties(f *fixture) []access.Party {
@@ -479,5 +479,61 @@ func TestTheServerForgetsUnansweredVaultRequests(t *testing.T) {
 	}
 	if n := acc.NumPendingResponses(access.SecretWildcard); n != 1 {
 		t.Errorf("the server holds %d response mappings of %s; want the 1 unanswered", n, access.SecretWildcard)
+	}
+}
+
+// TestOnePartyHoldsEightWatchesABucket: the seat makes at most
+// access.WatchNames consumers of one party on one bucket at a time (its
+// names, made with the API's "create" action). client-n1 holds that many
+// watches of its plans; one more is refused, saying every name is held,
+// once the watch gave the server time to remove a stopped one's consumer;
+// the other client's watch of the same bucket is made (the neighbour), and
+// once one of n1's watches stops, its name frees and a new watch is made.
+func TestOnePartyHoldsEightWatchesABucket(t *testing.T) {
+	t.Parallel()
+	f := start(t)
+	f.makeBuckets(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	watch := func(user, keys string) (jetstream.KeyWatcher, error) {
+		kv, err := f.conns[user].js.KeyValue(ctx, mesh.PlansBucket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := kv.Watch(ctx, keys)
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case <-w.Updates():
+		case <-ctx.Done():
+			t.Fatalf("%s's watch handed on nothing", user)
+		}
+		return w, nil
+	}
+	var held []jetstream.KeyWatcher
+	for i := range access.WatchNames {
+		w, err := watch("client-n1", "n1.>")
+		if err != nil {
+			t.Fatalf("client-n1's watch %d: %v; want it made", i+1, err)
+		}
+		held = append(held, w)
+	}
+	if _, err := watch("client-n1", "n1.>"); err == nil || !strings.Contains(err.Error(), "every consumer name of the party's is held") {
+		t.Fatalf("client-n1's watch %d: %v; want it refused, every name held", access.WatchNames+1, err)
+	}
+	if w, err := watch("client-n2", "n2.>"); err != nil {
+		t.Fatalf("client-n2's watch beside them: %v; want it made", err)
+	} else {
+		_ = w.Stop()
+	}
+	_ = held[0].Stop()
+	w, err := watch("client-n1", "n1.>")
+	if err != nil {
+		t.Fatalf("client-n1's watch once one stopped: %v; want it made under the freed name", err)
+	}
+	_ = w.Stop()
+	for _, w := range held[1:] {
+		_ = w.Stop()
 	}
 }
