@@ -258,8 +258,9 @@ func watchAsker(nc *nats.Conn, d Dial) func() (*watchAsk, error) {
 		dd := d
 		dd.OnRemoved = nil // the storage connection says it
 		dd.OnRefused = func(err error) {
-			if !a.refused(err) && d.OnRefused != nil {
-				d.OnRefused(err)
+			a.refused(err)
+			if d.OnRefused != nil {
+				d.OnRefused(err) // a command says it, as any refusal
 			}
 		}
 		c, err := ConnectIn(dd, access.Requests)

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/mesh-provisioner/mesh-provisioner/internal/access"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/assemble"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/auth"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
@@ -55,6 +56,8 @@ func TestPermissionRefusalIsSaid(t *testing.T) {
 	if _, err := bus.Bucket(bustest.Context(t), js, mesh.ProvisionsBucket, 0); err != nil {
 		t.Fatal(err)
 	}
+	// The seat makes the client's watches' consumers.
+	bustest.ServeWatchesAs(t, s.URL(), auth.CredsPath(dir, access.SeatUser))
 	if out, errOut, err := run(t, "get", "provisions", "--node", "ace", "--nats", s.URL(), "--creds", ace); err != nil {
 		t.Errorf("get provisions --node ace as ace's client = %q, %v (%s); want it allowed", out, err, errOut)
 	}
