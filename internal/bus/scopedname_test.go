@@ -21,7 +21,7 @@ import (
 // written meanwhile, with one consumer left.
 func TestScopedWatchIsMadeAgainFromWhereItWas(t *testing.T) {
 	// Not in parallel: it sets the package's watch heartbeat.
-	bus.SetWatchHeartbeat(t, 200*time.Millisecond)
+	bus.SetWatchHeartbeat(t, time.Second) // the seat's least
 	s := bustest.Server(t)
 	bustest.ServeWatches(t, s)
 	nc, js := bustest.Connect(t, s, "client-n3")

@@ -37,7 +37,7 @@ type watchRequest struct {
 
 // Bounds of a watch's heartbeat the seat makes consumers with.
 const (
-	minWatchBeat = 100 * time.Millisecond
+	minWatchBeat = time.Second
 	maxWatchBeat = 30 * time.Second
 )
 
@@ -94,7 +94,7 @@ func serveWatch(ctx context.Context, a *Answerer, nc *nats.Conn, api string, m *
 	}
 	user, key, err := a.AskerOf(m)
 	if err != nil {
-		log.Warn("bus: a watch request names no asker; refused", "subject", m.Subject, "err", err)
+		log.Debug("bus: a watch request names no asker; refused", "subject", m.Subject, "err", err)
 		return refuse(err.Error())
 	}
 	bucket, pattern, err := access.ParseWatchSubject(m.Subject)
@@ -106,7 +106,9 @@ func serveWatch(ctx context.Context, a *Answerer, nc *nats.Conn, api string, m *
 		return refuse("the request does not decode: " + err.Error())
 	}
 	if why := deliverRefusal(a, user, req.Deliver); why != "" {
-		log.Warn("bus: a watch's deliver subject refused", "user", user, "bucket", bucket, "deliver", req.Deliver, "why", why)
+		// Said to the asker; at debug here, so that no party fills the
+		// seat's log by asking again and again.
+		log.Debug("bus: a watch's deliver subject refused", "user", user, "bucket", bucket, "deliver", req.Deliver, "why", why)
 		return refuse(why)
 	}
 	cfg := watchConfig(req.Deliver, kvPrefix(bucket)+pattern, req.MetaOnly, min(max(req.Heartbeat, minWatchBeat), maxWatchBeat))
