@@ -56,7 +56,9 @@ const (
 	// [AnyBucket]: any stream of the account), or a bucket's stream that
 	// captures subjects besides its keys: only the seat's setup does, so
 	// that a stream made before only the seat made streams (capturing an
-	// inbox or a verb) does not stay for ever.
+	// inbox or a verb) does not stay for ever. The seat also deletes a
+	// bucket's stream whose store the server lost, to make it again
+	// (bus.ErrStoreLost, bus.Mend).
 	Remove Act = "remove"
 	// Ask sends requests on the subject (and gets the replies in the
 	// party's own inbox).

@@ -131,6 +131,7 @@ type Copy struct {
 	broke    bool          // a watch gave up since the last one delivered its initial values (run's own)
 	known    atomic.Bool   // the copy follows its bucket: initial values delivered, and not found gone since
 	goneSaid bool          // the bucket's absence was said since the last watch delivered its initial values (run's own)
+	made     bool          // the copy made its bucket, not checked since a watch of it ran (run's own; see Mend)
 	seen     atomic.Uint64 // the highest revision the watch has delivered
 
 	wmu sync.Mutex // held across an owner's write, so that its echo is not taken first
@@ -485,7 +486,9 @@ func (c *Copy) handle(ctx context.Context) (jetstream.KeyValue, error) {
 	var kv jetstream.KeyValue
 	var err error
 	if c.opts.Create {
-		kv, err = Bucket(ctx, c.js, c.bucket, 0)
+		var made bool
+		kv, made, err = bucket(ctx, c.js, c.bucket, 0)
+		c.made = made
 	} else {
 		kv, err = c.js.KeyValue(ctx, c.bucket)
 	}
@@ -652,11 +655,12 @@ func (c *Copy) watch(ctx context.Context) error {
 		}
 		// Made again before the loss is reported, so that an owner
 		// answering the loss at once writes into a bucket that exists.
-		_, made := Bucket(ctx, c.js, c.bucket, 0)
+		_, made, err := bucket(ctx, c.js, c.bucket, 0)
 		c.missing()
-		if made != nil {
-			return made
+		if err != nil {
+			return err
 		}
+		c.made = c.made || made
 		c.log.Warn("bus: made the bucket again", "bucket", c.bucket)
 		if info, err = c.info(ctx, kv); err != nil {
 			return err
@@ -718,6 +722,23 @@ func (c *Copy) watch(ctx context.Context) error {
 		}
 		c.dropUnseen(seen, lastSeq, anew)
 		seen = nil
+		if c.made {
+			// The bucket this copy made may have lost its store since
+			// it was checked (see ErrStoreLost): checked again now that
+			// a watch of it has run, and made again if so (the watch
+			// then starts again on the deletion).
+			c.made = false
+			again, err := Mend(ctx, c.js, c.bucket)
+			switch {
+			case err != nil && (ctx.Err() != nil || gone(err)):
+				// Deleted again meanwhile: the watch hears of it.
+				c.log.Debug("bus: the bucket the copy made is gone again", "bucket", c.bucket, "err", err)
+			case err != nil:
+				c.log.Error("bus: the bucket the copy made could not be checked or made again", "bucket", c.bucket, "err", err)
+			case again:
+				c.log.Warn("bus: the bucket the copy made had lost its store on the server; made again", "bucket", c.bucket)
+			}
+		}
 		if c.broke {
 			countRestart(c.bucket)
 			c.broke = false

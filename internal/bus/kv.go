@@ -23,23 +23,33 @@ import (
 // wants 3. A bucket that exists is used as it is, whatever its replicas:
 // on a connection with [Dial.Replicas], a bucket with another count is said
 // in the log, once per bucket.
+//
+// A bucket it makes is checked as makeBucket says: an error wrapping
+// [ErrStoreLost] says the server lost the store of every stream it made
+// under the name (the bucket is then deleted; call again later).
 func Bucket(ctx context.Context, js jetstream.JetStream, name string, replicas int) (jetstream.KeyValue, error) {
+	kv, _, err := bucket(ctx, js, name, replicas)
+	return kv, err
+}
+
+// bucket is [Bucket], reporting whether it made the bucket.
+func bucket(ctx context.Context, js jetstream.JetStream, name string, replicas int) (jetstream.KeyValue, bool, error) {
 	kv, err := js.KeyValue(ctx, name)
 	if err == nil {
 		sayReplicas(ctx, js, kv, replicas)
-		return kv, nil
+		return kv, false, nil
 	}
 	if !errors.Is(err, jetstream.ErrBucketNotFound) {
-		return nil, fmt.Errorf("bus: bucket %s: %w", name, err)
+		return nil, false, fmt.Errorf("bus: bucket %s: %w", name, err)
 	}
 	if replicas <= 0 {
 		replicas = max(ReplicasOf(js), 1)
 	}
 	kv, err = makeBucket(ctx, js, jetstream.KeyValueConfig{Bucket: name, History: History, Replicas: replicas})
 	if err != nil {
-		return nil, fmt.Errorf("bus: create bucket %s: %w", name, err)
+		return nil, false, fmt.Errorf("bus: create bucket %s: %w", name, err)
 	}
-	return kv, nil
+	return kv, true, nil
 }
 
 // makeBucket creates the bucket cfg says, bounded as
@@ -48,8 +58,29 @@ func Bucket(ctx context.Context, js jetstream.JetStream, name string, replicas i
 // refused, since a "Nats-Rollup" header on a put would purge other keys
 // (all) or the key's history (sub), and the parties delete keys, never
 // purge them. A bucket made meanwhile by another is returned as it is.
+//
+// A bucket made while the server still removes the stream deleted under
+// the same name may have lost its store (see [ErrStoreLost]): makeBucket
+// checks the stream it made ([checkStore]) and, when its store is lost,
+// deletes it and makes it again after a pause (100 ms, doubling), at
+// most [remakeTries] times in all, each said in the log; then it returns
+// an error wrapping ErrStoreLost, the bucket deleted (a caller that tries
+// again later makes it anew).
 func makeBucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
 	cfg.MaxBytes, cfg.MaxValueSize = access.BucketLimits(cfg.Bucket)
+	var kv jetstream.KeyValue
+	err := untilStoreKept(ctx, js, cfg.Bucket, func() error {
+		var err error
+		kv, err = makeOnce(ctx, js, cfg)
+		return err
+	})
+	return kv, err
+}
+
+// makeOnce is one try of [makeBucket]: it creates the bucket, conforms its
+// stream and checks its store. A store found lost is deleted, and the
+// error wraps [ErrStoreLost].
+func makeOnce(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
 	kv, err := js.CreateKeyValue(ctx, cfg)
 	if errors.Is(err, jetstream.ErrBucketExists) {
 		return js.KeyValue(ctx, cfg.Bucket)
@@ -57,13 +88,192 @@ func makeBucket(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyVa
 	if isStoreFull(err) {
 		return nil, storeTooSmall(ctx, js, cfg.Bucket, err)
 	}
+	if storeFailed(err) {
+		// Nothing was made: the server could not open the stream's
+		// store (the directory of the stream being deleted, half gone).
+		return nil, fmt.Errorf("%w: %w", ErrStoreLost, err)
+	}
 	if err != nil {
 		return nil, err
 	}
 	if _, _, err := conform(ctx, js, cfg.Bucket); err != nil {
+		if storeFailed(err) {
+			return nil, dropLost(ctx, js, cfg.Bucket, err)
+		}
+		return nil, err
+	}
+	if err := checkStore(ctx, js, cfg.Bucket, true); err != nil {
+		if errors.Is(err, ErrStoreLost) {
+			return nil, dropLost(ctx, js, cfg.Bucket, err)
+		}
 		return nil, err
 	}
 	return kv, nil
+}
+
+// ErrStoreLost is wrapped by the error of [Bucket], [LeaseBucket] and
+// [Mend] when the server lost the store of a bucket's stream: nats-server
+// (2.15) takes a deleted stream out of its account before it removes the
+// stream's directory, so that a stream created under the same name
+// meanwhile (a copy making its bucket again as soon as it finds it gone)
+// opens that directory, which the deletion then moves away. The new
+// stream exists, but the server cannot write its messages (it answers no
+// put: they time out) nor its configuration ("meta.inf.tmp: no such file
+// or directory"), until it is deleted and made again.
+var ErrStoreLost = errors.New("the server lost the store of the bucket's stream (made while the stream deleted under its name was still being removed)")
+
+// remakeTries is how many times [makeBucket] and [Mend] make a bucket
+// whose store is lost before they give up (pauses of 100 ms doubling:
+// some 3 s in all, for the server's removal of the deleted stream to end).
+const remakeTries = 6
+
+// JetStream error codes of a store the server could not open or write:
+// "error creating store for stream" (JSStreamCreateErrF: the create of a
+// stream whose store failed) and the update of a stream's configuration
+// failing with a non-API error (JSStreamUpdateErrF), which the store's
+// write of its configuration file is, besides consumers asking more than
+// new limits ("violates consumers", which conform handles).
+const (
+	jsStreamCreateFailed jetstream.ErrorCode = 10049
+	jsStreamUpdateFailed jetstream.ErrorCode = 10069
+)
+
+// storeFailed reports whether err is the server's failure to open or write
+// a stream's store (see jsStreamCreateFailed).
+func storeFailed(err error) bool {
+	code, ok := apiCode(err)
+	if !ok {
+		return false
+	}
+	return code == jsStreamCreateFailed || code == jsStreamUpdateFailed && !strings.Contains(err.Error(), "violates consumers")
+}
+
+// checkStore checks that the store of bucket's stream is kept: the server
+// writes its configuration again (an update of the stream to the
+// configuration it has: a write of its configuration file, which fails
+// when its directory is gone). made says the stream was just made: it
+// then must hold no message older than itself, which would be the
+// deleted stream's, read from the directory its deletion moves away. It
+// returns an error wrapping [ErrStoreLost] when the store is lost, another
+// when the stream cannot be read or updated.
+func checkStore(ctx context.Context, js jetstream.JetStream, bucket string, made bool) error {
+	st, err := js.Stream(ctx, "KV_"+bucket)
+	if err != nil {
+		return fmt.Errorf("bus: bucket %s: %w", bucket, err)
+	}
+	info := st.CachedInfo()
+	if made {
+		// A stream's messages are written after it was made: older
+		// ones (or a last sequence with no time after it was made) were
+		// read from the directory of the stream deleted before.
+		state := info.State
+		if state.Msgs > 0 && state.FirstTime.Before(info.Created) || state.LastSeq > 0 && !state.LastTime.After(info.Created) {
+			return fmt.Errorf("%w: the stream made at %s holds messages written before it (%d, sequences %d to %d, the last at %s): the deleted stream's",
+				ErrStoreLost, info.Created.Format(time.RFC3339Nano), state.Msgs, state.FirstSeq, state.LastSeq, state.LastTime.Format(time.RFC3339Nano))
+		}
+	}
+	if _, err := js.UpdateStream(ctx, info.Config); err != nil {
+		if storeFailed(err) {
+			return fmt.Errorf("%w: writing its configuration: %w", ErrStoreLost, err)
+		}
+		return fmt.Errorf("bus: bucket %s: write its configuration again: %w", bucket, err)
+	}
+	return nil
+}
+
+// dropLost deletes the stream of bucket, whose store is lost (why), and
+// returns why wrapped with [ErrStoreLost] (once), or the deletion's
+// failure.
+func dropLost(ctx context.Context, js jetstream.JetStream, bucket string, why error) error {
+	if !errors.Is(why, ErrStoreLost) {
+		why = fmt.Errorf("%w: %w", ErrStoreLost, why)
+	}
+	if err := deleteStream(ctx, js, bucket); err != nil {
+		return fmt.Errorf("%w; %w", why, err)
+	}
+	return why
+}
+
+// deleteStream deletes the stream of bucket; one already gone is no
+// error.
+func deleteStream(ctx context.Context, js jetstream.JetStream, bucket string) error {
+	if err := js.DeleteStream(ctx, "KV_"+bucket); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return fmt.Errorf("deleting the stream: %w", err)
+	}
+	return nil
+}
+
+// untilStoreKept calls try until it returns nil or an error that does not
+// wrap [ErrStoreLost], pausing 100 ms (doubling) after each lost store and
+// saying it in the log, at most [remakeTries] times; it returns the last
+// error, or ctx's.
+func untilStoreKept(ctx context.Context, js jetstream.JetStream, bucket string, try func() error) error {
+	delay := 100 * time.Millisecond
+	for n := 1; ; n++ {
+		err := try()
+		if !errors.Is(err, ErrStoreLost) || n == remakeTries {
+			return err
+		}
+		slog.Default().Warn("bus: the bucket was made while the server still removed the stream deleted under its name, which took its store; deleted, made again after a pause",
+			"bucket", bucket, "try", n, "err", err, "retry_in", delay)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (%w)", ctx.Err(), err)
+		case <-time.After(delay):
+		}
+		delay *= 2
+	}
+}
+
+// Mend checks the store of bucket's stream on the server (see
+// [ErrStoreLost]) and, when it is lost, deletes the stream and makes it
+// again with the configuration it had (its keys are gone with the store:
+// their writers write them again, see Options.Writes), checking the new
+// one the same way. It is for a writer whose puts are not acknowledged,
+// and for a [Copy] that made its bucket again: a store can be lost after
+// it was made and checked, when the server's removal of the stream
+// deleted before comes later. It reports whether it made the bucket
+// again; its error wraps ErrStoreLost when the store was still lost after
+// [remakeTries] tries (the bucket then deleted). It needs the permission
+// to update, delete and create the bucket's stream (the seat's, the
+// operator's).
+func Mend(ctx context.Context, js jetstream.JetStream, bucket string) (bool, error) {
+	st, err := js.Stream(ctx, "KV_"+bucket)
+	if err != nil {
+		return false, fmt.Errorf("bus: bucket %s: %w", bucket, err)
+	}
+	sc := st.CachedInfo().Config
+	lost := checkStore(ctx, js, bucket, false)
+	if !errors.Is(lost, ErrStoreLost) {
+		return false, lost
+	}
+	if err := deleteStream(ctx, js, bucket); err != nil {
+		return false, fmt.Errorf("bus: bucket %s: %w; %w", bucket, lost, err)
+	}
+	err = untilStoreKept(ctx, js, bucket, func() error {
+		_, err := js.CreateStream(ctx, sc)
+		switch {
+		case errors.Is(err, jetstream.ErrStreamNameAlreadyInUse):
+			// Made meanwhile by another (a copy making its bucket
+			// again): checked all the same.
+		case storeFailed(err):
+			return fmt.Errorf("%w: %w", ErrStoreLost, err)
+		case err != nil:
+			return fmt.Errorf("make it again: %w", err)
+		}
+		if err := checkStore(ctx, js, bucket, true); err != nil {
+			if errors.Is(err, ErrStoreLost) {
+				return dropLost(ctx, js, bucket, err)
+			}
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("bus: bucket %s: %w (first: %w)", bucket, err, lost)
+	}
+	slog.Default().Warn("bus: the bucket's store was lost on the server; the bucket was made again", "bucket", bucket, "lost", lost)
+	return true, nil
 }
 
 // ErrStoreTooSmall is wrapped by the error of [Bucket] and [LeaseBucket]

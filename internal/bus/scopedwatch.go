@@ -237,7 +237,8 @@ func (kv *scopedKV) askWatch(ctx context.Context, pattern string, req watchReque
 }
 
 // follow makes the consumer anew when take saw a gap or the heartbeats
-// stop, with backoff while the server refuses, until the watch stops.
+// stop, with backoff while the server refuses, until the watch stops; it
+// stops the watch (its updates channel closes) when the bucket is gone.
 func (w *scopedWatcher) follow() {
 	tick := time.NewTicker(w.beat)
 	defer tick.Stop()
@@ -261,6 +262,15 @@ func (w *scopedWatcher) follow() {
 		if err == nil {
 			wait = w.beat
 			continue
+		}
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			// The bucket is gone: the watch ends, as the library's
+			// does. Its owner may not have heard of the deletion
+			// otherwise: nats-server (2.15) may drop a deleted
+			// stream's advisory, which it queues on the stream's own
+			// loop just before it stops that loop.
+			_ = w.Stop()
+			return
 		}
 		select {
 		case <-w.done:

@@ -121,6 +121,7 @@ type Seat struct {
 	running context.Context      // Run's while it holds the lease, ended with the cause of its end
 
 	retry     retry        // nodes whose write failed, composed again after a backoff
+	mending   sync.Map     // bucket -> true while its store is checked after a put not acknowledged (mend)
 	fenceSaid atomic.Bool  // a lease that may have lapsed was said (Fence waited)
 	wrote     atomic.Int64 // writes and deletes the bus acknowledged
 	paused    pause        // tests hold the seat still with it (export_test.go)

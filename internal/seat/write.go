@@ -59,10 +59,14 @@ const ackTimeout = 5 * time.Second
 const maxTries = 3
 
 // noAck returns the error of a put none of whose maxTries tries was
-// acknowledged, each waiting wait.
+// acknowledged, each waiting wait; it wraps errNoAck.
 func noAck(wait time.Duration) error {
-	return fmt.Errorf("seat: no acknowledgement within %v of each of %d tries", wait, maxTries)
+	return fmt.Errorf("seat: %w within %v of each of %d tries", errNoAck, wait, maxTries)
 }
+
+// errNoAck is wrapped by the error of a put the bus did not acknowledge
+// (noAck): the seat then has the bucket's store checked (mend).
+var errNoAck = errors.New("no acknowledgement")
 
 // writeIDPrefix returns the start of a seat's put ids: 12 random
 // characters and a dot.
@@ -739,6 +743,9 @@ func (s *Seat) writeFailed(bucket, key string, err error) {
 	} else {
 		s.log.Error("seat: write failed", "bucket", bucket, "key", key, "err", err)
 		s.retry.fail(key, s.poke, s.log)
+		if errors.Is(err, errNoAck) {
+			s.mend(bucket)
+		}
 	}
 	if s.cfg.OnWriteError != nil {
 		s.cfg.OnWriteError(bucket, key, err)
@@ -849,4 +856,35 @@ func (s *Seat) dropJunk(ctx context.Context, junk map[string]map[string]bool, d 
 			}
 		}
 	}
+}
+
+// mend has the bus check the store of bucket, whose put was not
+// acknowledged, and make the bucket again when the server lost it
+// ([bus.Mend]: a bucket made while the server still removed the stream
+// deleted under its name answers no put until it is made again). It runs
+// off the loop, one check of a bucket at a time, while the seat holds its
+// lease; the seat's copy then finds the bucket made anew and the seat
+// writes its keys again. A put not acknowledged for another reason (a
+// connection lost with it in flight) finds the store kept: nothing is
+// made again.
+func (s *Seat) mend(bucket string) {
+	s.mu.Lock()
+	ctx := s.running
+	s.mu.Unlock()
+	if ctx == nil || ctx.Err() != nil || s.Fence() != nil {
+		return
+	}
+	if _, busy := s.mending.LoadOrStore(bucket, true); busy {
+		return
+	}
+	go func() {
+		defer s.mending.Delete(bucket)
+		again, err := bus.Mend(ctx, s.js, bucket)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			s.log.Error("seat: a put was not acknowledged; the bucket's store could not be checked or made again", "bucket", bucket, "err", err)
+		case again:
+			s.log.Warn("seat: a put was not acknowledged: the server had lost the bucket's store; the bucket was made again, its keys are written again", "bucket", bucket)
+		}
+	}()
 }
