@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -125,4 +127,68 @@ func entry(e jetstream.KeyValueEntry, err error) string {
 		return err.Error()
 	}
 	return fmt.Sprintf("%q at revision %d", e.Value(), e.Revision())
+}
+
+// TestMendMakesAgainABucketWhoseStoreIsLost moves the directory of a
+// bucket's stream away under the server, as the removal of a stream
+// deleted under the same name does (see TestABucketMadeAgainAtOnceTakesPuts):
+// Mend finds the store lost (the server cannot write the stream's
+// configuration again), makes the bucket again with the configuration it
+// had, and the bucket then takes a put at revision 1. A bucket whose
+// store is kept is left as it is, its keys with it.
+func TestMendMakesAgainABucketWhoseStoreIsLost(t *testing.T) {
+	t.Parallel()
+	s := bustest.Server(t)
+	ctx := bustest.Context(t)
+	_, js := bustest.Connect(t, s, "seat")
+	kept, err := bus.Bucket(ctx, js, "test_kept", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(ctx, t, 0, kept, "a", []byte("1"))
+	if again, err := bus.Mend(ctx, js, "test_kept"); err != nil || again {
+		t.Fatalf("Mend(test_kept) = %v, %v; want false, nil (its store is kept)", again, err)
+	}
+	if e, err := kept.Get(ctx, "a"); err != nil || string(e.Value()) != "1" {
+		t.Fatalf("Get(a) of the bucket whose store is kept = %v; want \"1\"", entry(e, err))
+	}
+
+	lost, err := bus.LeaseBucket(ctx, js, "test_lost", 7*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(ctx, t, 0, lost, "a", []byte("1"))
+	before, err := js.Stream(ctx, "KV_test_lost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(s.JetStreamConfig().StoreDir, "$G", "streams", "KV_test_lost")
+	if err := os.Rename(dir, dir+".gone"); err != nil {
+		t.Fatal(err)
+	}
+	again, err := bus.Mend(ctx, js, "test_lost")
+	if err != nil || !again {
+		t.Fatalf("Mend(test_lost) = %v, %v; want true, nil (its store was lost)", again, err)
+	}
+	after, err := js.Stream(ctx, "KV_test_lost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !after.CachedInfo().Created.After(before.CachedInfo().Created) {
+		t.Errorf("the stream made again was created at %v; want after the lost one's %v", after.CachedInfo().Created, before.CachedInfo().Created)
+	}
+	b, a := before.CachedInfo().Config, after.CachedInfo().Config
+	if a.MaxAge != 7*time.Second || a.MaxBytes != b.MaxBytes || a.MaxMsgsPerSubject != b.MaxMsgsPerSubject || a.AllowRollup || a.Duplicates != bus.DuplicateWindow {
+		t.Errorf("the stream made again has max_age %v, max_bytes %d, max_msgs_per_subject %d, allow_rollup_hdrs %v, duplicate_window %v; want the lost one's: %v, %d, %d, %v, %v",
+			a.MaxAge, a.MaxBytes, a.MaxMsgsPerSubject, a.AllowRollup, a.Duplicates, b.MaxAge, b.MaxBytes, b.MaxMsgsPerSubject, b.AllowRollup, b.Duplicates)
+	}
+	if rev := put(ctx, t, 0, lost, "a", []byte("2")); rev != 1 {
+		t.Errorf("put in the bucket made again = revision %d; want 1", rev)
+	}
+	if e, err := lost.Get(ctx, "a"); err != nil || string(e.Value()) != "2" || e.Revision() != 1 {
+		t.Errorf("Get(a) of the bucket made again = %v; want \"2\" at revision 1", entry(e, err))
+	}
+	if again, err := bus.Mend(ctx, js, "test_lost"); err != nil || again {
+		t.Errorf("Mend of the bucket made again = %v, %v; want false, nil", again, err)
+	}
 }

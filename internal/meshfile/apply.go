@@ -3,6 +3,7 @@ package meshfile
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -59,7 +60,39 @@ func (s *Stats) add(bucket string, c Counts) {
 // that a write another writer makes meanwhile is not seen). It returns the
 // first write that fails, wrapped, with the counts of what it did until
 // then; cancelling ctx stops it between writes.
+//
+// A put the bus does not acknowledge within applyAckTimeout has its
+// bucket's store checked ([bus.Mend]): when the server had lost it (a
+// bucket made again while the server still removed the stream deleted
+// under its name, see [bus.ErrStoreLost]), the bucket is made again and
+// the file applied once more, from what the buckets hold then.
 func Apply(ctx context.Context, js jetstream.JetStream, f *File, now time.Time) (Stats, error) {
+	stats, err := apply(ctx, js, f, now)
+	var lost *noAck
+	if !errors.As(err, &lost) {
+		return stats, err
+	}
+	again, merr := bus.Mend(ctx, js, lost.bucket)
+	if merr != nil {
+		return stats, fmt.Errorf("%w (its bucket's store could not be checked: %w)", err, merr)
+	}
+	if !again {
+		return stats, err
+	}
+	return apply(ctx, js, f, now)
+}
+
+// noAck is the error of a put the bus did not acknowledge within
+// applyAckTimeout.
+type noAck struct{ bucket, key string }
+
+func (e *noAck) Error() string {
+	return fmt.Sprintf("bus: put %s %s: no acknowledgement within %v", e.bucket, e.key, applyAckTimeout)
+}
+
+// apply is one [Apply], without the check of a bucket whose put was not
+// acknowledged.
+func apply(ctx context.Context, js jetstream.JetStream, f *File, now time.Time) (Stats, error) {
 	stats := Stats{Buckets: map[string]Counts{}}
 	limit := maxPayload(js)
 	if errs := f.oversizeFor(limit); len(errs) > 0 {
@@ -235,7 +268,7 @@ func putAll(ctx context.Context, js jetstream.JetStream, copies map[string]*bus.
 				timer.Stop()
 				return fmt.Errorf("bus: put %s %s: %w", f.put.Bucket, f.put.Key, err)
 			case <-timer.C:
-				return fmt.Errorf("bus: put %s %s: no acknowledgement within %v", f.put.Bucket, f.put.Key, applyAckTimeout)
+				return &noAck{bucket: f.put.Bucket, key: f.put.Key}
 			case <-ctx.Done():
 				timer.Stop()
 				return ctx.Err()
