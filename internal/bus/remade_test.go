@@ -178,7 +178,7 @@ func TestMendMakesAgainABucketWhoseStoreIsLost(t *testing.T) {
 		t.Errorf("the stream made again was created at %v; want after the lost one's %v", after.CachedInfo().Created, before.CachedInfo().Created)
 	}
 	b, a := before.CachedInfo().Config, after.CachedInfo().Config
-	if a.MaxAge != 7*time.Second || a.MaxBytes != b.MaxBytes || a.MaxMsgsPerSubject != b.MaxMsgsPerSubject || a.AllowRollup || a.Duplicates != bus.DuplicateWindow {
+	if a.MaxAge != 7*time.Second || a.MaxBytes != b.MaxBytes || a.MaxMsgsPerSubject != b.MaxMsgsPerSubject || a.AllowRollup || a.Duplicates != b.Duplicates {
 		t.Errorf("the stream made again has max_age %v, max_bytes %d, max_msgs_per_subject %d, allow_rollup_hdrs %v, duplicate_window %v; want the lost one's: %v, %d, %d, %v, %v",
 			a.MaxAge, a.MaxBytes, a.MaxMsgsPerSubject, a.AllowRollup, a.Duplicates, b.MaxAge, b.MaxBytes, b.MaxMsgsPerSubject, b.AllowRollup, b.Duplicates)
 	}
