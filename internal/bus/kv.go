@@ -173,7 +173,11 @@ func checkStore(ctx context.Context, js jetstream.JetStream, bucket string, made
 		}
 	}
 	if _, err := js.UpdateStream(ctx, info.Config); err != nil {
-		if storeFailed(err) {
+		// A stream that held its keys (not just made) is taken as lost
+		// only when its directory is gone: a store failing for another
+		// cause (a full disk) keeps what it holds, and is no reason to
+		// delete the bucket.
+		if storeFailed(err) && (made || strings.Contains(err.Error(), "no such file or directory")) {
 			return fmt.Errorf("%w: writing its configuration: %w", ErrStoreLost, err)
 		}
 		return fmt.Errorf("bus: bucket %s: write its configuration again: %w", bucket, err)
