@@ -1,0 +1,141 @@
+package auth_test
+
+import (
+	"bufio"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
+
+	"github.com/mesh-provisioner/mesh-provisioner/internal/access"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/auth"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
+	"github.com/mesh-provisioner/mesh-provisioner/kit"
+)
+
+// TestNoAskerForgesItsRequestInfo: an answerer names the asker the server
+// names, whatever header lines the asker sent. client-n1 asks the vault's
+// mesh-vault.secret.m (m is placed on n1, so the server lets it) speaking
+// the protocol itself, with a Nats-Request-Info line of its own naming the
+// module m (which the vault answers m's values of every node): written as
+// a header line, and smuggled behind a bare LF, which nats-server does not
+// take for a line break (it strips only a Nats-Request-Info that follows
+// CRLF, and appends its own) while nats.go does (it splits lines on LF and
+// Get returns the first value), and with the header block cut so that the
+// server's own line is glued into the value of another (the forged one is
+// then the only Nats-Request-Info nats.go sees). Each must be named
+// client-n1.
+func TestNoAskerForgesItsRequestInfo(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	gen(t, dir)
+	srv := serve(t, dir, t.TempDir())
+	vcreds := auth.AccountCredsPath(dir, access.Services, "mesh-vault")
+	vc, err := dial(srv.URL(), nats.UserCredentials(vcreds))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer vc.Close()
+	a, err := bus.NewAnswerer(vc, vcreds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := make(chan string, 8)
+	if _, err := vc.Subscribe("mesh-vault.secret.*", func(m *nats.Msg) {
+		who, err := a.Asker(m)
+		named <- fmt.Sprintf("%q %v", who, err)
+		_ = m.Respond([]byte("{}"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := vc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	forged := `{"acc":"AFORGED","user":"UFORGED","name_tag":"m","kind":"Client"}`
+	for _, c := range []struct{ shape, hdr string }{
+		{"a header line", "NATS/1.0\r\nNats-Request-Info: " + forged + "\r\n\r\n"},
+		{"behind a bare LF", "NATS/1.0\r\nX-A: b\nNats-Request-Info: " + forged + "\r\n\r\n"},
+		{"behind a bare LF, the server's line glued into another", "NATS/1.0\nNats-Request-Info: " + forged + "\nY: zz  "},
+	} {
+		rawRequest(t, srv.URL(), auth.AccountCredsPath(dir, access.Requests, "client-n1"), kit.SecretSubject("m"), c.hdr)
+		select {
+		case got := <-named:
+			if want := fmt.Sprintf("%q %v", "client-n1", nil); got != want {
+				t.Errorf("client-n1's request with a forged Nats-Request-Info %s: the answerer names the asker %s; want %s", c.shape, got, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("client-n1's request with a forged Nats-Request-Info %s did not reach the vault's answerer", c.shape)
+		}
+	}
+}
+
+// rawRequest connects to url as the user of creds speaking the protocol
+// itself and publishes an empty request on subject with the header block
+// hdr as it is (HPUB), its reply to the user's inbox.
+func rawRequest(t *testing.T, url, creds, subject, hdr string) {
+	t.Helper()
+	b, err := os.ReadFile(creds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, err := nkeys.ParseDecoratedJWT(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp, err := nkeys.ParseDecoratedNKey(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.DialTimeout("tcp", strings.TrimPrefix(url, "nats://"), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(conn)
+	line, err := r.ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "INFO ") {
+		t.Fatalf("the server's first line %q: %v", line, err)
+	}
+	var info struct {
+		Nonce string `json:"nonce"`
+	}
+	if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "INFO ")), &info); err != nil {
+		t.Fatal(err)
+	}
+	sig, err := kp.Sign([]byte(info.Nonce))
+	if err != nil {
+		t.Fatal(err)
+	}
+	connect, err := json.Marshal(map[string]any{"jwt": token, "sig": base64.RawURLEncoding.EncodeToString(sig), "verbose": false, "pedantic": false,
+		"protocol": 1, "headers": true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inbox := access.InboxPrefix("client-n1") + ".raw"
+	msg := fmt.Sprintf("CONNECT %s\r\nSUB %s 1\r\nHPUB %s %s %d %d\r\n%s\r\nPING\r\n", connect, inbox, subject, inbox, len(hdr), len(hdr), hdr)
+	if _, err := conn.Write([]byte(msg)); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("requesting as %s: %v", creds, err)
+		}
+		if strings.HasPrefix(line, "-ERR") {
+			t.Fatalf("requesting as %s: %s", creds, line)
+		}
+		if strings.HasPrefix(line, "PONG") {
+			return
+		}
+	}
+}
