@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -31,7 +32,8 @@ import (
 // Get returns the first value), and with the header block cut so that the
 // server's own line is glued into the value of another (the forged one is
 // then the only Nats-Request-Info nats.go sees). Each must be named
-// client-n1.
+// client-n1 (the header line, which the server replaces), or refused as
+// naming no asker (bus.ErrNoAsker: a smuggled line): never m.
 func TestNoAskerForgesItsRequestInfo(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -50,7 +52,11 @@ func TestNoAskerForgesItsRequestInfo(t *testing.T) {
 	named := make(chan string, 8)
 	if _, err := vc.Subscribe("mesh-vault.secret.*", func(m *nats.Msg) {
 		who, err := a.Asker(m)
-		named <- fmt.Sprintf("%q %v", who, err)
+		if errors.Is(err, bus.ErrNoAsker) {
+			named <- "refused"
+		} else {
+			named <- fmt.Sprintf("%q %v", who, err)
+		}
 		_ = m.Respond([]byte("{}"))
 	}); err != nil {
 		t.Fatal(err)
@@ -59,16 +65,19 @@ func TestNoAskerForgesItsRequestInfo(t *testing.T) {
 		t.Fatal(err)
 	}
 	forged := `{"acc":"AFORGED","user":"UFORGED","name_tag":"m","kind":"Client"}`
-	for _, c := range []struct{ shape, hdr string }{
-		{"a header line", "NATS/1.0\r\nNats-Request-Info: " + forged + "\r\n\r\n"},
-		{"behind a bare LF", "NATS/1.0\r\nX-A: b\nNats-Request-Info: " + forged + "\r\n\r\n"},
-		{"behind a bare LF, the server's line glued into another", "NATS/1.0\nNats-Request-Info: " + forged + "\nY: zz  "},
+	named1 := fmt.Sprintf("%q %v", "client-n1", nil)
+	for _, c := range []struct{ shape, hdr, want string }{
+		{"a header line", "NATS/1.0\r\nNats-Request-Info: " + forged + "\r\n\r\n", named1},
+		{"behind a bare LF", "NATS/1.0\r\nX-A: b\nNats-Request-Info: " + forged + "\r\n\r\n", "refused"},
+		{"behind a bare LF alone", "NATS/1.0\nNats-Request-Info: " + forged + "\r\n\r\n", "refused"},
+		{"behind a bare LF, the server's line glued into another", "NATS/1.0\nNats-Request-Info: " + forged + "\nY: zz  ", "refused"},
+		{"behind a bare LF, the server's line glued into the forged one", "NATS/1.0\nNats-Request-Info: " + forged + "  ", "refused"},
 	} {
 		rawRequest(t, srv.URL(), auth.AccountCredsPath(dir, access.Requests, "client-n1"), kit.SecretSubject("m"), c.hdr)
 		select {
 		case got := <-named:
-			if want := fmt.Sprintf("%q %v", "client-n1", nil); got != want {
-				t.Errorf("client-n1's request with a forged Nats-Request-Info %s: the answerer names the asker %s; want %s", c.shape, got, want)
+			if got != c.want {
+				t.Errorf("client-n1's request with a forged Nats-Request-Info %s: the answerer names the asker %s; want %s", c.shape, got, c.want)
 			}
 		case <-time.After(10 * time.Second):
 			t.Fatalf("client-n1's request with a forged Nats-Request-Info %s did not reach the vault's answerer", c.shape)

@@ -32,7 +32,8 @@ func ConnectIn(d Dial, acc access.Account) (*nats.Conn, error) {
 	if d.Creds != "" {
 		d.Creds = AccountCreds(d.Creds, acc)
 		if _, err := os.Stat(d.Creds); err != nil {
-			return nil, fmt.Errorf("bus: %s has no user in the account %s: %w (run \"auth gen\" again: it writes %s)", d.Name, acc, err, d.Creds)
+			return nil, fmt.Errorf("bus: %s has no user in the account %s: %w (copy %s/%s from the directory \"auth gen\" or \"node join\" wrote, to %s, beside %s)",
+				d.Name, acc, err, acc, filepath.Base(d.Creds), d.Creds, filepath.Join(filepath.Dir(filepath.Dir(d.Creds)), filepath.Base(d.Creds)))
 		}
 	}
 	return dial(d)
@@ -159,6 +160,9 @@ func (a *Answerer) AskerOf(m *nats.Msg) (user, key string, err error) {
 	if a.Open() {
 		return "", "", nil
 	}
+	if err := forgedInfo(m.Header); err != nil {
+		return "", "", err
+	}
 	h := m.Header.Get(RequestInfoHeader)
 	if h == "" {
 		return "", "", fmt.Errorf("%w (no %s header)", ErrNoAsker, RequestInfoHeader)
@@ -177,6 +181,29 @@ func (a *Answerer) AskerOf(m *nats.Msg) (user, key string, err error) {
 	a.said[h] = said
 	a.mu.Unlock()
 	return said.user, said.key, said.err
+}
+
+// forgedInfo returns an error wrapping [ErrNoAsker] when the headers h of
+// a request may hold a [RequestInfoHeader] the asker wrote rather than the
+// server's: the header more than once, or any other header beside it.
+// nats-server (2.15) strips an asker's own Nats-Request-Info only from a
+// line that follows a CRLF, and appends its own line; nats.go splits
+// header lines on a bare LF too and gives the first value. So a line
+// smuggled behind a bare LF came first, and the server's line could even
+// be glued into another header's value. No asker of the product's verbs
+// sends a header of its own: a request that carries one is refused, and
+// so is a value that does not decode as one JSON object ([Answerer.asker]:
+// the server's line glued after the asker's leaves trailing text).
+func forgedInfo(h nats.Header) error {
+	if n := len(h.Values(RequestInfoHeader)); n > 1 {
+		return fmt.Errorf("%w (%s comes %d times: one was not the server's)", ErrNoAsker, RequestInfoHeader, n)
+	}
+	for k := range h {
+		if k != RequestInfoHeader {
+			return fmt.Errorf("%w (the request carries the header %q beside the server's %s: refused, since it could hide a line the server did not strip)", ErrNoAsker, k, RequestInfoHeader)
+		}
+	}
+	return nil
 }
 
 // asker decodes the header h (a [RequestInfoHeader]'s text) as
