@@ -95,6 +95,15 @@ func TestNoPartyResetsAnothersWatch(t *testing.T) {
 			t.Fatalf("client-n1's watch delivering to %s: %s; want the seat's refusal (not its inbox)", aim, m.Data)
 		}
 	}
+	// Its own inbox, but out of shape: a byte no token has, or a subject
+	// the server would write on every delivery at length.
+	for _, deliver := range []string{"_INBOX_client-n1.a\x00b", "_INBOX_client-n1." + strings.Repeat("x", 200), "_INBOX_client-n1..x"} {
+		req, _ := json.Marshal(map[string]any{"deliver": deliver, "from": "last", "heartbeat": int64(time.Second)})
+		m, err := ask.nc.RequestWithContext(ctx, watch, req)
+		if err != nil || !strings.Contains(string(m.Data), `"error"`) {
+			t.Fatalf("client-n1's watch delivering to %q: %v %v; want the seat's refusal", deliver, m, err)
+		}
+	}
 	// The neighbour: its own watch, delivering to its own inbox.
 	req, _ := json.Marshal(map[string]any{"deliver": "_INBOX_client-n1.own", "from": "last", "heartbeat": int64(time.Second)})
 	m, err := ask.nc.RequestWithContext(ctx, watch, req)

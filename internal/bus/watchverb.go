@@ -151,24 +151,36 @@ const jsWatchRefused = 19001
 // consumer name of the asker's on the bucket is held ([errNamesHeld]).
 const jsWatchNamesHeld = 19002
 
+// maxDeliver bounds a watch's deliver subject, in bytes: the server
+// writes it on every delivery, heartbeat and flow-control message.
+const maxDeliver = 128
+
 // deliverRefusal says why subject may not be the deliver subject of a
-// watch asked by user, or "" when it may: a literal subject in the asker's
-// inbox ("_INBOX_<user>.…"), which only the asker subscribes to. On a
-// server without accounts ([Answerer.Open]) any literal subject may.
+// watch asked by user, or "" when it may: the asker's inbox
+// ("_INBOX_<user>.", which only the asker subscribes to) followed by
+// tokens of [A-Za-z0-9_-], at most [maxDeliver] bytes in all. On a server
+// without accounts ([Answerer.Open]) any inbox's tokens may.
 func deliverRefusal(a *Answerer, user, subject string) string {
-	if subject == "" || strings.ContainsAny(subject, " \t\r\n") || strings.HasPrefix(subject, ".") || strings.HasSuffix(subject, ".") || strings.Contains(subject, "..") {
-		return fmt.Sprintf("deliver subject %q is not a subject", subject)
+	if len(subject) > maxDeliver {
+		return fmt.Sprintf("deliver subject of %d bytes: at most %d", len(subject), maxDeliver)
 	}
-	for _, t := range strings.Split(subject, ".") {
-		if t == "*" || t == ">" {
-			return fmt.Sprintf("deliver subject %q has a wildcard", subject)
-		}
+	prefix := "_INBOX_"
+	if !a.Open() {
+		prefix = access.InboxPrefix(inboxToken(user)) + "."
+	}
+	rest, ok := strings.CutPrefix(subject, prefix)
+	if !ok {
+		return fmt.Sprintf("deliver subject %q is not in the asker's inbox %s>", subject, prefix)
 	}
 	if a.Open() {
-		return ""
+		_, rest, _ = strings.Cut(rest, ".")
 	}
-	if inbox := access.InboxPrefix(inboxToken(user)) + "."; !strings.HasPrefix(subject, inbox) {
-		return fmt.Sprintf("deliver subject %q is not in the asker's inbox %s>", subject, inbox)
+	for _, t := range strings.Split(rest, ".") {
+		if t == "" || strings.IndexFunc(t, func(r rune) bool {
+			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-')
+		}) >= 0 {
+			return fmt.Sprintf("deliver subject %q: after the inbox, tokens of [A-Za-z0-9_-] only", subject)
+		}
 	}
 	return ""
 }
