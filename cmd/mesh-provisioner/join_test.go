@@ -164,7 +164,7 @@ func TestStandaloneNodeJoinAndLeave(t *testing.T) {
 	runMain(t, "apply", "-f", two, "--nats", url, "--creds", op)
 	out := runMain(t, "node", "join", "ace", "-f", two, "-o", dir, "--nats", url)
 	aceCreds := auth.CredsPath(dir, access.ClientUser("ace"))
-	if !strings.Contains(out, "hand "+aceCreds+" to ace") {
+	if !strings.Contains(out, "hand "+aceCreds+" and "+bus.AccountCreds(aceCreds, access.Requests)+" (in the same layout) to ace") {
 		t.Errorf("node join ace printed\n%s\nwant it to name %s", out, aceCreds)
 	}
 	// The client's command names the file by its absolute path and a root

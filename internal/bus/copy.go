@@ -131,6 +131,7 @@ type Copy struct {
 	broke    bool          // a watch gave up since the last one delivered its initial values (run's own)
 	known    atomic.Bool   // the copy follows its bucket: initial values delivered, and not found gone since
 	goneSaid bool          // the bucket's absence was said since the last watch delivered its initial values (run's own)
+	seatSaid bool          // that no seat answers watches was said since the last watch delivered its initial values (run's own)
 	made     bool          // the copy made its bucket, not checked since a watch of it ran (run's own; see Mend)
 	seen     atomic.Uint64 // the highest revision the watch has delivered
 
@@ -453,10 +454,19 @@ func (c *Copy) run(ctx context.Context) {
 			c.missing()
 			c.readyOne.Do(func() { close(c.ready) })
 		}
-		if gone(err) && c.goneSaid {
+		noSeat := errors.Is(err, errNoSeat)
+		switch {
+		case gone(err) && c.goneSaid:
 			// Said once: the copy waits for its bucket with backoff.
 			c.log.Debug("bus: the bucket is still gone; looking again", "bucket", c.bucket, "err", err, "retry_in", wait)
-		} else {
+		case noSeat && c.seatSaid:
+			c.log.Debug("bus: still no seat answers watches; asking again", "bucket", c.bucket, "retry_in", wait)
+		case noSeat:
+			// A scoped party's watch is the seat's to make: until a seat
+			// runs (it starts, or takes over) the copy waits, said once.
+			c.seatSaid = true
+			c.log.Info("bus: waiting for a seat to make the watch (no seat answers watches yet)", "bucket", c.bucket, "retry_in", wait)
+		default:
 			if gone(err) {
 				c.goneSaid = true
 			}
@@ -746,6 +756,10 @@ func (c *Copy) watch(ctx context.Context) error {
 		if c.goneSaid {
 			c.log.Info("bus: the bucket exists again; the copy follows it", "bucket", c.bucket, "keys", c.Len())
 			c.goneSaid = false
+		}
+		if c.seatSaid {
+			c.log.Info("bus: a seat made the watch; the copy follows its bucket", "bucket", c.bucket, "keys", c.Len())
+			c.seatSaid = false
 		}
 		c.healthy.Store(true)
 		c.known.Store(true)

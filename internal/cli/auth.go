@@ -99,6 +99,12 @@ connections are closed and its old credentials refused on every server.`,
 			}
 			if len(res.Narrowed) > 0 {
 				fmt.Fprintf(out, "older credentials revoked (permissions changed): %s\n", list(res.Narrowed))
+				// Their parties run on with the files of this directory only: the
+				// renewed ones are theirs to be handed (a party elsewhere still
+				// holds the revoked one).
+				for _, u := range res.Narrowed {
+					fmt.Fprintf(out, "  hand %s to %s (its older file is refused now)\n", res.Creds[u], u)
+				}
 			}
 			if op := firstOperator(operators); res.System[op] != "" {
 				sys := res.System[op]

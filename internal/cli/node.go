@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/access"
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/assemble"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/auth"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/meshfile"
@@ -71,8 +72,8 @@ func newNodeJoinCmd() *cobra.Command {
 		Short: "Issue the users of a node the mesh file adds (and of what it places there), push them, and say the file to hand over",
 		Long: `join issues the bus users of the mesh file as auth gen does (a new node's client, and a module's
 user for each module new in the file), keeping every other party's file as it is, pushes the accounts to
-the running servers (no restart, no configuration to edit), and prints the one credentials file to hand to
-NODE, with the command its client runs there. Add the node to the mesh file and apply it first (apply -f).`,
+the running servers (no restart, no configuration to edit), and prints the credentials files to hand to
+NODE (its client's, and its user of the requests account beside it), with the command its client runs there. Add the node to the mesh file and apply it first (apply -f).`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			node := args[0]
@@ -86,7 +87,11 @@ NODE, with the command its client runs there. Add the node to the mesh file and 
 			creds := res.Creds[access.ClientUser(node)]
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "signed anew: %s\n", list(someOfList(res.Signed, 8)))
-			fmt.Fprintf(out, "hand %s to %s; there, run:\n", creds, node)
+			// The client's user in the requests account too, beside its
+			// file as it dials it (bus.AccountCreds): its watches and
+			// its vault asks go there.
+			fmt.Fprintf(out, "hand %s and %s (in the same layout) to %s; there, run:\n",
+				creds, bus.AccountCreds(creds, access.Requests), node)
 			tls := ""
 			if f.push.ca != "" {
 				tls = " --tls-ca " + f.push.ca // the node needs the CA file too
@@ -134,6 +139,12 @@ at once. Remove the node from the mesh file and apply it first.`,
 			fmt.Fprintf(out, "revoked: %s\n", list(res.Revoked))
 			if len(res.Narrowed) > 0 {
 				fmt.Fprintf(out, "older credentials revoked (permissions changed): %s\n", list(res.Narrowed))
+				// Their parties run on with the files of this directory only: the
+				// renewed ones are theirs to be handed (a party elsewhere still
+				// holds the revoked one).
+				for _, u := range res.Narrowed {
+					fmt.Fprintf(out, "  hand %s to %s (its older file is refused now)\n", res.Creds[u], u)
+				}
 			}
 			return nil
 		},
