@@ -56,8 +56,9 @@ const watchWorkers = 16
 // Every seat process answers, in one queue group: a standby seat serves
 // watches as well as the one holding the lease. Askers are served in turn,
 // one request of each at a time, at most watchesWaiting of one asker
-// waiting (the rest dropped): see watchTurns. It returns an error when it
-// cannot subscribe.
+// waiting (the rest dropped): see watchTurns. It returns once the server
+// has its subscription (or after 5 s without the server's word), or an
+// error when it cannot subscribe.
 func ServeWatches(ctx context.Context, a *Answerer, js jetstream.JetStream, log *slog.Logger) error {
 	if log == nil {
 		log = slog.Default()
@@ -97,6 +98,9 @@ func ServeWatches(ctx context.Context, a *Answerer, js jetstream.JetStream, log 
 		}()
 	}
 	context.AfterFunc(ctx, func() { _ = sub.Unsubscribe() })
+	// A watch asked right after finds the subscription at the server
+	// (while the connection is down, it is sent once it is back).
+	_ = a.FlushTimeout(5 * time.Second)
 	return nil
 }
 

@@ -20,12 +20,15 @@
 //     counted), and the seat's watch verb on every bucket it reads whole
 //     (the seat serves one request of an asker at a time).
 //
+// With each flood it prints what the server's JetStream API served a
+// second (its report's API total: the requests that waited in its queue).
+//
 // Each flood keeps -flooders connections publishing requests as fast as
 // they can, each with its reply subject, never waiting for an answer.
 //
 // Run it from the repository's root:
 //
-//	go run ./scripts/apiflood [-samples 100] [-party mesh-vault] [-flooders 4]
+//	go run ./scripts/apiflood [-samples 200] [-party mesh-vault] [-flooders 4]
 package main
 
 import (
@@ -42,6 +45,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -54,7 +58,7 @@ import (
 )
 
 func main() {
-	samples := flag.Int("samples", 100, "operator gets measured in each step")
+	samples := flag.Int("samples", 200, "operator gets measured in each step")
 	party := flag.String("party", access.VaultUser, "the scoped party whose credentials flood")
 	flooders := flag.Int("flooders", 4, "connections each flood publishes on")
 	keys := flag.Int("keys", 200, "keys of the plans bucket")
@@ -244,12 +248,16 @@ func run(samples int, user string, flooders, keys int) error {
 			}
 		}
 		time.Sleep(time.Second) // the queues fill
-		t0 := time.Now()
+		t0, api0 := time.Now(), apiTotal(srv)
+		sent.Store(0)
 		err := measure(name)
-		rate := float64(sent.Load()) / time.Since(t0).Seconds() / 1000
+		secs := time.Since(t0).Seconds()
+		rate := float64(sent.Load()) / secs / 1000
+		apiRate := float64(apiTotal(srv)-api0) / secs
 		stop()
 		wg.Wait()
-		fmt.Printf("        the flood sent ~%.0fk requests/s; the server refused %d of the party's\n", rate, refused.Load())
+		fmt.Printf("        the flood sent ~%.0fk requests/s; the server refused %d of the party's; its JetStream API served %.0f requests/s\n",
+			rate, refused.Load(), apiRate)
 		time.Sleep(3 * time.Second) // the queues drain
 		return err
 	}
@@ -257,6 +265,16 @@ func run(samples int, user string, flooders, keys int) error {
 		return err
 	}
 	return step("after", false)
+}
+
+// apiTotal returns how many JetStream API requests the server has served
+// (its JetStream report's API total), or 0.
+func apiTotal(srv *bus.Server) uint64 {
+	jsz, err := srv.Jsz(&server.JSzOptions{})
+	if err != nil {
+		return 0
+	}
+	return jsz.API.Total
 }
 
 // get does what an operator's get of plans does on js: the bucket's
