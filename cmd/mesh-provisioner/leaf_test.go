@@ -23,7 +23,8 @@ import (
 // leafnode server auth gen writes with --leaf and --domain (nats-server's
 // own binary, without JetStream), linked to the hub's leafnode port: the
 // client applies its node's plan through the leaf, reaching the hub's
-// JetStream in its domain, with its own credentials. Once the node leaves,
+// JetStream in its domain, with its own credentials, which may not ask the
+// account's JetStream info (the server refuses it). Once the node leaves,
 // the hub closes the leaf's links (they connect as the node's client) and
 // refuses the old credentials. In between the servers stop and start again:
 // the leaf takes the node's connections meanwhile, the client stays up, and
@@ -89,6 +90,32 @@ func TestEdgeNodeThroughItsLeaf(t *testing.T) {
 		var a mesh.Applied
 		return ok && ok2 && json.Unmarshal(pi.Value, &p) == nil && json.Unmarshal(ai.Value, &a) == nil && a.Fingerprint == p.Fingerprint
 	})
+
+	// The client found its domain's JetStream with a direct get of its
+	// keys (bus.HasJetStream): the account's JetStream info, which waits
+	// in the hub's API queue shared by every account, is refused to it,
+	// at the leaf as at the hub.
+	for _, at := range []struct{ url, subject string }{{leafURL, "$JS.hub.API.INFO"}, {hub, "$JS.API.INFO"}} {
+		violations := make(chan string, 4)
+		c, err := nats.Connect(at.url, nats.UserCredentials(auth.CredsPath(dir, access.ClientUser("ace"))),
+			nats.CustomInboxPrefix(access.InboxPrefix(access.ClientUser("ace"))),
+			nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { violations <- err.Error() }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Request(at.subject, nil, 2*time.Second); err == nil {
+			t.Errorf("ace's client asked %s at %s and was answered; want the server's refusal", at.subject, at.url)
+		}
+		select {
+		case v := <-violations:
+			if !strings.Contains(v, `Permissions Violation for Publish to "`+at.subject+`"`) {
+				t.Errorf("ace's client's %s at %s: the server said %q; want its permissions violation", at.subject, at.url, v)
+			}
+		case <-time.After(5 * time.Second):
+			t.Errorf("ace's client's %s at %s: no permissions violation", at.subject, at.url)
+		}
+		c.Close()
+	}
 
 	// The site loses the servers: ace's client stays up on its leaf,
 	// which still takes the node's connections; once a server is back,

@@ -33,8 +33,11 @@ func (p Party) Permissions() Permissions { return p.PermissionsIn(Storage) }
 // only some keys of a bucket is never given the bare direct get or message
 // get of the stream (they read any key), nor a consumer without a filter.
 // Only a user of Services may reply (Responses), and it subscribes to its
-// verbs only: it has no inbox, since it asks nothing. Both lists are
-// sorted.
+// verbs only: it has no inbox, since it asks nothing. Of JetStream's API a
+// party publishes, beside its keys' direct gets (which the stream serves),
+// only what a reader of every bucket or a maker of a bucket does: every
+// other request waits in the server's one API queue, shared by every
+// account (see readSubjects). Both lists are sorted.
 func (p Party) PermissionsIn(acc Account) Permissions {
 	var perm Permissions
 	pub := func(s ...string) {
@@ -52,18 +55,9 @@ func (p Party) PermissionsIn(acc Account) Permissions {
 	if acc != Services {
 		sub(InboxPrefix(p.User) + ".>")
 	}
-	if acc == Storage {
-		// The account's JetStream info (its use and limits, no key nor
-		// value): how a component finds the JetStream of its domain from
-		// an edge site's leafnode server (bus.HasJetStream).
-		pub(apiPrefix + "INFO")
-	}
 	for _, r := range p.rulesIn(acc) {
 		switch r.Act {
 		case Write:
-			if r.Keys == AllKeys {
-				pub(streamInfo(r.Target))
-			}
 			pub(kvSubject(r.Target, r.Keys))
 			sub(streamAdvisories(r.Target))
 		case Read:
@@ -119,12 +113,18 @@ func streamAdvisories(bucket string) string {
 
 // readSubjects returns what a reader of keys in bucket publishes in
 // [Storage]: flow control (a watch on a large bucket stalls without it)
-// and direct gets of its keys' subjects; the stream info (a watch's
-// status: the bucket's size and creation) only to a reader of every key,
-// since with a subjects_filter it lists the name of every key. A reader
-// of every key of every bucket (the seat, an operator) also lists streams
-// and creates, reads and deletes consumers. No other reader creates a
-// consumer: it asks the seat for its watches ([WatchVerb]).
+// and direct gets of its keys' subjects. A reader of every key of every
+// bucket (the seat, an operator) also asks the account's JetStream info,
+// lists streams, asks their infos and creates, reads and deletes
+// consumers. No other reader publishes to the server's JetStream API
+// queue (docs/trust.md, "No scoped party queues JetStream API requests"):
+// the server serves a direct get on the stream itself, while the API
+// requests of every account wait in one queue, so that one party's flood
+// of account or stream infos delayed every operator's request. Such a
+// reader asks the seat for its watches ([WatchVerb]), finds the JetStream
+// of its domain with a direct get of its keys (bus.HasJetStream) and has
+// no stream info: a watch's status (the bucket's creation and last
+// sequence) comes from the stream's advisories and the watch itself.
 func readSubjects(bucket, keys string) []string {
 	s := stream(bucket)
 	if bucket == AnyBucket {
@@ -137,7 +137,7 @@ func readSubjects(bucket, keys string) []string {
 	}
 	out := []string{"$JS.FC." + s + ".>"}
 	if keys == AllKeys {
-		return append(out, streamInfo(bucket), apiPrefix+"DIRECT.GET."+s+".>")
+		return append(out, apiPrefix+"DIRECT.GET."+s+".>")
 	}
 	return append(out, apiPrefix+"DIRECT.GET."+s+"."+kvSubject(bucket, keys))
 }

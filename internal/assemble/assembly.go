@@ -182,7 +182,7 @@ func (a *Assembly) Connect(c Component) (*nats.Conn, jetstream.JetStream, error)
 	if err != nil {
 		return nil, nil, err
 	}
-	if !bus.HasJetStream(nc, d.Domain) {
+	if !bus.HasJetStream(nc, d) {
 		nc.Close()
 		return nil, nil, noJetStream(c, d)
 	}
@@ -250,7 +250,7 @@ func (a *Assembly) connect(c Component, removed func(error)) (conns, error) {
 	if err != nil {
 		return conns{}, err
 	}
-	if !bus.HasJetStream(nc, d.Domain) {
+	if !bus.HasJetStream(nc, d) {
 		nc.Close()
 		return conns{}, noJetStream(c, d)
 	}

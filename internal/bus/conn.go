@@ -316,22 +316,77 @@ func inboxToken(s string) string {
 	return string(b)
 }
 
-// HasJetStream reports whether nc reaches JetStream: the server it is
-// connected to has it, or, with a domain (a leafnode server of an edge
-// site, which has none of its own), the domain's JetStream answers
-// ($JS.<domain>.API.INFO) within 2 s.
-func HasJetStream(nc *nats.Conn, domain string) bool {
-	if on, _ := nc.ConnectedServerJetStream(); on || domain == "" {
+// HasJetStream reports whether nc, dialled as d says, reaches JetStream:
+// the server it is connected to has it, or, with d.Domain (a leafnode
+// server of an edge site, which has none of its own), the domain's
+// JetStream answers within 2 s. A user that may ask the account's
+// JetStream info ($JS.<domain>.API.INFO: an operator, the seat), or one
+// of no user JWT (plain credentials, or none), asks it; a scoped party may
+// not (it would wait in the server's API queue, which every account
+// shares: docs/trust.md), and asks instead a direct get of a key it may read in each of its buckets
+// ([probeToken] in the place of the pattern's wildcards), which the
+// stream itself answers, the key there or not: any answer is JetStream's.
+// No answer (no responders: the leaf is not linked; or none within 2 s,
+// its buckets not made yet), or a user that may get no key, is false.
+func HasJetStream(nc *nats.Conn, d Dial) bool {
+	if on, _ := nc.ConnectedServerJetStream(); on || d.Domain == "" {
 		return on
-	}
-	js, err := jetstream.NewWithDomain(nc, domain)
-	if err != nil {
-		return false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	_, err = js.AccountInfo(ctx)
-	return err == nil
+	api := "$JS." + d.Domain + ".API."
+	uc := credsClaims(d.Creds)
+	if uc == nil || mayPublish(uc.Pub.Allow, api+"INFO") {
+		js, err := jetstream.NewWithDomain(nc, d.Domain)
+		if err != nil {
+			return false
+		}
+		_, err = js.AccountInfo(ctx)
+		return err == nil
+	}
+	probes := directProbes(uc.Pub.Allow, api)
+	answered := make(chan bool, len(probes))
+	for _, subject := range probes {
+		go func() {
+			_, err := nc.RequestWithContext(ctx, subject, nil)
+			answered <- err == nil
+		}()
+	}
+	for range probes {
+		if <-answered {
+			return true
+		}
+	}
+	return false
+}
+
+// mayPublish reports whether the publish allow list pub allows subject.
+func mayPublish(pub []string, subject string) bool {
+	for _, p := range pub {
+		if access.Matches(p, subject) {
+			return true
+		}
+	}
+	return false
+}
+
+// directProbes returns, for each stream whose direct gets the publish
+// allow list pub allows under the API prefix api, one subject of such a
+// get: a key of the first pattern with [probeToken] for its wildcards.
+func directProbes(pub []string, api string) []string {
+	fill := strings.NewReplacer("*", probeToken, ">", probeToken)
+	var out []string
+	seen := map[string]bool{}
+	for _, p := range pub {
+		rest, ok := strings.CutPrefix(p, api+"DIRECT.GET.")
+		st, keys, ok2 := strings.Cut(rest, ".")
+		if !ok || !ok2 || st == "*" || st == ">" || seen[st] {
+			continue
+		}
+		seen[st] = true
+		out = append(out, api+"DIRECT.GET."+st+"."+fill.Replace(keys))
+	}
+	return out
 }
 
 // credsRefusal reports whether err is the server's or the library's

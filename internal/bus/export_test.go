@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"context"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -55,3 +56,22 @@ func AskersSaid(a *Answerer) int {
 
 // MaxAskersSaid is how many headers an Answerer holds at most.
 const MaxAskersSaid = askersSaid
+
+// Turns are the seat's watch requests waiting per asker (watchTurns), for
+// a test to push and pop by hand.
+type Turns struct{ t *watchTurns }
+
+// NewTurns returns empty turns, stopped when ctx is done.
+func NewTurns(ctx context.Context) Turns { return Turns{newWatchTurns(ctx)} }
+
+// Push queues m under who and reports whether it was queued.
+func (t Turns) Push(who string, m *nats.Msg) bool { ok, _ := t.t.push(who, m); return ok }
+
+// Pop takes the next request in turn, or false once stopped.
+func (t Turns) Pop() (string, *nats.Msg, bool) { return t.t.pop() }
+
+// Done ends who's request in hand.
+func (t Turns) Done(who string) { t.t.done(who) }
+
+// WatchesWaiting is how many requests of one asker wait at once.
+const WatchesWaiting = watchesWaiting

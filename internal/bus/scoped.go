@@ -84,9 +84,10 @@ func (s *scoping) makesConsumers(api, bucket string) bool {
 
 // KeyValue binds the bucket named bucket. A user that may ask the stream
 // info and delete consumers of its stream (the seat, an operator) gets the
-// library's handle. Any other gets a [scopedKV]: a reader of some keys only
-// may not ask the stream info, which lists every key's name
-// (subjects_filter), and no party but the seat and the operators may delete
+// library's handle. Any other gets a [scopedKV]: no scoped party may ask
+// the stream info (a reader of some keys only since it lists every key's
+// name with a subjects_filter; any since it waits in the server's API
+// queue, which every account shares), and no party but the seat and the operators may delete
 // a consumer, since the server cannot tell whose a consumer is. It returns
 // an error wrapping jetstream.ErrBucketNotFound when the bucket does not
 // exist.
@@ -121,10 +122,15 @@ func (s *scoping) KeyValue(ctx context.Context, bucket string) (jetstream.KeyVal
 }
 
 // readable returns a key of bucket the user may get directly, to probe the
-// bucket with, or "" when it may get none.
+// bucket with, or "" when it may get none. A reader of every key of a
+// bucket may not ask its stream info either (it waits in the server's
+// JetStream API queue, which every account shares): it probes too.
 func (s *scoping) readable(api, bucket string) string {
 	prefix := api + "DIRECT.GET." + stream(bucket) + "." + kvPrefix(bucket)
 	for _, p := range s.publish {
+		if p == api+"DIRECT.GET."+stream(bucket)+".>" {
+			return probeToken // a reader of every key
+		}
 		if keys, ok := strings.CutPrefix(p, prefix); ok {
 			return strings.NewReplacer("*", probeToken, ">", probeToken).Replace(keys)
 		}

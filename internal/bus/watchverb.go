@@ -41,8 +41,9 @@ const (
 	maxWatchBeat = 30 * time.Second
 )
 
-// watchWorkers is how many watch requests the seat serves at once: a cold
-// start of a large mesh asks thousands, each one consumer create.
+// watchWorkers is how many watch requests the seat serves at once, of as
+// many askers (see watchTurns): a cold start of a large mesh asks
+// thousands, each one consumer create.
 const watchWorkers = 16
 
 // ServeWatches answers [access.WatchWildcard] on a (the seat's answerer in
@@ -53,35 +54,53 @@ const watchWorkers = 16
 // of the API's shape: the asker is not told apart ([Answerer.Asker]), the
 // deliver subject is not the asker's inbox, the request does not decode.
 // Every seat process answers, in one queue group: a standby seat serves
-// watches as well as the one holding the lease. It returns an error when
-// it cannot subscribe.
+// watches as well as the one holding the lease. Askers are served in turn,
+// one request of each at a time, at most watchesWaiting of one asker
+// waiting (the rest dropped): see watchTurns. It returns once the server
+// has its subscription (or after 5 s without the server's word), or an
+// error when it cannot subscribe.
 func ServeWatches(ctx context.Context, a *Answerer, js jetstream.JetStream, log *slog.Logger) error {
 	if log == nil {
 		log = slog.Default()
 	}
 	js = unscoped(js)
 	nc, api := js.Conn(), apiPrefixOf(js)
-	reqs := make(chan *nats.Msg, 4096)
-	sub, err := a.ChanQueueSubscribe(access.WatchWildcard, "mesh-provisioner-watch", reqs)
+	turns := newWatchTurns(ctx)
+	sub, err := a.QueueSubscribe(access.WatchWildcard, "mesh-provisioner-watch", func(m *nats.Msg) {
+		user, _, err := a.AskerOf(m)
+		if err != nil {
+			_ = m.Respond(serveWatch(ctx, a, nc, api, m, log)) // refused at once
+			return
+		}
+		who := watchAskerOf(user, m)
+		if ok, say := turns.push(who, m); !ok && say > 0 {
+			log.Warn("bus: an asker has too many watch requests waiting; those past them are dropped",
+				"user", who, "waiting", watchesWaiting, "dropped", say, "per", watchDropsSaid)
+		}
+	})
 	if err != nil {
 		return fmt.Errorf("bus: answer %s: %w", access.WatchWildcard, err)
 	}
-	var wg sync.WaitGroup
+	if err := sub.SetPendingLimits(1<<20, 256<<20); err != nil {
+		_ = sub.Unsubscribe()
+		return fmt.Errorf("bus: answer %s: %w", access.WatchWildcard, err)
+	}
 	for range watchWorkers {
-		wg.Add(1)
 		go func() {
-			defer wg.Done()
 			for {
-				select {
-				case <-ctx.Done():
+				who, m, ok := turns.pop()
+				if !ok {
 					return
-				case m := <-reqs:
-					_ = m.Respond(serveWatch(ctx, a, nc, api, m, log))
 				}
+				_ = m.Respond(serveWatch(ctx, a, nc, api, m, log))
+				turns.done(who)
 			}
 		}()
 	}
 	context.AfterFunc(ctx, func() { _ = sub.Unsubscribe() })
+	// A watch asked right after finds the subscription at the server
+	// (while the connection is down, it is sent once it is back).
+	_ = a.FlushTimeout(5 * time.Second)
 	return nil
 }
 

@@ -228,7 +228,7 @@ func (f *busFlags) connect(name string) (*nats.Conn, jetstream.JetStream, error)
 	if err != nil {
 		return nil, nil, f.explain(err)
 	}
-	if !bus.HasJetStream(nc, f.domain) {
+	if !bus.HasJetStream(nc, d) {
 		nc.Close()
 		return nil, nil, f.explain(fmt.Errorf("%w at %s", assemble.ErrNoJetStream, f.url))
 	}
