@@ -195,6 +195,13 @@ func dial(d Dial) (*nats.Conn, error) {
 				log.Debug("bus: a consumer is left to the server to remove", "component", d.Name, "err", err)
 				return
 			}
+			if errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), "Publish to \"_R_.") {
+				// An answer sent after the server forgot its request's
+				// reply (the asker's wait ended, or a connection came
+				// back meanwhile): it reaches no one, as intended.
+				log.Info("bus: an answer came after the server forgot its request; dropped", "component", d.Name)
+				return
+			}
 			if d.OnRefused != nil && errors.Is(err, nats.ErrPermissionViolation) {
 				d.OnRefused(err)
 				return // the command says it

@@ -68,7 +68,10 @@ func NewTurns(ctx context.Context) Turns { return Turns{newWatchTurns(ctx)} }
 func (t Turns) Push(who string, m *nats.Msg) bool { ok, _ := t.t.push(who, m); return ok }
 
 // Pop takes the next request in turn, or false once stopped.
-func (t Turns) Pop() (string, *nats.Msg, bool) { return t.t.pop() }
+func (t Turns) Pop() (string, *nats.Msg, bool) {
+	who, m, _, ok := t.t.pop()
+	return who, m, ok
+}
 
 // Done ends who's request in hand.
 func (t Turns) Done(who string) { t.t.done(who) }

@@ -29,12 +29,18 @@ const (
 	watchDropsSaid = time.Minute
 )
 
+// waitingWatch is a watch request waiting for its turn, and when it came.
+type waitingWatch struct {
+	m  *nats.Msg
+	at time.Time
+}
+
 // watchTurns holds the waiting watch requests per asker and the order in
 // which askers are served. It is safe for concurrent use.
 type watchTurns struct {
 	mu     sync.Mutex
 	cond   *sync.Cond
-	queues map[string][]*nats.Msg
+	queues map[string][]waitingWatch
 	// turns are the askers with a request waiting and none in hand, in
 	// turn; inHand the askers with one in hand.
 	turns  []string
@@ -47,7 +53,7 @@ type watchTurns struct {
 }
 
 func newWatchTurns(ctx context.Context) *watchTurns {
-	t := &watchTurns{queues: map[string][]*nats.Msg{}, inHand: map[string]bool{},
+	t := &watchTurns{queues: map[string][]waitingWatch{}, inHand: map[string]bool{},
 		dropped: map[string]int{}, said: map[string]time.Time{}}
 	t.cond = sync.NewCond(&t.mu)
 	context.AfterFunc(ctx, func() {
@@ -79,32 +85,33 @@ func (t *watchTurns) push(who string, m *nats.Msg) (queued bool, say int) {
 		t.turns = append(t.turns, who)
 		t.cond.Signal()
 	}
-	t.queues[who] = append(q, m)
+	t.queues[who] = append(q, waitingWatch{m: m, at: time.Now()})
 	return true, 0
 }
 
 // pop returns the first request of the asker whose turn it is, which is
-// in hand until done(who); false once the seat stops.
-func (t *watchTurns) pop() (who string, m *nats.Msg, ok bool) {
+// in hand until done(who), and how long it waited; false once the seat
+// stops.
+func (t *watchTurns) pop() (who string, m *nats.Msg, waited time.Duration, ok bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for len(t.turns) == 0 && !t.stopped {
 		t.cond.Wait()
 	}
 	if t.stopped {
-		return "", nil, false
+		return "", nil, 0, false
 	}
 	who = t.turns[0]
 	t.turns = t.turns[1:]
 	q := t.queues[who]
-	m = q[0]
+	m, waited = q[0].m, time.Since(q[0].at)
 	if len(q) == 1 {
 		delete(t.queues, who)
 	} else {
 		t.queues[who] = q[1:]
 	}
 	t.inHand[who] = true
-	return who, m, true
+	return who, m, waited, true
 }
 
 // done ends who's request in hand: who's next waiting request, if any,

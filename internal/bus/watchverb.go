@@ -41,6 +41,11 @@ const (
 	maxWatchBeat = 30 * time.Second
 )
 
+// watchAskerWait is how long a scoped watch waits for the seat's answer
+// (the bus's default request deadline): a request that waited longer for
+// its turn is dropped, neither served nor answered.
+const watchAskerWait = 5 * time.Second
+
 // watchWorkers is how many watch requests the seat serves at once, of as
 // many askers (see watchTurns): a cold start of a large mesh asks
 // thousands, each one consumer create.
@@ -88,11 +93,13 @@ func ServeWatches(ctx context.Context, a *Answerer, js jetstream.JetStream, log 
 	for range watchWorkers {
 		go func() {
 			for {
-				who, m, ok := turns.pop()
+				who, m, waited, ok := turns.pop()
 				if !ok {
 					return
 				}
-				_ = m.Respond(serveWatch(ctx, a, nc, api, m, log))
+				if waited < watchAskerWait {
+					_ = m.Respond(serveWatch(ctx, a, nc, api, m, log))
+				} // else its asker gave up: no consumer, no answer
 				turns.done(who)
 			}
 		}()
