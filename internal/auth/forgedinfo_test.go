@@ -1,19 +1,12 @@
 package auth_test
 
 import (
-	"bufio"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
-	"os"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nkeys"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/access"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/auth"
@@ -86,65 +79,16 @@ func TestNoAskerForgesItsRequestInfo(t *testing.T) {
 }
 
 // rawRequest connects to url as the user of creds speaking the protocol
-// itself and publishes an empty request on subject with the header block
-// hdr as it is (HPUB), its reply to the user's inbox.
+// itself (rawConnect) and publishes an empty request on subject with the
+// header block hdr as it is (HPUB), its reply to the user's inbox.
 func rawRequest(t *testing.T, url, creds, subject, hdr string) {
 	t.Helper()
-	b, err := os.ReadFile(creds)
-	if err != nil {
-		t.Fatal(err)
-	}
-	token, err := nkeys.ParseDecoratedJWT(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kp, err := nkeys.ParseDecoratedNKey(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := net.DialTimeout("tcp", strings.TrimPrefix(url, "nats://"), 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if err := conn.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
-		t.Fatal(err)
-	}
-	r := bufio.NewReader(conn)
-	line, err := r.ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, "INFO ") {
-		t.Fatalf("the server's first line %q: %v", line, err)
-	}
-	var info struct {
-		Nonce string `json:"nonce"`
-	}
-	if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "INFO ")), &info); err != nil {
-		t.Fatal(err)
-	}
-	sig, err := kp.Sign([]byte(info.Nonce))
-	if err != nil {
-		t.Fatal(err)
-	}
-	connect, err := json.Marshal(map[string]any{"jwt": token, "sig": base64.RawURLEncoding.EncodeToString(sig), "verbose": false, "pedantic": false,
-		"protocol": 1, "headers": true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn, r := rawConnect(t, url, creds)
 	inbox := access.InboxPrefix("client-n1") + ".raw"
-	msg := fmt.Sprintf("CONNECT %s\r\nSUB %s 1\r\nHPUB %s %s %d %d\r\n%s\r\nPING\r\n", connect, inbox, subject, inbox, len(hdr), len(hdr), hdr)
-	if _, err := conn.Write([]byte(msg)); err != nil {
+	if _, err := fmt.Fprintf(conn, "SUB %s 1\r\nHPUB %s %s %d %d\r\n%s\r\nPING\r\n", inbox, subject, inbox, len(hdr), len(hdr), hdr); err != nil {
 		t.Fatal(err)
 	}
-	for {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			t.Fatalf("requesting as %s: %v", creds, err)
-		}
-		if strings.HasPrefix(line, "-ERR") {
-			t.Fatalf("requesting as %s: %s", creds, line)
-		}
-		if strings.HasPrefix(line, "PONG") {
-			return
-		}
+	if line := rawUntilPong(r); line != "PONG" {
+		t.Fatalf("requesting as %s: %s", creds, line)
 	}
 }

@@ -1,13 +1,10 @@
 package auth_test
 
 import (
-	"bufio"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,7 +16,6 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nkeys"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/access"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/auth"
@@ -243,81 +239,16 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 }
 
 // rawPublish connects to url as the user of creds speaking the protocol
-// itself (no client library refusing first), publishes size bytes on
-// subject, and returns what the server answers: "PONG" when it took the
-// message, else its error line.
+// itself (rawConnect: no client library refusing first), publishes size
+// bytes on subject, and returns what the server answers: "PONG" when it
+// took the message, else its error line.
 func rawPublish(t *testing.T, url, creds string, subject string, size int) string {
 	t.Helper()
-	b, err := os.ReadFile(creds)
-	if err != nil {
-		t.Fatal(err)
-	}
-	token, err := nkeys.ParseDecoratedJWT(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kp, err := nkeys.ParseDecoratedNKey(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := net.DialTimeout("tcp", strings.TrimPrefix(url, "nats://"), 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if err := conn.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
-		t.Fatal(err)
-	}
-	r := bufio.NewReader(conn)
-	line, err := r.ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, "INFO ") {
-		t.Fatalf("the server's first line %q: %v", line, err)
-	}
-	var info struct {
-		Nonce string `json:"nonce"`
-	}
-	if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "INFO ")), &info); err != nil {
-		t.Fatal(err)
-	}
-	sig, err := kp.Sign([]byte(info.Nonce))
-	if err != nil {
-		t.Fatal(err)
-	}
-	connect, err := json.Marshal(map[string]any{"jwt": token, "sig": base64.RawURLEncoding.EncodeToString(sig), "verbose": false, "pedantic": false,
-		"protocol": 1, "headers": true, "no_responders": true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	msg := fmt.Sprintf("CONNECT %s\r\nPING\r\n", connect)
-	if _, err := conn.Write([]byte(msg)); err != nil {
-		t.Fatal(err)
-	}
-	for {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			t.Fatalf("connecting as %s: %v", creds, err)
-		}
-		if strings.HasPrefix(line, "-ERR") {
-			t.Fatalf("connecting as %s: %s", creds, line)
-		}
-		if strings.HasPrefix(line, "PONG") {
-			break
-		}
-	}
-	pub := fmt.Sprintf("PUB %s %d\r\n%s\r\nPING\r\n", subject, size, strings.Repeat("x", size))
-	if _, err := conn.Write([]byte(pub)); err != nil {
+	conn, r := rawConnect(t, url, creds)
+	if _, err := fmt.Fprintf(conn, "PUB %s %d\r\n%s\r\nPING\r\n", subject, size, strings.Repeat("x", size)); err != nil {
 		return err.Error()
 	}
-	for {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			return err.Error()
-		}
-		line = strings.TrimSpace(line)
-		if line == "PONG" || strings.HasPrefix(line, "-ERR") {
-			return line
-		}
-	}
+	return rawUntilPong(r)
 }
 
 // TestAccountsBoundsFollowTheMesh: Gen signs each account's connection and
