@@ -24,14 +24,14 @@ const lateKey = "ace.gitea.credential.gitea_gitea-read"
 // proxy (its answers not delayed yet), each try of a put waiting ackWait
 // for its ack, and waits until it settles. It returns the harness, the
 // proxy, and the errors of the writes the bus refused or did not take.
-func lateSeat(t *testing.T, ackWait time.Duration) (*harness, *slowProxy, func() []string) {
+func lateSeat(t *testing.T, ackWait time.Duration) (*harness, *bustest.Relay, func() []string) {
 	t.Helper()
 	s := bustest.Server(t)
 	h := &harness{t: t, ctx: bustest.Context(t), srv: s}
 	h.nc, h.js = bustest.Connect(t, s, "operator")
 	h.apply(homelab(t))
-	slow := newSlowProxy(t, s.Addr().String(), 0)
-	nc, js, err := bus.Connect(bus.Dial{URL: slow.url(), Name: "seat"})
+	slow := bustest.NewRelay(t, s.Addr().String())
+	nc, js, err := bus.Connect(bus.Dial{URL: slow.URL(), Name: "seat"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +158,7 @@ func checkWrittenOnce(t *testing.T, h *harness, own map[string][]byte, forged ui
 func TestLateAckIsOneWrite(t *testing.T) {
 	h, slow, errs := lateSeat(t, 1500*time.Millisecond)
 	wrote, resent := h.seat.Wrote(), h.seat.Resent()
-	slow.setDelay(2 * time.Second)
+	slow.SetDelay(2 * time.Second)
 	own, forged := forge(t, h, lateKey)
 	bustest.WaitFor(t, 0, "the seat to write "+lateKey+" anew", func() bool {
 		e, err := h.kv(mesh.ProvisionsBucket).Get(h.ctx, lateKey)
@@ -184,7 +184,7 @@ func TestAcksLostWithTheConnectionAreOneWriteEach(t *testing.T) {
 	wrote, recognised := h.seat.Wrote(), h.seat.Recognised()
 	// The seat's answers 2 s late: the first tries' acks are on their way
 	// when the keys hold the puts, and the link is cut then.
-	slow.setDelay(2 * time.Second)
+	slow.SetDelay(2 * time.Second)
 	keys := []string{lateKey, "ace.gitea.credential.postgres_database_main", "ace.vaultwarden.credential.postgres_database"}
 	_, forged := forge(t, h, keys...)
 	kv := h.kv(mesh.ProvisionsBucket)
@@ -199,8 +199,8 @@ func TestAcksLostWithTheConnectionAreOneWriteEach(t *testing.T) {
 		}
 		return true
 	})
-	slow.setDelay(0)
-	slow.cut()
+	slow.SetDelay(0)
+	slow.Cut()
 	bustest.WaitFor(t, 0, "the seat to take the puts as written, or as failed", func() bool {
 		return h.seat.Wrote() >= wrote+int64(len(keys)) || len(errs()) > 0
 	})

@@ -2,9 +2,6 @@ package seat_test
 
 import (
 	"encoding/json"
-	"net"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,105 +10,6 @@ import (
 	"github.com/mesh-provisioner/mesh-provisioner/internal/seat"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
-
-// slowProxy is a TCP proxy to a server that hands the client every byte
-// the server sends delay late, in order: a bus whose answers are slow (a
-// loaded machine, a cluster busy electing leaders), as a connection sees
-// it. What the client sends passes at once.
-type slowProxy struct {
-	ln    net.Listener
-	delay atomic.Int64 // nanoseconds; see setDelay
-	mu    sync.Mutex
-	conns []net.Conn
-}
-
-// setDelay makes the proxy hand the client each byte the server sends from
-// now on d after it was read (those read before keep theirs, and every
-// byte keeps its order).
-func (p *slowProxy) setDelay(d time.Duration) { p.delay.Store(int64(d)) }
-
-// cut closes every connection the proxy holds, with the bytes it has not
-// handed on yet, as a lost link does: a client connects again through it.
-func (p *slowProxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
-}
-
-func newSlowProxy(t *testing.T, to string, delay time.Duration) *slowProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &slowProxy{ln: ln}
-	p.setDelay(delay)
-	t.Cleanup(func() {
-		ln.Close()
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		for _, c := range p.conns {
-			c.Close()
-		}
-	})
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			s, err := net.Dial("tcp", to)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, s)
-			p.mu.Unlock()
-			// The server's bytes to the client late, the client's to the
-			// server at once.
-			go pass(c, s, func() time.Duration { return time.Duration(p.delay.Load()) })
-			go pass(s, c, func() time.Duration { return 0 })
-		}
-	}()
-	return p
-}
-
-func (p *slowProxy) url() string { return "nats://" + p.ln.Addr().String() }
-
-// pass copies from src to dst until either closes, each chunk delay()
-// after it was read.
-func pass(dst, src net.Conn, delay func() time.Duration) {
-	type chunk struct {
-		at time.Time // when it is due
-		b  []byte
-	}
-	chunks := make(chan chunk, 4096)
-	go func() {
-		defer dst.Close()
-		for c := range chunks {
-			time.Sleep(time.Until(c.at))
-			if _, err := dst.Write(c.b); err != nil {
-				src.Close()
-				return
-			}
-		}
-	}()
-	defer close(chunks)
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			chunks <- chunk{time.Now().Add(delay()), append([]byte(nil), buf[:n]...)}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
 
 // A seat whose bus answers each request later than a renewal's try lasts
 // (TTL/8) but well within the fence keeps its lease and may write: its
@@ -129,8 +27,9 @@ func TestLeaseHeldOnASlowBus(t *testing.T) {
 	// Answers 400 ms late: over a try's 250 ms, and two of them and a
 	// renewal period (1.13 s) under the fence's 1.5 s.
 	const ttl = 2 * time.Second
-	slow := newSlowProxy(t, s.Addr().String(), 400*time.Millisecond)
-	nc, js, err := bus.Connect(bus.Dial{URL: slow.url(), Name: "seat"})
+	slow := bustest.NewRelay(t, s.Addr().String())
+	slow.SetDelay(400 * time.Millisecond)
+	nc, js, err := bus.Connect(bus.Dial{URL: slow.URL(), Name: "seat"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,8 +93,9 @@ func TestFencedSeatWritesAgainOnceRenewed(t *testing.T) {
 	h := &harness{t: t, ctx: bustest.Context(t), srv: s}
 	h.nc, h.js = bustest.Connect(t, s, "operator")
 	h.apply(homelab(t))
-	slow := newSlowProxy(t, s.Addr().String(), 350*time.Millisecond)
-	nc, js, err := bus.Connect(bus.Dial{URL: slow.url(), Name: "seat"})
+	slow := bustest.NewRelay(t, s.Addr().String())
+	slow.SetDelay(350 * time.Millisecond)
+	nc, js, err := bus.Connect(bus.Dial{URL: slow.URL(), Name: "seat"})
 	if err != nil {
 		t.Fatal(err)
 	}

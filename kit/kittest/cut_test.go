@@ -3,9 +3,6 @@ package kittest_test
 import (
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -16,93 +13,6 @@ import (
 	"github.com/mesh-provisioner/mesh-provisioner/kit/kittest"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
-
-// cutter is a loopback TCP relay to a server that can stop passing what the
-// server sends (so a request's answer is lost) and then cut every
-// connection through it, as a loaded or broken network does: a real fault
-// between a real client and a real server.
-type cutter struct {
-	ln     net.Listener
-	server string
-	mu     sync.Mutex
-	mute   bool
-	conns  []net.Conn
-}
-
-// newCutter relays to the server at url (nats://host:port) until t ends,
-// and returns it.
-func newCutter(t *testing.T, url string) *cutter {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &cutter{ln: ln, server: strings.TrimPrefix(url, "nats://")}
-	t.Cleanup(func() {
-		_ = ln.Close()
-		c.cut()
-	})
-	go func() {
-		for {
-			client, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			server, err := net.Dial("tcp", c.server)
-			if err != nil {
-				_ = client.Close()
-				continue
-			}
-			c.mu.Lock()
-			c.conns = append(c.conns, client, server)
-			c.mu.Unlock()
-			go func() { _, _ = io.Copy(server, client) }()
-			go c.back(client, server)
-		}
-	}()
-	return c
-}
-
-// back passes what server sends to client, dropping it while muted.
-func (c *cutter) back(client, server net.Conn) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := server.Read(buf)
-		if err != nil {
-			return
-		}
-		c.mu.Lock()
-		mute := c.mute
-		c.mu.Unlock()
-		if mute {
-			continue
-		}
-		if _, err := client.Write(buf[:n]); err != nil {
-			return
-		}
-	}
-}
-
-// URL returns the URL clients dial to go through c.
-func (c *cutter) URL() string { return "nats://" + c.ln.Addr().String() }
-
-// silence makes c drop what the server sends from now on.
-func (c *cutter) silence() {
-	c.mu.Lock()
-	c.mute = true
-	c.mu.Unlock()
-}
-
-// cut closes every connection through c and passes what the server sends
-// again, for the connections made next.
-func (c *cutter) cut() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, conn := range c.conns {
-		_ = conn.Close()
-	}
-	c.conns, c.mute = nil, false
-}
 
 // failures is t for a test seat, keeping the failures it says so that the
 // test can check them.
@@ -131,7 +41,7 @@ func (f *failures) all() []string {
 // provision with no failure said.
 func TestSeatWritesAgainAPutLostWithItsConnection(t *testing.T) {
 	url := kittest.Server(t)
-	c := newCutter(t, url)
+	c := bustest.NewRelay(t, url)
 	f := &failures{TB: t}
 	seat := kittest.NewSeat(f, c.URL())
 	_, js := kittest.Connect(t, url, "reader")
@@ -142,7 +52,7 @@ func TestSeatWritesAgainAPutLostWithItsConnection(t *testing.T) {
 	}
 
 	key, p := kittest.Requirement(gitea, "shelf", "", shelf)
-	c.silence()
+	c.Silence()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -155,7 +65,7 @@ func TestSeatWritesAgainAPutLostWithItsConnection(t *testing.T) {
 		}
 		return err == nil
 	})
-	c.cut() // the put's answer is lost with the connection
+	c.Cut() // the put's answer is lost with the connection
 	select {
 	case <-done:
 	case <-time.After(45 * time.Second):
