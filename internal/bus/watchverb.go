@@ -74,7 +74,8 @@ func ServeWatches(ctx context.Context, a *Answerer, js jetstream.JetStream, log 
 	sub, err := a.QueueSubscribe(access.WatchWildcard, "mesh-provisioner-watch", func(m *nats.Msg) {
 		user, _, err := a.AskerOf(m)
 		if err != nil {
-			_ = m.Respond(serveWatch(ctx, a, nc, api, m, log)) // refused at once
+			log.Debug("bus: a watch request names no asker; refused", "subject", m.Subject, "err", err)
+			_ = m.Respond(watchRefusal(jsWatchRefused, err.Error())) // at once, in no asker's turn
 			return
 		}
 		who := watchAskerOf(user, m)
@@ -111,16 +112,24 @@ func ServeWatches(ctx context.Context, a *Answerer, js jetstream.JetStream, log 
 	return nil
 }
 
-// serveWatch makes the consumer one watch request m asks for and returns
-// the reply.
-func serveWatch(ctx context.Context, a *Answerer, nc *nats.Conn, api string, m *nats.Msg, log *slog.Logger) []byte {
-	refuse := func(why string) []byte {
-		b, _ := json.Marshal(consumerReply{Error: &nats.APIError{Code: 400, ErrorCode: jsWatchRefused, Description: why}})
-		return b
+// watchRefusal returns the seat's answer refusing a watch request, in the
+// API's shape: code (jsWatchRefused or jsWatchNamesHeld) and why.
+func watchRefusal(code int, why string) []byte {
+	status := 400
+	if code == jsWatchNamesHeld {
+		status = 409
 	}
+	b, _ := json.Marshal(consumerReply{Error: &nats.APIError{Code: status, ErrorCode: nats.ErrorCode(code), Description: why}})
+	return b
+}
+
+// serveWatch makes the consumer one watch request m asks for and returns
+// the reply; its asker was told apart when it was queued (AskerOf, whose
+// answer the answerer holds).
+func serveWatch(ctx context.Context, a *Answerer, nc *nats.Conn, api string, m *nats.Msg, log *slog.Logger) []byte {
+	refuse := func(why string) []byte { return watchRefusal(jsWatchRefused, why) }
 	user, key, err := a.AskerOf(m)
 	if err != nil {
-		log.Debug("bus: a watch request names no asker; refused", "subject", m.Subject, "err", err)
 		return refuse(err.Error())
 	}
 	bucket, pattern, err := access.ParseWatchSubject(m.Subject)
@@ -159,8 +168,7 @@ func serveWatch(ctx context.Context, a *Answerer, nc *nats.Conn, api string, m *
 	}
 	raw, _, err := createConsumer(ctx, nc, api, bucket, names, cfg)
 	if errors.Is(err, errNamesHeld) {
-		b, _ := json.Marshal(consumerReply{Error: &nats.APIError{Code: 409, ErrorCode: jsWatchNamesHeld, Description: err.Error()}})
-		return b
+		return watchRefusal(jsWatchNamesHeld, err.Error())
 	}
 	if err != nil {
 		log.Warn("bus: a watch's consumer was not made", "user", user, "bucket", bucket, "keys", pattern, "err", err)
@@ -367,11 +375,11 @@ func (a *watchAsk) request(ctx context.Context, subject string, body []byte) (*n
 }
 
 // refused hands err (a permissions violation) to the requests waiting on
-// its subject and reports whether any was.
-func (a *watchAsk) refused(err error) bool {
+// its subject.
+func (a *watchAsk) refused(err error) {
 	_, rest, ok := strings.Cut(err.Error(), "Permissions Violation for Publish to \"")
 	if !ok {
-		return false
+		return
 	}
 	subject, _, _ := strings.Cut(rest, "\"")
 	a.mu.Lock()
@@ -382,5 +390,4 @@ func (a *watchAsk) refused(err error) bool {
 		default:
 		}
 	}
-	return len(a.waiting[subject]) > 0
 }
