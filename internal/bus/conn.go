@@ -270,9 +270,11 @@ func CredsUser(path string) string {
 	return uc.Name
 }
 
-// CredsWatchToken returns the token of the consumer names of the user
-// whose credentials file is at path ([access.WatchToken] of its public
-// key), or "" when the file cannot be read or holds no user JWT.
+// CredsWatchToken returns [access.WatchToken] of the public key of the
+// user whose credentials file is at path, or "" when the file cannot be
+// read or holds no user JWT. The seat names a party's watches' consumers
+// with the token of its user in the requests account (the file
+// [AccountCreds] names), whose key the server tells it.
 func CredsWatchToken(path string) string {
 	uc := credsClaims(path)
 	if uc == nil {
