@@ -12,30 +12,37 @@ import (
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
 
-// The vault's verbs (module mesh-vault). NATS does not tell a responder who
-// sent a request, so each verb's subject ends in the requester's bus user
-// name (for a module, its module name): "mesh-vault.secret.<user>". The
-// vault answers only what belongs to that user, and the bus permissions let
-// each user publish only on the subjects ending in its own name.
+// The vault's verbs (module mesh-vault). Each verb's subject names the
+// module it asks for and ends in the asker's bus user name:
+// "mesh-vault.secret.<module>.<asker>", where a module asking its own
+// values is both (its user is its module name) and a node's client asking
+// for a module placed on its node is "client-<node>". The bus permissions
+// let each user publish only the subjects ending in its own name, so the
+// subject's last token is the server's word for who asked; the vault
+// answers a module all its values, and a node's client that node's only.
 const (
 	// SecretVerb answers a module its own credentials (those whose consumer
 	// it is, and those its provisions depend on) and its own secrets (those
-	// its plans name). Subject "mesh-vault.secret.<user>".
+	// its plans name). Subject "mesh-vault.secret.<module>.<asker>".
 	SecretVerb = mesh.VaultModule + ".secret"
 	// ConsumersVerb answers a provider the credentials of its consumers:
 	// those that provisions of which it is the provider depend on. Subject
-	// "mesh-vault.consumers.<user>".
+	// "mesh-vault.consumers.<provider>.<asker>".
 	ConsumersVerb = mesh.VaultModule + ".consumers"
 	// RotateVerb gives a credential a new value at the next generation.
 	// Subject "mesh-vault.rotate"; only operators may publish on it.
 	RotateVerb = mesh.VaultModule + ".rotate"
 )
 
-// SecretSubject returns "mesh-vault.secret.<user>".
-func SecretSubject(user string) string { return SecretVerb + "." + user }
+// SecretSubject returns "mesh-vault.secret.<module>.<asker>": asker's
+// request for module's values.
+func SecretSubject(module, asker string) string { return SecretVerb + "." + module + "." + asker }
 
-// ConsumersSubject returns "mesh-vault.consumers.<user>".
-func ConsumersSubject(user string) string { return ConsumersVerb + "." + user }
+// ConsumersSubject returns "mesh-vault.consumers.<provider>.<asker>":
+// asker's request for the credentials of provider's consumers.
+func ConsumersSubject(provider, asker string) string {
+	return ConsumersVerb + "." + provider + "." + asker
+}
 
 // VaultRequest is the request of [SecretVerb] and [ConsumersVerb]; both
 // fields narrow the answer and may be empty. Key asks only the credentials
@@ -108,7 +115,17 @@ var ErrNoVault = errors.New("kit: no vault answers")
 // (give ctx a deadline).
 func AskSecrets(ctx context.Context, nc *nats.Conn, user string, req VaultRequest) (VaultAnswer, error) {
 	var a VaultAnswer
-	err := ask(ctx, nc, SecretSubject(user), req, &a, func() string { return a.Error })
+	err := ask(ctx, nc, SecretSubject(user, user), req, &a, func() string { return a.Error })
+	return a, err
+}
+
+// AskSecretsAs asks the vault, as the user asker, for module's credentials
+// and secrets (narrowed by req): a node's client ("client-<node>") asks so
+// for a module placed on its node, and is answered that node's values
+// only. It blocks like [AskSecrets].
+func AskSecretsAs(ctx context.Context, nc *nats.Conn, module, asker string, req VaultRequest) (VaultAnswer, error) {
+	var a VaultAnswer
+	err := ask(ctx, nc, SecretSubject(module, asker), req, &a, func() string { return a.Error })
 	return a, err
 }
 
@@ -116,7 +133,17 @@ func AskSecrets(ctx context.Context, nc *nats.Conn, user string, req VaultReques
 // its consumers (narrowed by req). It blocks like [AskSecrets].
 func AskConsumers(ctx context.Context, nc *nats.Conn, user string, req VaultRequest) (VaultAnswer, error) {
 	var a VaultAnswer
-	err := ask(ctx, nc, ConsumersSubject(user), req, &a, func() string { return a.Error })
+	err := ask(ctx, nc, ConsumersSubject(user, user), req, &a, func() string { return a.Error })
+	return a, err
+}
+
+// AskConsumersAs asks the vault, as the user asker, for the credentials
+// of provider's consumers (narrowed by req): a node's client
+// ("client-<node>") asks so for a provider placed on its node, and is
+// answered that node's values only. It blocks like [AskSecrets].
+func AskConsumersAs(ctx context.Context, nc *nats.Conn, provider, asker string, req VaultRequest) (VaultAnswer, error) {
+	var a VaultAnswer
+	err := ask(ctx, nc, ConsumersSubject(provider, asker), req, &a, func() string { return a.Error })
 	return a, err
 }
 

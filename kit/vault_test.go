@@ -22,7 +22,7 @@ func TestAskReadsAnswerNamesExactly(t *testing.T) {
 	nc, _ := kittest.Connect(t, url, "gitea")
 	vnc, _ := kittest.Connect(t, url, "not-a-vault")
 	answer := `{"CREDENTIALS":[{"key":"ace.gitea.credential.x","vault-name":"ace.gitea.credential.x","generation":1,"value":"v"}]}`
-	sub, err := vnc.Subscribe(kit.SecretSubject("gitea"), func(m *nats.Msg) { _ = m.Respond([]byte(answer)) })
+	sub, err := vnc.Subscribe(kit.SecretSubject("gitea", "gitea"), func(m *nats.Msg) { _ = m.Respond([]byte(answer)) })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -74,15 +74,20 @@ func TestAllows(t *testing.T) {
 		{"postgres", access.Write, "keycloak_bound", "ace.x.oidc-client", false},
 		{"postgres", access.Write, "mesh-provisioner_provisions", "ace.gitea.database", false},
 		{"redis", access.Read, "mesh-provisioner_plans", ">", false},
-		{"gitea", access.Ask, "mesh-vault.secret.gitea", "", true},
-		{"gitea", access.Ask, "mesh-vault.secret.keycloak", "", false},
-		{"client-ace", access.Ask, "mesh-vault.secret.gitea", "", true},
-		{"client-control", access.Ask, "mesh-vault.secret.gitea", "", false},
-		{"client-control", access.Ask, "mesh-vault.consumers.postgres", "", true},
+		{"gitea", access.Ask, "mesh-vault.secret.gitea.gitea", "", true},
+		{"gitea", access.Ask, "mesh-vault.secret.gitea.client-ace", "", false},
+		{"gitea", access.Ask, "mesh-vault.secret.keycloak.gitea", "", false},
+		{"client-ace", access.Ask, "mesh-vault.secret.gitea.client-ace", "", true},
+		{"client-ace", access.Ask, "mesh-vault.secret.gitea.gitea", "", false},
+		{"client-ace", access.Ask, "mesh-vault.secret.gitea.client-g14", "", false},
+		{"client-control", access.Ask, "mesh-vault.secret.gitea.client-control", "", false},
+		{"client-control", access.Ask, "mesh-vault.consumers.postgres.client-control", "", true},
+		{"client-control", access.Ask, "mesh-vault.consumers.postgres.postgres", "", false},
+		{"postgres", access.Ask, "mesh-vault.consumers.postgres.postgres", "", true},
 		{"operator", access.Ask, "mesh-asks.answer.operator", "", true},
 		{"client-ace", access.Ask, "mesh-asks.answer.client-ace", "", false},
-		{"mesh-vault", access.Answer, "mesh-vault.secret.*", "", true},
-		{"operator", access.Answer, "mesh-vault.secret.*", "", false},
+		{"mesh-vault", access.Answer, "mesh-vault.secret.*.*", "", true},
+		{"operator", access.Answer, "mesh-vault.secret.*.*", "", false},
 		{"operator", access.Make, "anything", "", false},
 		{"operator", access.Make, "mesh-controller_placement", "", false},
 		{"client-ace", access.Make, "mesh-provisioner_clients", "", false},
@@ -143,7 +148,7 @@ func TestScopedReadersMakeNoConsumer(t *testing.T) {
 		var want []string
 		for _, r := range p.Rules() {
 			if r.Act == access.Read {
-				want = append(want, access.WatchVerb+"."+r.Target+"."+r.Keys)
+				want = append(want, access.WatchVerb+"."+user+"."+r.Target+"."+r.Keys)
 			}
 		}
 		var got []string
@@ -159,43 +164,50 @@ func TestScopedReadersMakeNoConsumer(t *testing.T) {
 	}
 }
 
-// TestWatchSubjects checks the watch verb's subjects both ways: a last
-// ">" is written "=", and a pattern a scoped watch cannot take is refused.
+// TestWatchSubjects checks the watch verb's subjects both ways: the
+// asker's name comes first, a last ">" is written "=", and a pattern a
+// scoped watch cannot take is refused.
 func TestWatchSubjects(t *testing.T) {
-	for _, tt := range []struct{ bucket, pattern, subject string }{
-		{"mesh-provisioner_plans", "ace.>", "mesh-provisioner.watch.mesh-provisioner_plans.ace.="},
-		{"mesh-asks_records", ">", "mesh-provisioner.watch.mesh-asks_records.="},
-		{"mesh-provisioner_clients", "ace", "mesh-provisioner.watch.mesh-provisioner_clients.ace"},
-		{"mesh-provisioner_collect", "ace.shell=3Azsh.gitea", "mesh-provisioner.watch.mesh-provisioner_collect.ace.shell=3Azsh.gitea"},
+	for _, tt := range []struct{ user, bucket, pattern, subject string }{
+		{"client-ace", "mesh-provisioner_plans", "ace.>", "mesh-provisioner.watch.client-ace.mesh-provisioner_plans.ace.="},
+		{"mesh-asks", "mesh-asks_records", ">", "mesh-provisioner.watch.mesh-asks.mesh-asks_records.="},
+		{"client-ace", "mesh-provisioner_clients", "ace", "mesh-provisioner.watch.client-ace.mesh-provisioner_clients.ace"},
+		{access.NoUser, "mesh-provisioner_collect", "ace.shell=3Azsh.gitea", "mesh-provisioner.watch._.mesh-provisioner_collect.ace.shell=3Azsh.gitea"},
 	} {
-		got, err := access.WatchSubject(tt.bucket, tt.pattern)
+		got, err := access.WatchSubject(tt.user, tt.bucket, tt.pattern)
 		if err != nil || got != tt.subject {
-			t.Errorf("WatchSubject(%s, %s) = %q, %v; want %q", tt.bucket, tt.pattern, got, err, tt.subject)
+			t.Errorf("WatchSubject(%s, %s, %s) = %q, %v; want %q", tt.user, tt.bucket, tt.pattern, got, err, tt.subject)
 			continue
 		}
-		b, pat, err := access.ParseWatchSubject(got)
-		if err != nil || b != tt.bucket || pat != tt.pattern {
-			t.Errorf("ParseWatchSubject(%s) = %s, %s, %v; want %s, %s", got, b, pat, err, tt.bucket, tt.pattern)
+		u, b, pat, err := access.ParseWatchSubject(got)
+		if err != nil || u != tt.user || b != tt.bucket || pat != tt.pattern {
+			t.Errorf("ParseWatchSubject(%s) = %s, %s, %s, %v; want %s, %s, %s", got, u, b, pat, err, tt.user, tt.bucket, tt.pattern)
 		}
 		// The permission of the rule's keys matches the subject asked.
-		if !access.Matches(access.WatchVerb+"."+tt.bucket+"."+tt.pattern, got) {
-			t.Errorf("the permission of %s %s does not match its subject %s", tt.bucket, tt.pattern, got)
+		if !access.Matches(access.WatchVerb+"."+tt.user+"."+tt.bucket+"."+tt.pattern, got) {
+			t.Errorf("the permission of %s %s %s does not match its subject %s", tt.user, tt.bucket, tt.pattern, got)
 		}
 	}
-	for _, tt := range []struct{ bucket, pattern string }{
-		{"plans", "ace.*"}, {"plans", ">.ace"}, {"plans", "ace..x"}, {"plans", "="}, {"pla.ns", "ace"}, {"", "ace"},
+	for _, tt := range []struct{ user, bucket, pattern string }{
+		{"u", "plans", "ace.*"}, {"u", "plans", ">.ace"}, {"u", "plans", "ace..x"}, {"u", "plans", "="}, {"u", "pla.ns", "ace"},
+		{"u", "", "ace"}, {"", "plans", "ace"}, {"u.v", "plans", "ace"}, {"*", "plans", "ace"},
 	} {
-		if got, err := access.WatchSubject(tt.bucket, tt.pattern); err == nil {
-			t.Errorf("WatchSubject(%q, %q) = %q; want an error", tt.bucket, tt.pattern, got)
+		if got, err := access.WatchSubject(tt.user, tt.bucket, tt.pattern); err == nil {
+			t.Errorf("WatchSubject(%q, %q, %q) = %q; want an error", tt.user, tt.bucket, tt.pattern, got)
 		}
 	}
-	for _, s := range []string{"mesh-provisioner.watch.plans", "mesh-provisioner.watch.plans.=.ace", "mesh-provisioner.watch.plans.a.*", "mesh-provisioner.other.plans.a"} {
-		if b, p, err := access.ParseWatchSubject(s); err == nil {
-			t.Errorf("ParseWatchSubject(%q) = %s, %s; want an error", s, b, p)
+	for _, s := range []string{"mesh-provisioner.watch.u.plans", "mesh-provisioner.watch.plans.a", "mesh-provisioner.watch.u.plans.=.ace",
+		"mesh-provisioner.watch.u.plans.a.*", "mesh-provisioner.other.u.plans.a"} {
+		if u, b, p, err := access.ParseWatchSubject(s); err == nil {
+			t.Errorf("ParseWatchSubject(%q) = %s, %s, %s; want an error", s, u, b, p)
 		}
+	}
+	// A user's permission never matches another's watch.
+	if access.Matches("mesh-provisioner.watch.client-ace.mesh-provisioner_plans.ace.>", "mesh-provisioner.watch.client-g14.mesh-provisioner_plans.ace.=") {
+		t.Error("client-ace's watch permission matches client-g14's watch")
 	}
 	// An exact key's permission never matches the rest of its keys.
-	if access.Matches("mesh-provisioner.watch.mesh-provisioner_clients.ace", "mesh-provisioner.watch.mesh-provisioner_clients.=") {
+	if access.Matches("mesh-provisioner.watch.client-ace.mesh-provisioner_clients.ace", "mesh-provisioner.watch.client-ace.mesh-provisioner_clients.=") {
 		t.Error("the permission of the key ace matches a watch of every key")
 	}
 }
@@ -324,7 +336,7 @@ func TestClientOfAnEmptyNodeHasARequestsUserDeniedEverything(t *testing.T) {
 	if perm.Responses || !slices.Equal(perm.Subscribe, []string{access.InboxPrefix("client-dell") + ".>"}) {
 		t.Errorf("client-dell in requests: %+v; want no replies, its inbox only", perm)
 	}
-	if got := byUser["client-ace"].PermissionsIn(access.Requests).Publish; !slices.Contains(got, "mesh-vault.secret.app") {
+	if got := byUser["client-ace"].PermissionsIn(access.Requests).Publish; !slices.Contains(got, "mesh-vault.secret.app.client-ace") {
 		t.Errorf("client-ace (app placed) in requests may publish nothing; want app's asks")
 	}
 }

@@ -1,6 +1,9 @@
 package access
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base32"
 	"slices"
 	"strconv"
 	"strings"
@@ -74,7 +77,7 @@ func (p Party) PermissionsIn(acc Account) Permissions {
 		case Ask:
 			pub(r.Target)
 		case watchAsk:
-			pub(watchPermission(r.Target, r.Keys))
+			pub(watchPermission(p.User, r.Target, r.Keys))
 		case Answer:
 			sub(r.Target)
 			perm.Responses = true
@@ -149,10 +152,11 @@ const WatchNames = 8
 
 // ConsumerNames returns the names the seat gives the consumers of user's
 // watches on one bucket ([WatchVerb]): "<user>-w1-<token>" …
-// "<user>-wN-<token>" ([WatchNames]; token from [WatchToken] of the
-// asker's key in [Requests]), or "<user>-w1" … with no token. The seat
-// creates them with the API's "create" action, never updating a consumer
-// of that name: no asker's watch takes over another's.
+// "<user>-wN-<token>" ([WatchNames]; token from [WatchToken]), or
+// "<user>-w1" … with no token. The seat creates them with the API's
+// "create" action, never updating a consumer of that name: no asker's
+// watch takes over another's, and no user holds more than WatchNames
+// consumers of a bucket at a time.
 func ConsumerNames(user, token string) []string {
 	out := make([]string, WatchNames)
 	for i := range out {
@@ -164,18 +168,19 @@ func ConsumerNames(user, token string) []string {
 	return out
 }
 
-// WatchToken returns the token of a user's consumer names (see
-// [ConsumerNames]) from its public nkey pub: ten lower-case characters of
-// it. The server acts on a consumer named in a subject for any message
-// that reaches that subject ("$JS.API.CONSUMER.RESET.<stream>.<name>"
-// resets the consumer to the sequence the message names): with names
-// another party can guess, an operator's consumer delivering there could
-// blind a party's watch. A user's public key is not another party's to
-// know, so neither are its consumers' names. The token changes with the
-// user's key (a rotation), not with a re-signing.
-func WatchToken(pub string) string {
-	if len(pub) < 11 {
-		return strings.ToLower(pub)
-	}
-	return strings.ToLower(pub[1:11])
+// WatchToken returns the token of user's consumer names (see
+// [ConsumerNames]): ten lower-case base32 characters of the HMAC-SHA256 of
+// the user's name keyed by secret (the seed of the seat's user, which every
+// seat process holds and no other party). The server acts on a consumer
+// named in a subject for any message that reaches that subject
+// ("$JS.API.CONSUMER.RESET.<stream>.<name>" resets the consumer to the
+// sequence the message names): with names another party can guess, an
+// operator's consumer delivering there could blind a party's watch. The
+// token is the seat's to compute, from the asker's name that the server
+// pinned in the subject, never from what the asker says: a user has one
+// set of names per bucket. It changes with the seat's key (a rotation).
+func WatchToken(secret []byte, user string) string {
+	mac := hmac.New(sha256.New, secret)
+	mac.Write([]byte(user))
+	return strings.ToLower(base32.StdEncoding.EncodeToString(mac.Sum(nil))[:10])
 }

@@ -115,7 +115,15 @@ type Rule struct {
 const ConfigBucket = "mesh-config_resolved"
 
 // Subjects of the verbs the table names (the ask router's, the vault's and
-// the provisioner's); they are the subjects those components use.
+// the provisioner's); they are the subjects those components use. A verb
+// whose answer depends on who asks ends in the asker's user name
+// ([User]): the vault's "mesh-vault.secret.<module>.<asker>" and
+// "mesh-vault.consumers.<provider>.<asker>", the router's
+// "mesh-asks.answer.<user>", the seat's watches ([WatchVerb]). The
+// server's publish permission pins that token to the user who sent the
+// request, which the header Nats-Request-Info does not: an asker may write
+// a header block the server appends its own line to, past where nats.go
+// stops reading (docs/trust.md).
 const (
 	AsksOfSeat       = "asks." + mesh.Module
 	AsksWildcard     = "asks.*"
@@ -124,12 +132,12 @@ const (
 	WithdrawWildcard = "mesh-asks.withdraw.*"
 	WithdrawOfSeat   = "mesh-asks.withdraw." + mesh.Module
 	ListAsks         = "mesh-asks.list"
-	SecretWildcard   = "mesh-vault.secret.*"
-	SecretOfSelf     = "mesh-vault.secret." + Self
-	SecretOfPlaced   = "mesh-vault.secret." + Placed
-	ConsumersWild    = "mesh-vault.consumers.*"
-	ConsumersOfSelf  = "mesh-vault.consumers." + Self
-	ConsumersPlaced  = "mesh-vault.consumers." + PlacedProvider
+	SecretWildcard   = "mesh-vault.secret.*.*"
+	SecretOfSelf     = "mesh-vault.secret." + Self + "." + User
+	SecretOfPlaced   = "mesh-vault.secret." + Placed + "." + User
+	ConsumersWild    = "mesh-vault.consumers.*.*"
+	ConsumersOfSelf  = "mesh-vault.consumers." + Self + "." + User
+	ConsumersPlaced  = "mesh-vault.consumers." + PlacedProvider + "." + User
 	Rotate           = "mesh-vault.rotate"
 	Provisioning     = mesh.ProvisioningSubject
 	Unkeep           = mesh.UnkeepSubject // the seat's verb that clears a kept no: operators only
@@ -215,8 +223,8 @@ var Table = join(
 		{Router, Answer, WithdrawWildcard, ""},
 		{Router, Answer, ListAsks, ""},
 	},
-	// The vault answers its verbs; the subject's last token names the
-	// module it answers for, which the table pins to that module's user.
+	// The vault answers its verbs; the subject names the module it answers
+	// for and, last, the asker, which the table pins to the asker's user.
 	// It reads the clients' applied records: a rotated credential comes in
 	// force once its consumer's node says it rendered it.
 	[]Rule{

@@ -269,7 +269,7 @@ func refusedOn(a act) (string, func(string) bool) {
 			// A scoped party asks the seat for its watch in the
 			// requests account; a reader of every bucket makes its
 			// consumer itself.
-			watch, _ := access.WatchSubject(a.target, a.key)
+			watch, _ := access.WatchSubject(a.as, a.target, a.key)
 			return s == "$JS.API.STREAM.INFO."+stream || s == watch ||
 				strings.HasPrefix(s, "$JS.API.CONSUMER.CREATE."+stream+".") && strings.HasSuffix(s, ".$KV."+a.target+"."+a.key)
 		}
@@ -495,16 +495,24 @@ var namedRows = []row{
 	{"seat writes applied", act{as: access.SeatUser, do: access.Write, target: mesh.AppliedBucket, key: "n1.m"},
 		act{as: "client-n1", do: access.Write, target: mesh.AppliedBucket, key: "n1.m"}},
 
-	{"module m asks n's secrets", act{as: "m", do: access.Ask, target: "mesh-vault.secret.n"},
-		act{as: "n", do: access.Ask, target: "mesh-vault.secret.n"}},
-	{"client of n2 asks m's secrets", act{as: "client-n2", do: access.Ask, target: "mesh-vault.secret.m"},
-		act{as: "client-n1", do: access.Ask, target: "mesh-vault.secret.m"}},
-	{"operator asks m's secrets", act{as: "operator", do: access.Ask, target: "mesh-vault.secret.m"},
-		act{as: "m", do: access.Ask, target: "mesh-vault.secret.m"}},
-	{"provider b asks a's consumers", act{as: "b", do: access.Ask, target: "mesh-vault.consumers.a"},
-		act{as: "a", do: access.Ask, target: "mesh-vault.consumers.a"}},
-	{"client of n2 asks a's consumers", act{as: "client-n2", do: access.Ask, target: "mesh-vault.consumers.a"},
-		act{as: "client-n1", do: access.Ask, target: "mesh-vault.consumers.a"}},
+	{"module m asks n's secrets", act{as: "m", do: access.Ask, target: "mesh-vault.secret.n.m"},
+		act{as: "n", do: access.Ask, target: "mesh-vault.secret.n.n"}},
+	{"module m asks its secrets as n", act{as: "m", do: access.Ask, target: "mesh-vault.secret.m.n"},
+		act{as: "m", do: access.Ask, target: "mesh-vault.secret.m.m"}},
+	{"client of n2 asks m's secrets", act{as: "client-n2", do: access.Ask, target: "mesh-vault.secret.m.client-n2"},
+		act{as: "client-n1", do: access.Ask, target: "mesh-vault.secret.m.client-n1"}},
+	{"client of n1 asks m's secrets as m", act{as: "client-n1", do: access.Ask, target: "mesh-vault.secret.m.m"},
+		act{as: "client-n1", do: access.Ask, target: "mesh-vault.secret.m.client-n1"}},
+	{"client of n2 asks m's secrets as client of n1", act{as: "client-n2", do: access.Ask, target: "mesh-vault.secret.m.client-n1"},
+		act{as: "client-n1", do: access.Ask, target: "mesh-vault.secret.m.client-n1"}},
+	{"operator asks m's secrets", act{as: "operator", do: access.Ask, target: "mesh-vault.secret.m.operator"},
+		act{as: "m", do: access.Ask, target: "mesh-vault.secret.m.m"}},
+	{"provider b asks a's consumers", act{as: "b", do: access.Ask, target: "mesh-vault.consumers.a.b"},
+		act{as: "a", do: access.Ask, target: "mesh-vault.consumers.a.a"}},
+	{"client of n2 asks a's consumers", act{as: "client-n2", do: access.Ask, target: "mesh-vault.consumers.a.client-n2"},
+		act{as: "client-n1", do: access.Ask, target: "mesh-vault.consumers.a.client-n1"}},
+	{"client of n1 asks a's consumers as a", act{as: "client-n1", do: access.Ask, target: "mesh-vault.consumers.a.a"},
+		act{as: "client-n1", do: access.Ask, target: "mesh-vault.consumers.a.client-n1"}},
 	{"client answers an ask", act{as: "client-n1", do: access.Ask, target: "mesh-asks.answer.client-n1"},
 		act{as: "operator", do: access.Ask, target: "mesh-asks.answer.operator"}},
 	{"provider answers an ask", act{as: "a", do: access.Ask, target: "mesh-asks.answer.a"},
@@ -523,13 +531,13 @@ var namedRows = []row{
 		act{as: "operator", do: access.Ask, target: access.Unkeep}},
 
 	{"client answers the vault's secret verb", act{as: "client-n1", do: access.Answer, target: access.SecretWildcard},
-		act{as: access.VaultUser, do: access.Answer, target: access.SecretWildcard, probe: [2]string{"m", "mesh-vault.secret.m"}}},
+		act{as: access.VaultUser, do: access.Answer, target: access.SecretWildcard, probe: [2]string{"m", "mesh-vault.secret.m.m"}}},
 	{"operator answers for the ask router", act{as: "operator", do: access.Answer, target: access.AnswerWildcard},
 		act{as: access.RouterUser, do: access.Answer, target: access.AnswerWildcard, probe: [2]string{"operator", "mesh-asks.answer.operator"}}},
 	{"provider answers the provisioning verb", act{as: "a", do: access.Answer, target: access.Provisioning},
 		act{as: access.SeatUser, do: access.Answer, target: access.Provisioning, probe: [2]string{"operator", access.Provisioning}}},
 	{"module reads another's replies", act{as: "m", do: access.Answer, target: "_INBOX_n.>"},
-		act{as: "n", do: access.Ask, target: "mesh-vault.secret.n"}},
+		act{as: "n", do: access.Ask, target: "mesh-vault.secret.n.n"}},
 	{"client listens to writes of plans", act{as: "client-n1", do: access.Answer, target: "$KV." + mesh.PlansBucket + ".>"},
 		act{as: "client-n1", do: access.Read, target: mesh.PlansBucket, key: "n1.>"}},
 

@@ -169,7 +169,7 @@ func TestNoScopedPartyMakesConsumers(t *testing.T) {
 		p := f.conns[tt.user]
 		stream := "KV_" + tt.bucket
 		filter := "$KV." + tt.bucket + "." + tt.keys
-		for _, name := range append(access.ConsumerNames(tt.user, bus.CredsWatchToken(auth.AccountCredsPath(f.dir, access.Requests, tt.user)))[:1], "x") {
+		for _, name := range append(access.ConsumerNames(tt.user, bus.WatchTokenOf(auth.AccountCredsPath(f.dir, access.Services, access.SeatUser), tt.user))[:1], "x") {
 			body, _ := json.Marshal(map[string]any{"stream_name": stream, "config": map[string]any{
 				"name": name, "filter_subject": filter, "direct": true, "sourcing": true, "deliver_policy": "all",
 				"ack_policy": "none", "deliver_subject": access.InboxPrefix(tt.user) + ".direct"}})
@@ -406,7 +406,7 @@ func TestTheServerForgetsUnansweredVaultRequests(t *testing.T) {
 	if err := f.answering[access.VaultUser].nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.asking["client-n1"].nc.PublishRequest("mesh-vault.secret.m", "_INBOX_client-n1.unanswered", []byte(`{}`)); err != nil {
+	if err := f.asking["client-n1"].nc.PublishRequest("mesh-vault.secret.m.client-n1", "_INBOX_client-n1.unanswered", []byte(`{}`)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := sub.NextMsg(20 * time.Second); err != nil {

@@ -45,7 +45,7 @@ func TestVaultAskersRequestsAreBounded(t *testing.T) {
 	}
 
 	// The raw protocol: what an attacker's own client sends.
-	subject := kit.SecretSubject("m")
+	subject := kit.SecretSubject("m", "client-n1")
 	if said := rawPublish(t, srv.URL(), creds("client-n1"), subject, access.MaxVaultRequest+1); !strings.Contains(said, "Maximum Payload Violation") {
 		t.Errorf("client-n1's request of %d bytes on %s: the server said %q; want its Maximum Payload Violation", access.MaxVaultRequest+1, subject, said)
 	}

@@ -306,7 +306,7 @@ func TestDeliveriesIntoAnotherInboxActOnNothing(t *testing.T) {
 		"at-plans":        "$KV." + mesh.PlansBucket + ".n2.n",
 		"at-api":          "$JS.API.STREAM.DELETE.KV_" + mesh.ProvisionsBucket,
 	}
-	watch, err := access.WatchSubject(mesh.AppliedBucket, "n1.>")
+	watch, err := access.WatchSubject("client-n1", mesh.AppliedBucket, "n1.>")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -327,14 +327,14 @@ func TestDeliveriesIntoAnotherInboxActOnNothing(t *testing.T) {
 		}
 	}
 	// A module's request whose answer is aimed at n2's inbox.
-	if err := f.asking["m"].nc.PublishRequest("mesh-vault.secret.m", access.InboxPrefix("client-n2")+".x", []byte(`{}`)); err != nil {
+	if err := f.asking["m"].nc.PublishRequest("mesh-vault.secret.m.m", access.InboxPrefix("client-n2")+".x", []byte(`{}`)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := n1.js.Publish(ctx, "$KV."+mesh.AppliedBucket+".n1.m", []byte(`{"v":2}`)); err != nil {
 		t.Fatal(err)
 	}
 	// The victims go on.
-	for _, ask := range []struct{ user, subject string }{{access.DefaultOperator, access.Provisioning}, {"client-n2", "mesh-vault.secret.n"}} {
+	for _, ask := range []struct{ user, subject string }{{access.DefaultOperator, access.Provisioning}, {"client-n2", "mesh-vault.secret.n.client-n2"}} {
 		got, err := f.asking[ask.user].nc.RequestWithContext(ctx, ask.subject, []byte(`{}`))
 		if err != nil || string(got.Data) != `{"answer":1}` {
 			t.Errorf("%s asks %s: %v, %v; want its answer", ask.user, ask.subject, got, err)

@@ -41,9 +41,9 @@ func TestNoPartyResetsAnothersWatch(t *testing.T) {
 	victim := bus.Follow(ctx, n2.js, mesh.PlansBucket, bus.Options{Filter: "n2.>"})
 	<-victim.Ready()
 
-	token := bus.CredsWatchToken(auth.AccountCredsPath(f.dir, access.Requests, "client-n2"))
+	token := bus.WatchTokenOf(auth.AccountCredsPath(f.dir, access.Services, access.SeatUser), "client-n2")
 	if token == "" || strings.Contains("client-n2", token) {
-		t.Fatalf("client-n2's watch token = %q; want one from its key", token)
+		t.Fatalf("client-n2's watch token = %q; want one from the seat's key", token)
 	}
 	jsOld, err := seat.nc.JetStream()
 	if err != nil {
@@ -70,7 +70,7 @@ func TestNoPartyResetsAnothersWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	ask := f.asking["client-n1"]
-	watch, err := access.WatchSubject(mesh.AppliedBucket, "n1.m")
+	watch, err := access.WatchSubject("client-n1", mesh.AppliedBucket, "n1.m")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -76,13 +76,13 @@ func TestNoPartyTakesOverAnothersWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	var victim *nats.ConsumerInfo
-	for _, name := range access.ConsumerNames("client-n1", bus.CredsWatchToken(auth.AccountCredsPath(f.dir, access.Requests, "client-n1"))) {
+	for _, name := range access.ConsumerNames("client-n1", bus.WatchTokenOf(auth.AccountCredsPath(f.dir, access.Services, access.SeatUser), "client-n1")) {
 		if ci, err := jsOld.ConsumerInfo("KV_"+mesh.PlansBucket, name); err == nil {
 			victim = ci
 		}
 	}
-	if victim == nil || !slices.Contains(access.ConsumerNames("client-n1", bus.CredsWatchToken(auth.AccountCredsPath(f.dir, access.Requests, "client-n1"))), victim.Name) {
-		t.Fatalf("client-n1's consumer of plans: %+v; want one named from %v", victim, access.ConsumerNames("client-n1", bus.CredsWatchToken(auth.AccountCredsPath(f.dir, access.Requests, "client-n1"))))
+	if victim == nil || !slices.Contains(access.ConsumerNames("client-n1", bus.WatchTokenOf(auth.AccountCredsPath(f.dir, access.Services, access.SeatUser), "client-n1")), victim.Name) {
+		t.Fatalf("client-n1's consumer of plans: %+v; want one named from %v", victim, access.ConsumerNames("client-n1", bus.WatchTokenOf(auth.AccountCredsPath(f.dir, access.Services, access.SeatUser), "client-n1")))
 	}
 	attack := func(filter string) []byte {
 		body, _ := json.Marshal(map[string]any{"stream_name": "KV_" + mesh.PlansBucket, "action": "update", "config": map[string]any{

@@ -119,13 +119,13 @@ func TestRepliesAimedAtTheBusActOnNothing(t *testing.T) {
 		"$KV." + mesh.ClientsBucket + ".n1",
 		access.InboxPrefix("client-n2") + ".stolen",
 	} {
-		if err := m.PublishRequest("mesh-vault.secret.m", reply, []byte(`{}`)); err != nil {
+		if err := m.PublishRequest("mesh-vault.secret.m.m", reply, []byte(`{}`)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// The neighbour: answered in m's own inbox. The server delivers the
 	// answers in order, so the aimed ones have landed by now.
-	if got, err := m.RequestWithContext(ctx, "mesh-vault.secret.m", []byte(`{}`)); err != nil || string(got.Data) != `{"answer":1}` {
+	if got, err := m.RequestWithContext(ctx, "mesh-vault.secret.m.m", []byte(`{}`)); err != nil || string(got.Data) != `{"answer":1}` {
 		t.Fatalf("m's own request: %v, %v; want the answer", got, err)
 	}
 	for _, nc := range []*nats.Conn{f.conns["client-n2"].nc, f.asking["client-n2"].nc} {
@@ -239,8 +239,8 @@ func TestAnswererNamesTheAsker(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for _, ask := range []struct{ user, subject string }{
-		{"m", "mesh-vault.secret.m"},
-		{"client-n1", "mesh-vault.secret.m"},
+		{"m", "mesh-vault.secret.m.m"},
+		{"client-n1", "mesh-vault.secret.m.client-n1"},
 		{"alice", access.Rotate},
 	} {
 		if _, err := f.asking[ask.user].nc.RequestWithContext(ctx, ask.subject, []byte(`{}`)); err != nil {
@@ -249,15 +249,15 @@ func TestAnswererNamesTheAsker(t *testing.T) {
 	}
 	// m aims the vault's answer at the rotate verb.
 	m := f.asking["m"].nc
-	if err := m.PublishRequest("mesh-vault.secret.m", access.Rotate, []byte(`{}`)); err != nil {
+	if err := m.PublishRequest("mesh-vault.secret.m.m", access.Rotate, []byte(`{}`)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.RequestWithContext(ctx, "mesh-vault.secret.m", []byte(`{}`)); err != nil {
+	if _, err := m.RequestWithContext(ctx, "mesh-vault.secret.m.m", []byte(`{}`)); err != nil {
 		t.Fatal(err)
 	}
 	want := []hearing{
-		{"mesh-vault.secret.m", "m", nil}, {"mesh-vault.secret.m", "client-n1", nil}, {access.Rotate, "alice", nil},
-		{"mesh-vault.secret.m", "m", nil}, {access.Rotate, "", bus.ErrNoAsker}, {"mesh-vault.secret.m", "m", nil},
+		{"mesh-vault.secret.m.m", "m", nil}, {"mesh-vault.secret.m.client-n1", "client-n1", nil}, {access.Rotate, "alice", nil},
+		{"mesh-vault.secret.m.m", "m", nil}, {access.Rotate, "", bus.ErrNoAsker}, {"mesh-vault.secret.m.m", "m", nil},
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for len(h.all()) < len(want) && time.Now().Before(deadline) {

@@ -88,3 +88,36 @@ func BenchmarkAskerNew(b *testing.B) {
 		i++
 	}
 }
+
+// TestSentByTakesTheSubjectsAsker: a request is taken as its subject's
+// asker only where the server's header names the same user; a header
+// naming another (an asker's own, past where nats.go reads the server's)
+// or none is refused, and an answerer with no credentials takes the
+// subject's word.
+func TestSentByTakesTheSubjectsAsker(t *testing.T) {
+	a := bus.AnswererIn(nil, "ASERVICES")
+	for _, c := range []struct {
+		header, asker string
+		ok            bool
+	}{
+		{"client-ace", "client-ace", true},
+		{"gitea", "client-ace", false},
+		{"client-ace", "gitea", false},
+	} {
+		m := request("AREQUESTS", c.header, 1)
+		m.Subject = "mesh-vault.secret.gitea." + c.asker
+		err := a.SentBy(m, c.asker)
+		if (err == nil) != c.ok {
+			t.Errorf("SentBy(header %s, subject's asker %s) = %v; want ok %v", c.header, c.asker, err, c.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), `names the asker "`+c.asker+`"`) {
+			t.Errorf("SentBy(header %s, subject's asker %s) = %v; want it to name both", c.header, c.asker, err)
+		}
+	}
+	if err := a.SentBy(nats.NewMsg("mesh-vault.secret.gitea.gitea"), "gitea"); !errors.Is(err, bus.ErrNoAsker) {
+		t.Errorf("SentBy of a request with no header = %v; want ErrNoAsker", err)
+	}
+	if err := bus.AnswererIn(nil, "").SentBy(nats.NewMsg("mesh-vault.secret.gitea.gitea"), "gitea"); err != nil {
+		t.Errorf("SentBy on a server without accounts = %v; want nil (the subject's word)", err)
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/access"
 )
@@ -168,6 +169,7 @@ func dial(d Dial) (*nats.Conn, error) {
 		who = d.Name
 	}
 	refused := &refusals{}
+	late := &lateAnswers{}
 	var disconnects atomic.Int64 // the connection's disconnects so far
 	opts := []nats.Option{
 		nats.Name(d.Name),
@@ -199,7 +201,7 @@ func dial(d Dial) (*nats.Conn, error) {
 				// An answer sent after the server forgot its request's
 				// reply (the asker's wait ended, or a connection came
 				// back meanwhile): it reaches no one, as intended.
-				log.Info("bus: an answer came after the server forgot its request; dropped", "component", d.Name)
+				late.say(d.Name, log)
 				return
 			}
 			if d.OnRefused != nil && errors.Is(err, nats.ErrPermissionViolation) {
@@ -270,17 +272,33 @@ func CredsUser(path string) string {
 	return uc.Name
 }
 
-// CredsWatchToken returns [access.WatchToken] of the public key of the
-// user whose credentials file is at path, or "" when the file cannot be
-// read or holds no user JWT. The seat names a party's watches' consumers
-// with the token of its user in the requests account (the file
-// [AccountCreds] names), whose key the server tells it.
-func CredsWatchToken(path string) string {
-	uc := credsClaims(path)
-	if uc == nil {
+// WatchTokenOf returns [access.WatchToken] of user keyed by the seed of
+// the credentials file at seatCreds (the seat's user, in any account: the
+// file its answerer of watches dials), or "" when the file cannot be read
+// or holds no seed. The seat names user's watches' consumers with it.
+func WatchTokenOf(seatCreds, user string) string {
+	seed := credsSeed(seatCreds)
+	if seed == nil {
 		return ""
 	}
-	return access.WatchToken(uc.Subject)
+	return access.WatchToken(seed, user)
+}
+
+// credsSeed returns the nkey seed in the credentials file at path, or nil.
+func credsSeed(path string) []byte {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	kp, err := nkeys.ParseDecoratedNKey(b)
+	if err != nil {
+		return nil
+	}
+	seed, err := kp.Seed()
+	if err != nil {
+		return nil
+	}
+	return seed
 }
 
 // CredsPublish returns the subjects the user JWT in the credentials file
@@ -459,6 +477,37 @@ func (r *refusals) say(d Dial, who string, log *slog.Logger, err error) {
 }
 
 // clear forgets the refusals said, once the connection is back.
+// lateAnswersSaid is how often a connection says the answers it sent after
+// the server forgot their requests.
+const lateAnswersSaid = time.Minute
+
+// lateAnswers counts a connection's answers sent after the server forgot
+// their requests' replies: a flood of requests that time out makes one
+// each, so they are said once per [lateAnswersSaid], counted, not one
+// line each.
+type lateAnswers struct {
+	mu   sync.Mutex
+	n    int
+	said time.Time
+}
+
+// say counts one late answer, and logs the count at info when the last
+// such line is older than [lateAnswersSaid] (the first at once).
+func (l *lateAnswers) say(component string, log *slog.Logger) {
+	l.mu.Lock()
+	l.n++
+	n, now := l.n, time.Now()
+	sayNow := now.Sub(l.said) >= lateAnswersSaid
+	if sayNow {
+		l.said, l.n = now, 0
+	}
+	l.mu.Unlock()
+	if sayNow {
+		log.Info("bus: answers came after the server forgot their requests; dropped (they reach no one)",
+			"component", component, "answers", n, "per", lateAnswersSaid)
+	}
+}
+
 func (r *refusals) clear() {
 	r.mu.Lock()
 	r.last, r.removed, r.revoked = "", false, false

@@ -20,7 +20,7 @@ func SizeHint(st jetstream.StreamState) int { return sizeHint(st) }
 // publishing publish ([withScoping]), asking the seat for its watches on
 // nc itself (a server without accounts).
 func ScopedFor(nc *nats.Conn, js jetstream.JetStream, publish []string) (jetstream.JetStream, error) {
-	return withScoping(nc, js, publish, func() (*watchAsk, error) { return &watchAsk{nc: nc}, nil })
+	return withScoping(nc, js, publish, func() (*watchAsk, error) { return &watchAsk{nc: nc, user: "_"}, nil })
 }
 
 // WatchSubject returns the subject a scoped party's watch w receives its

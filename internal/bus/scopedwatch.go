@@ -211,14 +211,14 @@ func (w *scopedWatcher) start(ctx context.Context) error {
 // takes as transient (the seat starting or taking over); keys the user may
 // not read are the server's permissions violation, at once.
 func (kv *scopedKV) askWatch(ctx context.Context, pattern string, req watchRequest) ([]byte, error) {
-	subject, err := access.WatchSubject(kv.bucket, pattern)
-	if err != nil {
-		return nil, err
-	}
 	if err := kv.nc.FlushWithContext(ctx); err != nil {
 		return nil, err
 	}
 	a, err := kv.ask()
+	if err != nil {
+		return nil, err
+	}
+	subject, err := access.WatchSubject(a.user, kv.bucket, pattern)
 	if err != nil {
 		return nil, err
 	}

@@ -87,6 +87,10 @@ type Answerer struct {
 	// kilobyte or two each.
 	mu   sync.Mutex
 	said map[string]asker
+	// seed is the nkey seed of the responder's credentials (nil without):
+	// the key of the names the seat gives its askers' watches
+	// ([access.WatchToken]).
+	seed []byte
 }
 
 // asker is what [Answerer.Asker] made of one header: a user, or an error.
@@ -124,6 +128,7 @@ func NewAnswerer(nc *nats.Conn, creds string) (*Answerer, error) {
 	if a.own == "" {
 		a.own = uc.Issuer
 	}
+	a.seed = credsSeed(creds)
 	return a, nil
 }
 
@@ -142,12 +147,19 @@ func (a *Answerer) Open() bool { return a.own == "" }
 // Asker returns the user that sent the request m, as the server says in
 // its [RequestInfoHeader]: the JWT name of a client's user in another
 // account than the answerer's (the requests account, whose import of the
-// verbs shares the asker's identity; the server replaces any such header
-// the asker set), or, on a server whose configuration holds the accounts
-// and users, the user's name. It returns "" and nil when the answerer is [Answerer.Open],
-// and an error wrapping [ErrNoAsker] when the server names no client user
-// of another account. What it made of a header is held (see
-// [Answerer].said): the requests of one connection cost a lookup.
+// verbs shares the asker's identity), or, on a server whose configuration
+// holds the accounts and users, the user's name. It returns "" and nil
+// when the answerer is [Answerer.Open], and an error wrapping [ErrNoAsker]
+// when the server names no client user of another account. What it made
+// of a header is held (see [Answerer].said): the requests of one
+// connection cost a lookup.
+//
+// The name is only as good as the header: an asker that writes its own
+// header block, ending in a bare blank line, has its line read and the
+// server's not. Take who asked from a subject the server's permissions pin
+// to the asker ([Answerer.SentBy]); Asker alone tells that a request
+// crossed the requests account's import, on a verb only some users may
+// publish (the operators' rotate and unkeep).
 func (a *Answerer) Asker(m *nats.Msg) (string, error) {
 	user, _, err := a.AskerOf(m)
 	return user, err
@@ -181,6 +193,43 @@ func (a *Answerer) AskerOf(m *nats.Msg) (user, key string, err error) {
 	a.said[h] = said
 	a.mu.Unlock()
 	return said.user, said.key, said.err
+}
+
+// SentBy returns nil when the request m may be taken as sent by user,
+// the asker its subject names (the server's publish permission pins that
+// token to the user who published it: the product's verbs that answer by
+// asker end in its name, see [access.SecretOfSelf]). The server's
+// [RequestInfoHeader] is a second check: the request must have crossed
+// the import of the requests account from a client user, and the header
+// must name the same user. The header alone is not the server's word: an
+// asker may write a header block that ends in a bare blank line, which the
+// server appends its own line past and nats.go reads no further than, so
+// that the first line, the asker's, is all a responder sees. An answerer
+// that is [Answerer.Open] takes the subject's word. The error wraps
+// [ErrNoAsker] when no client user of another account sent m, or says
+// the two names.
+func (a *Answerer) SentBy(m *nats.Msg, user string) error {
+	if a.Open() {
+		return nil
+	}
+	who, _, err := a.AskerOf(m)
+	if err != nil {
+		return err
+	}
+	if who != user {
+		return fmt.Errorf("%s names the asker %q, but the server's %s names %q: refused (a header block written to pass as the server's)", m.Subject, user, RequestInfoHeader, who)
+	}
+	return nil
+}
+
+// WatchToken returns the token of user's watches' consumer names
+// ([access.WatchToken]) keyed by the answerer's own seed, or "" for an
+// answerer with no credentials.
+func (a *Answerer) WatchToken(user string) string {
+	if a.seed == nil {
+		return ""
+	}
+	return access.WatchToken(a.seed, user)
 }
 
 // forgedInfo returns an error wrapping [ErrNoAsker] when the headers h of

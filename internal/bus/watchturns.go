@@ -127,7 +127,8 @@ func (t *watchTurns) done(who string) {
 }
 
 // watchAskerOf returns who asks the watch request m, as the seat queues
-// it: the user the server names, or on a server without accounts (one
+// it: the user its subject names (the server's permission pins it, and
+// its header agrees: watchAskerIn), or on a server without accounts (one
 // connection space) the asker's connection, told by its reply subject's
 // inbox ("_INBOX.<nuid>" of "_INBOX.<nuid>.<token>").
 func watchAskerOf(user string, m *nats.Msg) string {

@@ -56,8 +56,12 @@ const watchWorkers = 16
 // js (the seat's JetStream, which may create consumers of every bucket). A
 // request is answered with the JetStream API's reply to the consumer
 // create (its "name" and "num_pending", or its "error"), or with an error
-// of the API's shape: the asker is not told apart ([Answerer.Asker]), the
-// deliver subject is not the asker's inbox, the request does not decode.
+// of the API's shape: the asker its subject names is not the one the
+// server's header names ([Answerer.SentBy]), the deliver subject is not
+// the asker's inbox, the request does not decode. The consumer takes one of
+// the asker's names ([access.ConsumerNames], token [Answerer.WatchToken]:
+// keyed by a's seed, so a is the seat's answerer made with its
+// credentials).
 // Every seat process answers, in one queue group: a standby seat serves
 // watches as well as the one holding the lease. Askers are served in turn,
 // one request of each at a time, at most watchesWaiting of one asker
@@ -72,7 +76,7 @@ func ServeWatches(ctx context.Context, a *Answerer, js jetstream.JetStream, log 
 	nc, api := js.Conn(), apiPrefixOf(js)
 	turns := newWatchTurns(ctx)
 	sub, err := a.QueueSubscribe(access.WatchWildcard, "mesh-provisioner-watch", func(m *nats.Msg) {
-		user, _, err := a.AskerOf(m)
+		user, err := watchAskerIn(a, m)
 		if err != nil {
 			log.Debug("bus: a watch request names no asker; refused", "subject", m.Subject, "err", err)
 			_ = m.Respond(watchRefusal(jsWatchRefused, err.Error())) // at once, in no asker's turn
@@ -123,18 +127,36 @@ func watchRefusal(code int, why string) []byte {
 	return b
 }
 
+// watchAskerIn returns the asker of the watch request m: the user its
+// subject names ([access.WatchSubject]), which the server's permission
+// pins to the user who published it, once the server's header agrees
+// ([Answerer.SentBy]); "" on a server without accounts ([Answerer.Open]),
+// where no connection has a user.
+func watchAskerIn(a *Answerer, m *nats.Msg) (string, error) {
+	user, _, _, err := access.ParseWatchSubject(m.Subject)
+	if err != nil {
+		return "", err
+	}
+	if a.Open() {
+		return "", nil
+	}
+	if err := a.SentBy(m, user); err != nil {
+		return "", err
+	}
+	return user, nil
+}
+
 // serveWatch makes the consumer one watch request m asks for and returns
-// the reply; its asker was told apart when it was queued (AskerOf, whose
-// answer the answerer holds).
+// the reply; its asker was told apart when it was queued (watchAskerIn:
+// the subject's, as the server's header says too).
 func serveWatch(ctx context.Context, a *Answerer, nc *nats.Conn, api string, m *nats.Msg, log *slog.Logger) []byte {
 	refuse := func(why string) []byte { return watchRefusal(jsWatchRefused, why) }
-	user, key, err := a.AskerOf(m)
+	user, bucket, pattern, err := access.ParseWatchSubject(m.Subject)
 	if err != nil {
 		return refuse(err.Error())
 	}
-	bucket, pattern, err := access.ParseWatchSubject(m.Subject)
-	if err != nil {
-		return refuse(err.Error())
+	if a.Open() {
+		user = ""
 	}
 	var req watchRequest
 	if err := json.Unmarshal(m.Data, &req); err != nil {
@@ -162,7 +184,7 @@ func serveWatch(ctx context.Context, a *Answerer, nc *nats.Conn, api string, m *
 	}
 	var names []string
 	if user != "" {
-		names = access.ConsumerNames(user, access.WatchToken(key))
+		names = access.ConsumerNames(user, a.WatchToken(user))
 	} else {
 		names = []string{chanceName()} // no accounts: one connection space, a name of chance
 	}
@@ -275,7 +297,7 @@ var errNoSeat = errors.New("no seat answers watches (is the seat running?)")
 // closed with nc.
 func watchAsker(nc *nats.Conn, d Dial) func() (*watchAsk, error) {
 	if d.Creds == "" {
-		a := &watchAsk{nc: nc}
+		a := &watchAsk{nc: nc, user: access.NoUser}
 		return func() (*watchAsk, error) { return a, nil }
 	}
 	var mu sync.Mutex
@@ -302,7 +324,10 @@ func watchAsker(nc *nats.Conn, d Dial) func() (*watchAsk, error) {
 		case ask != nil:
 			return ask, nil
 		}
-		a := &watchAsk{waiting: map[string][]chan error{}}
+		a := &watchAsk{waiting: map[string][]chan error{}, user: CredsUser(AccountCreds(d.Creds, access.Requests))}
+		if a.user == "" {
+			return nil, fmt.Errorf("bus: %s holds no user JWT with a name: no watch can be asked as its user", AccountCreds(d.Creds, access.Requests))
+		}
 		dd := d
 		dd.OnRemoved = nil // the storage connection says it
 		dd.OnRefused = func(err error) {
@@ -327,7 +352,11 @@ func watchAsker(nc *nats.Conn, d Dial) func() (*watchAsk, error) {
 // that a watch of keys the party may not read fails at once, with the
 // server's refusal.
 type watchAsk struct {
-	nc      *nats.Conn
+	nc *nats.Conn
+	// user is the asker's user name (its requests user's JWT name), the
+	// asker token of its watch subjects; [access.NoUser] without
+	// credentials.
+	user    string
 	mu      sync.Mutex
 	waiting map[string][]chan error // by subject; nil on a connection of no user
 }

@@ -83,7 +83,7 @@ func secretOf(creds, url, module, node string) (string, error) {
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	a, err := kit.AskSecrets(ctx, nc, module, kit.VaultRequest{Node: node})
+	a, err := kit.AskSecretsAs(ctx, nc, module, bus.CredsUser(creds), kit.VaultRequest{Node: node})
 	if err != nil {
 		return "", err
 	}

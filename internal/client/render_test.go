@@ -110,12 +110,12 @@ func TestRenderGiteaThroughTheRegistry(t *testing.T) {
 	put("postgres_bound", "ace.gitea.database.main", `{"state":"provided","vault-name":"ace.gitea.credential.postgres_database_main","generation":2,`+
 		`"connection":{"host":"127.0.0.1","port":"5432","database":"home_ace_gitea_main","role":"home_ace_gitea_main"}}`)
 	put("keycloak_bound", "ace.gitea.oidc-client", `{"state":"waits","why":"waits for an operator to approve the client"}`)
-	// The vault answers on mesh-vault.secret.<module> what belongs to the
-	// module (package kit's protocol).
-	sub, err := seatNC.Subscribe(registry.SecretVerb+".*", func(m *nats.Msg) {
+	// The vault answers on mesh-vault.secret.<module>.<asker> what belongs
+	// to the module (package kit's protocol): the client asks as itself.
+	sub, err := seatNC.Subscribe(registry.SecretVerb+".*.*", func(m *nats.Msg) {
 		var req struct{ Node string }
 		json.Unmarshal(m.Data, &req)
-		if m.Subject != "mesh-vault.secret.gitea" || req.Node != "ace" {
+		if m.Subject != "mesh-vault.secret.gitea.client-ace" || req.Node != "ace" {
 			m.Respond([]byte(`{"error":"asked ` + m.Subject + ` for node ` + req.Node + `"}`))
 			return
 		}
@@ -188,7 +188,7 @@ export PATH=$PATH:/opt/node-tools/bin
 	}
 	wantBad = []client.Unresolved{
 		{"${port:smtp}", `mesh-provisioner_applied ace.gitea holds no ports named "smtp"`, false},
-		{"${secret:other}", `mesh-vault.secret.gitea answered no secret or credential named "other"`, false},
+		{"${secret:other}", `mesh-vault.secret.gitea.client-ace answered no secret or credential named "other"`, false},
 		{"${config:theme}", "mesh-config_resolved holds no key ace.gitea.theme", true},
 		{"${bound:cache}", `the plan of gitea has no provision "cache" (write ${bound:<provision>} or ${bound:<provision>:<local>})`, false},
 		{"${collected:nothing}", `node ace has no item in collection "nothing"`, false},

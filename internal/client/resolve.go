@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/mesh-provisioner/mesh-provisioner/internal/access"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
@@ -41,8 +42,10 @@ type vaultAnswer struct {
 }
 
 // AskVault returns a [VerbFunc] that asks the vault's verbs the way the
-// vault answers them (package kit): the subject "<verb>.<module>" (the
-// vault answers a module only its own values, by the subject's last token)
+// vault answers them (package kit): the subject
+// "<verb>.<module>.client-<node>" (the module asked for, then the asker,
+// the node's client: the server lets that user publish only subjects
+// ending in its own name, and the vault answers it only its node's values)
 // with {"node":<node>}, waiting up to timeout (zero means 5 s). Of the
 // answer it takes the module's secret on the node whose name is name, or
 // else the credential whose key is name or whose key's last token is name
@@ -67,7 +70,7 @@ func askVault(ctx context.Context, nc *nats.Conn, timeout time.Duration, verb, n
 	if timeout == 0 {
 		timeout = 5 * time.Second
 	}
-	subject := verb + "." + module
+	subject := verb + "." + module + "." + access.ClientUser(node)
 	body, _ := json.Marshal(vaultRequest{Node: node})
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

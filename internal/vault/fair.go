@@ -166,20 +166,16 @@ func (f *fair) serve() {
 func (f *fair) wait() { f.answering.Wait() }
 
 // queued returns a handler that queues each request of answer under its
-// asker (the user the server names, or the subject's last token on a
-// server without accounts), and drops one past [maxPerAsker] unanswered
-// (the asker's request times out), saying the drops once per asker per
-// [dropInterval].
+// asker, and drops one past [maxPerAsker] unanswered (the asker's request
+// times out), saying the drops once per asker per [dropInterval]. The
+// asker is the subject's last token: the user that the server's publish
+// permission pins there ("mesh-vault.secret.<module>.<asker>"), or for
+// "mesh-vault.rotate", which operators alone may ask, the operators
+// together. No header decides a turn: an asker could write one naming
+// anyone (see bus.Answerer.SentBy).
 func (v *Vault) queued(answer nats.MsgHandler) nats.MsgHandler {
 	return func(m *nats.Msg) {
-		who, err := v.ans.Asker(m)
-		if err != nil {
-			answer(m) // refused by the handler, at once
-			return
-		}
-		if who == "" {
-			who = m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
-		}
+		who := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
 		if ok, say := v.fair.push(who, job{m, answer}); !ok && say > 0 {
 			v.log.Warn("vault: "+whyTooMany(who), "user", who, "dropped", say, "subject", m.Subject, "per", dropInterval)
 		}

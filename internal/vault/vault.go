@@ -156,9 +156,9 @@ func Start(ctx context.Context, cfg Config, nc *nats.Conn, js jetstream.JetStrea
 	v.fair.serve()
 	var subs []*nats.Subscription
 	for subject, answer := range map[string]nats.MsgHandler{
-		kit.SecretVerb + ".*":    v.answerSecret,
-		kit.ConsumersVerb + ".*": v.answerConsumers,
-		kit.RotateVerb:           v.answerRotate,
+		kit.SecretVerb + ".*.*":    v.answerSecret,
+		kit.ConsumersVerb + ".*.*": v.answerConsumers,
+		kit.RotateVerb:             v.answerRotate,
 	} {
 		sub, err := ans.Subscribe(subject, v.queued(answer))
 		if err == nil {
@@ -575,15 +575,17 @@ func SecretName(node, module, name string) string {
 }
 
 // requester returns the module a request of the secret or consumers verb
-// is for (its subject's last token), the request, and a why when it is
-// refused. Who asked is what the server says ([bus.Answerer.Asker]): the
-// module itself is answered its values on every node; a node's client
-// ("client-<node>", which the server lets ask only for the modules placed
-// on its node) only that node's values (the request's node is set to it);
-// anyone else nothing.
+// is for, the request, and a why when it is refused. The subject is
+// "<verb>.<module>.<asker>": the server lets each user publish only the
+// subjects ending in its own name, and [bus.Answerer.SentBy] checks that
+// the server's header names the same user. The module itself is answered
+// its values on every node; a node's client ("client-<node>", which the
+// server lets ask only for the modules placed on its node) only that
+// node's values (the request's node is set to it); anyone else nothing.
 func (v *Vault) requester(m *nats.Msg) (string, kit.VaultRequest, string) {
-	user := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
-	if !mesh.ValidName(user) {
+	_, rest, _ := strings.Cut(strings.TrimPrefix(m.Subject, mesh.VaultModule+"."), ".") // "<module>.<asker>"
+	user, who, ok := strings.Cut(rest, ".")
+	if !ok || !mesh.ValidName(user) {
 		return user, kit.VaultRequest{}, whyBadUser(user)
 	}
 	// Names are exact (spec 2): {"KEY":..} is refused, not read as a key
@@ -594,11 +596,10 @@ func (v *Vault) requester(m *nats.Msg) (string, kit.VaultRequest, string) {
 			return user, kit.VaultRequest{}, whyBadRequest(err)
 		}
 	}
-	who, err := v.ans.Asker(m)
-	if err != nil {
+	if err := v.ans.SentBy(m, who); err != nil {
 		return user, kit.VaultRequest{}, err.Error()
 	}
-	if who == "" || who == user {
+	if who == user {
 		return user, req, ""
 	}
 	node, ok := strings.CutPrefix(who, "client-")

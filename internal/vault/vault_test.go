@@ -48,10 +48,10 @@ func serverConfig(modules ...string) string {
 			name, strings.Join(subjects, `", "`))
 	}
 	for _, m := range modules {
-		user(m, kit.SecretSubject(m), kit.ConsumersSubject(m))
+		user(m, kit.SecretSubject(m, m), kit.ConsumersSubject(m, m))
 	}
-	user("client-ace", kit.SecretSubject("gitea"), kit.SecretSubject("vaultwarden"))
-	user("client-g14", kit.SecretSubject("gitea"))
+	user("client-ace", kit.SecretSubject("gitea", "client-ace"), kit.SecretSubject("vaultwarden", "client-ace"))
+	user("client-g14", kit.SecretSubject("gitea", "client-g14"))
 	user("operator", kit.RotateVerb)
 	b.WriteString("] }\n}\n")
 	return b.String()
@@ -144,9 +144,9 @@ func ask(t *testing.T, f *fixture, asUser, subjectUser string, consumers bool, r
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	if consumers {
-		return kit.AskConsumers(ctx, f.conns[asUser], subjectUser, req)
+		return kit.AskConsumersAs(ctx, f.conns[asUser], subjectUser, asUser, req)
 	}
-	return kit.AskSecrets(ctx, f.conns[asUser], subjectUser, req)
+	return kit.AskSecretsAs(ctx, f.conns[asUser], subjectUser, asUser, req)
 }
 
 func values(a kit.VaultAnswer) map[string]string {
@@ -474,8 +474,8 @@ func TestVaultRefusesRequestsWhoseNamesDifferInCase(t *testing.T) {
 		nc               *nats.Conn
 		subject, request string
 	}{
-		{f.conns["gitea"], kit.SecretSubject("gitea"), `{"KEY":"` + cred.String() + `"}`},
-		{f.conns["postgres"], kit.ConsumersSubject("postgres"), `{"Key":"` + db.String() + `","node":"control"}`},
+		{f.conns["gitea"], kit.SecretSubject("gitea", "gitea"), `{"KEY":"` + cred.String() + `"}`},
+		{f.conns["postgres"], kit.ConsumersSubject("postgres", "postgres"), `{"Key":"` + db.String() + `","node":"control"}`},
 		{onc, kit.RotateVerb, `{"KEY":"` + cred.String() + `"}`},
 	} {
 		msg, err := c.nc.Request(c.subject, []byte(c.request), 5*time.Second)
@@ -623,7 +623,7 @@ func TestVaultServesAskersInTurn(t *testing.T) {
 	}
 	send := func(client, prefix string, n int) {
 		for i := range n {
-			if err := f.conns[client].PublishRequest(kit.SecretSubject("gitea"), fmt.Sprintf("%s.%d", prefix, i), []byte(`{}`)); err != nil {
+			if err := f.conns[client].PublishRequest(kit.SecretSubject("gitea", client), fmt.Sprintf("%s.%d", prefix, i), []byte(`{}`)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -730,7 +730,7 @@ func TestVaultAnswersAnotherDuringAFlood(t *testing.T) {
 	release := f.vault.Hold()
 	const flood = 100
 	for i := range flood {
-		if err := ace.PublishRequest(kit.SecretSubject("gitea"), fmt.Sprintf("_INBOX_client-ace.flood.%d", i), []byte(`{}`)); err != nil {
+		if err := ace.PublishRequest(kit.SecretSubject("gitea", "client-ace"), fmt.Sprintf("_INBOX_client-ace.flood.%d", i), []byte(`{}`)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -752,7 +752,7 @@ func TestVaultAnswersAnotherDuringAFlood(t *testing.T) {
 	go func() {
 		actx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		a, err := kit.AskSecrets(actx, f.conns["client-g14"], "gitea", kit.VaultRequest{})
+		a, err := kit.AskSecretsAs(actx, f.conns["client-g14"], "gitea", "client-g14", kit.VaultRequest{})
 		g14 <- answer{a, err}
 	}()
 	bustest.WaitFor(t, 0, "g14's request queued beside ace's full queue", func() bool {
@@ -836,7 +836,7 @@ func TestNoRequestOfAnotherIsLostToAFlood(t *testing.T) {
 				default:
 				}
 				for range 500 {
-					if nc.PublishRequest(kit.SecretSubject("gitea"), reply, []byte(`{}`)) != nil {
+					if nc.PublishRequest(kit.SecretSubject("gitea", "client-ace"), reply, []byte(`{}`)) != nil {
 						return
 					}
 				}
@@ -855,7 +855,7 @@ func TestNoRequestOfAnotherIsLostToAFlood(t *testing.T) {
 	const asks = 20
 	for i := range asks {
 		actx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		a, err := kit.AskSecrets(actx, f.conns["client-g14"], "gitea", kit.VaultRequest{})
+		a, err := kit.AskSecretsAs(actx, f.conns["client-g14"], "gitea", "client-g14", kit.VaultRequest{})
 		cancel()
 		if err != nil || len(a.Secrets) != 1 || a.Secrets[0].Node != "g14" {
 			t.Fatalf("g14's request %d during ace's flood = %+v, %v; want its secret", i, a, err)

@@ -211,7 +211,7 @@ func run(samples int, user string, flooders, keys int) error {
 		}
 		var watches []string
 		for _, b := range whole {
-			s, err := access.WatchSubject(b, ">")
+			s, err := access.WatchSubject(user, b, ">")
 			if err != nil {
 				return err
 			}

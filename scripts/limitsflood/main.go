@@ -143,7 +143,7 @@ func run(conns, subs, consumers int, module, node string) error {
 	defer nc.Close()
 	stream := "KV_" + mesh.PlansBucket
 	filter := "$KV." + mesh.PlansBucket + "." + node + ".>"
-	name := access.ConsumerNames(user, bus.CredsWatchToken(bus.AccountCreds(res.Creds[user], access.Requests)))[0]
+	name := access.ConsumerNames(user, bus.WatchTokenOf(bus.AccountCreds(res.Creds[access.SeatUser], access.Services), user))[0]
 	for _, threshold := range []time.Duration{time.Hour, 0} {
 		made, failed := 0, 0
 		var first string

@@ -5,10 +5,10 @@
 // "auth gen" makes for the bundled homelab mesh, starts nats-server on that
 // configuration, the seat ("serve") and the vault ("vault") as their own
 // processes, and applies the mesh as the operator. A measuring process,
-// as client-g14 (its mesh-requests file), then asks mesh-vault.secret.grafana
+// as client-g14 (its mesh-requests file), then asks mesh-vault.secret.grafana.client-g14
 // one request at a time (each with a 5 s deadline) for -before, then
 // -during while -flooders processes, each as client-ace with -conns
-// connections of its own, publish mesh-vault.secret.gitea requests as fast
+// connections of its own, publish mesh-vault.secret.gitea.client-ace requests as fast
 // as the server takes them (bursts of a thousand, then a flush), then
 // -after once they stopped. It prints, per phase, g14's answered requests,
 // their latency (p50, p99, max) and its failures, the ratio of the p50 and
@@ -169,7 +169,7 @@ func measure(url, creds string, phases []phase) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		start := time.Now()
-		a, err := kit.AskSecrets(ctx, nc, measureOf, kit.VaultRequest{})
+		a, err := kit.AskSecretsAs(ctx, nc, measureOf, measurer, kit.VaultRequest{})
 		return a, time.Since(start), err
 	}
 	for deadline := time.Now().Add(2 * time.Minute); ; {
@@ -246,7 +246,7 @@ func flood(url, creds string, conns, payload int) error {
 			for !done.Load() {
 				n := int64(0)
 				for range 1000 {
-					if nc.PublishRequest(kit.SecretSubject(floodOf), reply, body) != nil {
+					if nc.PublishRequest(kit.SecretSubject(floodOf, flooder), reply, body) != nil {
 						break
 					}
 					n++
@@ -486,7 +486,7 @@ func run(held bool, src, profile, meshCPUs, floodCPUs string, flooders, conns, p
 				}
 				floods = append(floods, p)
 			}
-			fmt.Printf("vaultflood: %d processes of %s, %d connections each, flooding %s with %d-byte requests\n", flooders, flooder, conns, kit.SecretSubject(floodOf), payload)
+			fmt.Printf("vaultflood: %d processes of %s, %d connections each, flooding %s with %d-byte requests\n", flooders, flooder, conns, kit.SecretSubject(floodOf, flooder), payload)
 			watch = watchBacklog(fmt.Sprintf("http://127.0.0.1:%d/connz", monitor), vault.cmd.Process.Pid)
 			srvCPU, vaultCPU = cpuTime(srv.cmd.Process.Pid), cpuTime(vault.cmd.Process.Pid)
 			if profile != "" {
