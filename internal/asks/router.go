@@ -138,18 +138,22 @@ func (r *Router) changed(ch bus.Change) {
 	}
 }
 
-// sentBy returns a refusal unless the server names user as the sender of
-// m (any user for user ""); on a server without accounts, where no server
-// names a sender, it returns nil.
+// sentBy returns a refusal unless m was sent by user, the user its
+// subject names, which the server's permissions pin
+// ([bus.Answerer.SentBy]: the server's header must name the same), or for
+// user "" by any user the server names; on a server without accounts it
+// returns nil.
 func (r *Router) sentBy(m *nats.Msg, user string) error {
-	who, err := r.ans.Asker(m)
-	switch {
-	case err != nil:
-		return refusal("not-yours", err.Error())
-	case r.ans.Open() || user == "" || who == user:
-		return nil
+	var err error
+	if user == "" {
+		_, err = r.ans.Asker(m)
+	} else {
+		err = r.ans.SentBy(m, user)
 	}
-	return refusal("not-yours", fmt.Sprintf("%s was sent by the user %q, not %q", m.Subject, who, user))
+	if err != nil {
+		return refusal("not-yours", err.Error())
+	}
+	return nil
 }
 
 // onAsk records an ask published on "asks.<module>".
