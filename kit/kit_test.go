@@ -748,6 +748,21 @@ func TestKitWritesEachKeysEntriesInOrder(t *testing.T) {
 			return again == n
 		})
 		var h []string
+		// Should the watcher never see it, what it saw and what the kit
+		// and the bus hold then say why: a watch that lost entries (its
+		// last older than the bus's entry) or a provide after the kit was
+		// found idle (the bus's entry and the provide count past last).
+		waited := false
+		watching := func() {
+			if waited || !t.Failed() {
+				return
+			}
+			n, _ := r.calls(key)
+			e, ok := kittest.Entry(t, rjs, provider.Module, key)
+			t.Logf("waiting on %s at generation %d: the watcher saw %d writes, the last %q; provides now %d; the bus's entry %+v (%v); the kit idle: %v",
+				key, last, len(h), h[max(len(h)-3, 0):], n, e, ok, f.kit.Idle())
+		}
+		defer watching()
 		bustest.WaitFor(t, 0, fmt.Sprintf("the watcher to see the last entry of %s (generation %d)", key, last), func() bool {
 			f.mu.Lock()
 			defer f.mu.Unlock()
@@ -755,6 +770,7 @@ func TestKitWritesEachKeysEntriesInOrder(t *testing.T) {
 			var e mesh.Entry
 			return len(h) > 0 && json.Unmarshal([]byte(h[len(h)-1]), &e) == nil && e.Generation == int64(last)
 		})
+		waited = true
 		prev := int64(0)
 		for i, v := range h {
 			var e mesh.Entry
