@@ -4,15 +4,14 @@ import "github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 
 // Idle reports whether the kit has no key queued, being handled or due
 // for another try (a write that failed, a handler error, a waits result),
-// and no entry write queued or in flight: nothing it does changes an
-// entry until something else changes.
+// and no entry write queued, in flight, or done with its outcome not yet
+// taken (a write that failed is tried again: see writer.busy): nothing it
+// does changes an entry until something else changes.
 func (k *Kit) Idle() bool {
 	k.q.mu.Lock()
 	busy := len(k.q.order) > 0 || len(k.q.processing) > 0
 	k.q.mu.Unlock()
-	k.w.mu.Lock()
-	busy = busy || len(k.w.queued) > 0 || len(k.w.flying) > 0
-	k.w.mu.Unlock()
+	busy = busy || k.w.busy()
 	k.mu.Lock()
 	busy = busy || len(k.later) > 0
 	k.mu.Unlock()

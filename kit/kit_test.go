@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -92,8 +93,15 @@ func startWith(t *testing.T, h kit.Handler, workers int, retryMin, retryMax time
 // startBucket starts a kit on a bound bucket made with bucket.
 func startBucket(t *testing.T, h kit.Handler, workers int, retryMin, retryMax time.Duration, bucket jetstream.KeyValueConfig) *fixture {
 	t.Helper()
+	return startVia(t, h, workers, retryMin, retryMax, bucket, func(url string) string { return url })
+}
+
+// startVia is startBucket with the kit (only it) dialling the URL via
+// returns for the server's (a relay, for a slow bus).
+func startVia(t *testing.T, h kit.Handler, workers int, retryMin, retryMax time.Duration, bucket jetstream.KeyValueConfig, via func(url string) string) *fixture {
+	t.Helper()
 	f := &fixture{url: kittest.Server(t), entries: map[string][]string{}}
-	_, js := kittest.Connect(t, f.url, provider.Module)
+	_, js := kittest.Connect(t, via(f.url), provider.Module)
 	if _, err := js.CreateKeyValue(bustest.Context(t), bucket); err != nil {
 		t.Fatal(err)
 	}
@@ -128,6 +136,13 @@ func startBucket(t *testing.T, h kit.Handler, workers int, retryMin, retryMax ti
 	}})
 	<-c.Ready()
 	return f
+}
+
+// seen returns how many writes at key the watcher has seen.
+func (f *fixture) seen(key mesh.ProvisionKey) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.entries[key.String()])
 }
 
 // history waits until the watcher has seen n writes at key (it may lag
@@ -244,15 +259,55 @@ func TestKitWaitsForDependsOnAndFollowsItsGeneration(t *testing.T) {
 	}
 }
 
-func TestKitFailureIsTriedAgain(t *testing.T) {
+// TestKitFailureIsTriedAgain: a provide that fails is written failed and
+// tried again with backoff until it is provided, each outcome its entry.
+func TestKitFailureIsTriedAgain(t *testing.T) { failureIsTriedAgain(t, 0) }
+
+// TestKitFailureIsTriedAgainOnASlowBus is TestKitFailureIsTriedAgain with
+// the kit's acks 200 ms late (a loaded machine): its tries (20 to 100 ms
+// apart) come faster than its writes land.
+func TestKitFailureIsTriedAgainOnASlowBus(t *testing.T) { failureIsTriedAgain(t, 200*time.Millisecond) }
+
+// failureIsTriedAgain runs TestKitFailureIsTriedAgain with what the
+// server sends the kit delay late. The writer replaces a key's entry that
+// waits behind its write in flight by a newer one (only the latest is
+// written), so a try that came before the last failure's entry landed
+// would leave that entry unwritten: each try after the first waits until
+// the watcher has seen the entry of the try before, and every outcome is
+// written.
+func failureIsTriedAgain(t *testing.T, delay time.Duration) {
+	var fx atomic.Pointer[fixture]
+	key, p := kittest.Requirement(gitea, "shelf", "", provider)
 	r := newRecorder(func(_ string, n int, _ mesh.Provision) (kit.Result, error) {
+		if f := fx.Load(); n > 1 && f != nil {
+			deadline := time.Now().Add(20 * time.Second)
+			for f.seen(key) < n-1 {
+				if time.Now().After(deadline) {
+					t.Errorf("try %d of %s: the watcher has not seen the entry of try %d after 20 s", n, key, n-1)
+					break
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
 		if n <= 2 {
 			return kit.Result{}, fmt.Errorf("shelf: disk %d is full", n)
 		}
 		return kit.Provided("", 0), nil
 	})
-	f := start(t, r.handler(), 0)
-	key, p := kittest.Requirement(gitea, "shelf", "", provider)
+	var relay *bustest.Relay
+	f := startVia(t, r.handler(), 0, 20*time.Millisecond, 100*time.Millisecond,
+		jetstream.KeyValueConfig{Bucket: mesh.BoundBucket(provider.Module), History: 10},
+		func(url string) string {
+			if delay == 0 {
+				return url
+			}
+			relay = bustest.NewRelay(t, url)
+			return relay.URL()
+		})
+	if relay != nil {
+		relay.SetDelay(delay)
+	}
+	fx.Store(f)
 	f.seat.Need(key, p)
 	waitState(t, f.seat, key, mesh.Provided, "")
 	want := []string{
@@ -262,6 +317,9 @@ func TestKitFailureIsTriedAgain(t *testing.T) {
 	}
 	if h := f.history(t, key, len(want)); fmt.Sprint(h) != fmt.Sprint(want) {
 		t.Errorf("entries at %s = %q; want %q", key, h, want)
+	}
+	if n, _ := r.calls(key); n != 3 {
+		t.Errorf("provide of %s called %d times; want 3", key, n)
 	}
 	if !f.said.Has("kit: tried again later", "key="+key.String(), "disk 2 is full") {
 		t.Errorf("the kit did not say it tries %s again", key)
@@ -690,6 +748,21 @@ func TestKitWritesEachKeysEntriesInOrder(t *testing.T) {
 			return again == n
 		})
 		var h []string
+		// Should the watcher never see it, what it saw and what the kit
+		// and the bus hold then say why: a watch that lost entries (its
+		// last older than the bus's entry) or a provide after the kit was
+		// found idle (the bus's entry and the provide count past last).
+		waited := false
+		watching := func() {
+			if waited || !t.Failed() {
+				return
+			}
+			n, _ := r.calls(key)
+			e, ok := kittest.Entry(t, rjs, provider.Module, key)
+			t.Logf("waiting on %s at generation %d: the watcher saw %d writes, the last %q; provides now %d; the bus's entry %+v (%v); the kit idle: %v",
+				key, last, len(h), h[max(len(h)-3, 0):], n, e, ok, f.kit.Idle())
+		}
+		defer watching()
 		bustest.WaitFor(t, 0, fmt.Sprintf("the watcher to see the last entry of %s (generation %d)", key, last), func() bool {
 			f.mu.Lock()
 			defer f.mu.Unlock()
@@ -697,6 +770,7 @@ func TestKitWritesEachKeysEntriesInOrder(t *testing.T) {
 			var e mesh.Entry
 			return len(h) > 0 && json.Unmarshal([]byte(h[len(h)-1]), &e) == nil && e.Generation == int64(last)
 		})
+		waited = true
 		prev := int64(0)
 		for i, v := range h {
 			var e mesh.Entry

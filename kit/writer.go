@@ -38,7 +38,12 @@ type writer struct {
 	queued map[string]*write // per key, its latest write not yet published
 	order  []string          // queued keys, in the order they were first queued
 	flying map[string]*write // per key, its write published and not yet acknowledged
-	wake   chan struct{}
+	// telling counts the batches whose writes are acknowledged (or failed)
+	// and out of flying, while done is still told of them: a write that
+	// failed has its key tried again only once done has taken it (see
+	// busy).
+	telling int
+	wake    chan struct{}
 }
 
 // write is one entry write (value nil: a delete) and what it was made
@@ -212,6 +217,7 @@ func (w *writer) flush(ctx context.Context) bool {
 		_, replaced[i] = w.queued[wr.key]
 	}
 	more := len(w.order) > 0
+	w.telling++
 	w.mu.Unlock()
 	for i, wr := range batch {
 		if wr.wait != nil {
@@ -222,5 +228,17 @@ func (w *writer) flush(ctx context.Context) bool {
 			w.done(wr, wr.err)
 		}
 	}
+	w.mu.Lock()
+	w.telling--
+	w.mu.Unlock()
 	return more
+}
+
+// busy reports whether a write is queued, in flight, or done but its
+// outcome not yet told to done: until then a write that failed has not
+// had its key tried again, and the writer may still be asked to write it.
+func (w *writer) busy() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.queued) > 0 || len(w.flying) > 0 || w.telling > 0
 }
