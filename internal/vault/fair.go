@@ -172,9 +172,22 @@ func (f *fair) wait() { f.answering.Wait() }
 // permission pins there ("mesh-vault.secret.<module>.<asker>"), or for
 // "mesh-vault.rotate", which operators alone may ask, the operators
 // together. No header decides a turn: an asker could write one naming
-// anyone (see bus.Answerer.SentBy).
+// anyone (see bus.Answerer.SentBy). A message with no reply subject is
+// dropped at once, in no turn: it has nobody to answer, and it may be no
+// asker's request but an answer that an asker aimed at a verb's subject
+// (the server routes an answer to a literal verb's subject, such as
+// "mesh-vault.rotate", back through the import, where the subject's
+// last token is the asker's choice, not the server's: aimed there, the
+// answers of any verb answered at once took the operators' turn and the
+// vault dropped their rotations). The request's reply is its asker's
+// inbox or another subject; the answer, published by an answerer, has
+// none.
 func (v *Vault) queued(answer nats.MsgHandler) nats.MsgHandler {
 	return func(m *nats.Msg) {
+		if m.Reply == "" {
+			v.log.Debug("vault: a message with no reply dropped, in no asker's turn", "subject", m.Subject)
+			return
+		}
 		who := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
 		if ok, say := v.fair.push(who, job{m, answer}); !ok && say > 0 {
 			v.log.Warn("vault: "+whyTooMany(who), "user", who, "dropped", say, "subject", m.Subject, "per", dropInterval)

@@ -38,11 +38,21 @@ var (
 // clients of ace and g14 on those of the modules placed there, and an
 // operator who may rotate.
 func serverConfig(modules ...string) string {
+	// One export and import per verb, as "auth gen" makes them: the
+	// server routes an answer aimed at another verb's subject back into
+	// the services account (no cycle of one export).
+	verbs := func(format string) string {
+		var out []string
+		for _, v := range []string{kit.SecretVerb + ".*.*", kit.ConsumersVerb + ".*.*", kit.RotateVerb} {
+			out = append(out, fmt.Sprintf(format, v))
+		}
+		return strings.Join(out, ", ")
+	}
 	var b strings.Builder
 	b.WriteString("accounts {\n MESH { jetstream: enabled, users: [{user: admin, password: admin}] }\n")
 	b.WriteString(` SVC { users: [{user: vault, password: vault, permissions: {publish: {deny: [">"]}, subscribe: {allow: ["mesh-vault.>"]}, allow_responses: true}}],
-  exports: [{service: "mesh-vault.>", response: singleton}] }` + "\n")
-	b.WriteString(" REQ { imports: [{service: {account: SVC, subject: \"mesh-vault.>\"}, share: true}], users: [\n")
+  exports: [` + verbs(`{service: %q, response: singleton}`) + `] }` + "\n")
+	b.WriteString(" REQ { imports: [" + verbs(`{service: {account: SVC, subject: %q}, share: true}`) + "], users: [\n")
 	user := func(name string, subjects ...string) {
 		fmt.Fprintf(&b, `{user: %[1]s, password: %[1]s, permissions: {publish: {allow: ["%[2]s"]}, subscribe: {allow: ["_INBOX_%[1]s.>"]}}}`+"\n",
 			name, strings.Join(subjects, `", "`))
