@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus/bustest"
@@ -68,7 +71,7 @@ func TestNoAnswerAimedAtAVerbTakesAnothersTurn(t *testing.T) {
 	// queued in the operators' turn, or dropped in none.
 	came := func() (inTurn, dropped int) {
 		for _, q := range queued() {
-			if q.Who == "rotate" {
+			if q.Who == kit.RotateVerb {
 				inTurn++
 			}
 		}
@@ -92,10 +95,80 @@ func TestNoAnswerAimedAtAVerbTakesAnothersTurn(t *testing.T) {
 	for _, q := range queued() {
 		byWho[q.Who]++
 	}
-	if want := map[string]int{"client-ace": 2 * aimed, "client-g14": 1, "rotate": 1}; !reflect.DeepEqual(byWho, want) {
+	if want := map[string]int{"client-ace": 2 * aimed, "client-g14": 1, kit.RotateVerb: 1}; !reflect.DeepEqual(byWho, want) {
 		t.Errorf("the vault queued the requests of %v; want %v: ace's, g14's own and the operator's own only (ace's answers aimed at the operators' verb take no turn of theirs)", byWho, want)
 	}
 	if lines := f.said.Lines(); strings.Contains(lines, "answer not sent") {
 		t.Errorf("the vault said it could not answer a message with no reply:\n%s", lines)
+	}
+}
+
+// TestAModuleNamedRotateHasATurnOfItsOwn: the vault queued the operators'
+// rotations under the last token of mesh-vault.rotate, "rotate", which is
+// also the asker token of a module named "rotate" (a valid module name):
+// that module, asking its own secrets 16 times (its answerers held, so
+// that they wait), filled the operators' queue, and the operator's
+// rotation asked then was dropped, unanswered. Now the operators' turn is
+// "mesh-vault.rotate", no user's name: the module's 16 wait in its turn
+// and the operator's rotation in theirs, and each is answered.
+func TestAModuleNamedRotateHasATurnOfItsOwn(t *testing.T) {
+	f := start(t)
+	nc, _, err := bus.Connect(bus.Dial{URL: strings.Replace(f.url, "admin:admin@", "", 1), Name: "rotate", User: "rotate", Password: "rotate"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	ctx := bustest.Context(t)
+	if a, err := kit.AskSecretsAs(ctx, nc, "rotate", "rotate", kit.VaultRequest{}); err != nil || a.Error != "" {
+		t.Fatalf("the module rotate asks its secrets: %+v, %v; want its (empty) answer", a, err)
+	}
+	release := f.vault.Hold()
+	const own = 16 // what the vault keeps waiting of one asker
+	answered := make(chan struct{}, own)
+	sub, err := nc.Subscribe("_INBOX_rotate.held.*", func(*nats.Msg) { answered <- struct{}{} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	for i := range own {
+		if err := nc.PublishRequest(kit.SecretSubject("rotate", "rotate"), fmt.Sprintf("_INBOX_rotate.held.%d", i), []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	bustest.WaitFor(t, 0, "the module rotate's requests waiting", func() bool {
+		waiting, _ := f.vault.Waiting("rotate")
+		return waiting == own
+	})
+	onc, _ := kittest.Connect(t, f.opURL, "operator")
+	rotated := make(chan error, 1)
+	go func() {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		r, err := kit.AskRotate(rctx, onc, "ace.gitea.none")
+		if errors.Is(err, kit.ErrVault) && r.Error != "" {
+			err = nil // the vault's answer: no such credential
+		}
+		rotated <- err
+	}()
+	bustest.WaitFor(t, 0, "the operator's rotation queued or dropped", func() bool {
+		waiting, _ := f.vault.Waiting(kit.RotateVerb)
+		return waiting == 1 || strings.Contains(f.said.Lines(), "user=rotate dropped=")
+	})
+	if waiting, _ := f.vault.Waiting(kit.RotateVerb); waiting != 1 {
+		t.Errorf("the operator's rotation: %d waiting in the operators' turn (the vault said %q); want it waiting in a turn of the operators' own, not dropped with the module rotate's", waiting, "user=rotate dropped=")
+	}
+	release()
+	if err := <-rotated; err != nil {
+		t.Errorf("the operator's rotation beside the module rotate's requests: %v; want the vault's answer", err)
+	}
+	for i := range own {
+		select {
+		case <-answered:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the module rotate's requests: %d of %d answered", i, own)
+		}
 	}
 }

@@ -85,7 +85,7 @@ type fixture struct {
 
 func start(t *testing.T) *fixture {
 	t.Helper()
-	s := bustest.Server(t, serverConfig("gitea", "vaultwarden", "postgres"))
+	s := bustest.Server(t, serverConfig("gitea", "vaultwarden", "postgres", "rotate"))
 	f := &fixture{url: strings.Replace(s.URL(), "nats://", "nats://admin:admin@", 1), dir: t.TempDir(), conns: map[string]*nats.Conn{},
 		svc: strings.Replace(s.URL(), "nats://", "nats://vault:vault@", 1), opURL: strings.Replace(s.URL(), "nats://", "nats://operator:operator@", 1)}
 	f.seat = kittest.NewSeat(t, f.url)
