@@ -454,8 +454,16 @@ func expired(rec mesh.Record, now time.Time) mesh.Record {
 	return rec
 }
 
-// onList answers a [ListRequest] on "mesh-asks.list".
+// onList answers a [ListRequest] on "mesh-asks.list". A message with no
+// reply subject is dropped at debug: nobody is to be answered, and an
+// answer an asker aimed at the verb's subject comes so (the server routes
+// it back through the import), which would otherwise be two lines of the
+// log each.
 func (r *Router) onList(m *nats.Msg) {
+	if m.Reply == "" {
+		r.log.Debug("asks: a list with no reply dropped: nobody to answer", "subject", m.Subject)
+		return
+	}
 	if err := r.sentBy(m, ""); err != nil {
 		r.log.Warn("asks: list refused", "err", err)
 		var re *RouterError

@@ -120,6 +120,14 @@ func Start(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, opts Opti
 	// up to wait for its bucket's copy does not hold up the others.
 	answering := make(chan struct{}, maxAnswering)
 	sub, err := nc.QueueSubscribe(mesh.ProvisioningSubject, Queue, func(m *nats.Msg) {
+		if m.Reply == "" {
+			// Nobody to answer: an answer an asker aimed at the verb's
+			// subject comes so (the server routes it back through the
+			// import), at the pace of any answer given at once. It takes
+			// no answerer and no line of the log.
+			log.Debug("provisioning: a message with no reply dropped: nobody to answer", "subject", m.Subject)
+			return
+		}
 		answering <- struct{}{}
 		go func() {
 			defer func() { <-answering }()

@@ -19,9 +19,19 @@ const (
 )
 
 // subscribeUnkeep answers [mesh.UnkeepSubject] while the seat holds its
-// lease: each request is handed to the loop, which alone writes keys.
+// lease: each request is handed to the loop, which alone writes keys. A
+// message with no reply subject is dropped here, never queued for the
+// loop nor said above debug: it has nobody to answer, and it is what an
+// answer that an asker aimed at the verb's subject comes as (the server
+// routes it back through the import: any party could so wake the loop
+// and fill its queue and its log, one line per message, at the pace of
+// any answer given at once, such as the seat's own refusal of a watch).
 func (s *Seat) subscribeUnkeep(ctx context.Context) (func(), error) {
 	sub, err := s.answerer().Subscribe(mesh.UnkeepSubject, func(m *nats.Msg) {
+		if m.Reply == "" {
+			s.log.Debug("seat: an unkeep with no reply dropped: nobody to answer", "subject", m.Subject)
+			return
+		}
 		s.mu.Lock()
 		s.unkeeps = append(s.unkeeps, m)
 		s.mu.Unlock()

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/mesh-provisioner/mesh-provisioner/kit"
 )
 
 // Fairness of the vault's verbs: the subscription's handler only queues
@@ -171,11 +173,34 @@ func (f *fair) wait() { f.answering.Wait() }
 // asker is the subject's last token: the user that the server's publish
 // permission pins there ("mesh-vault.secret.<module>.<asker>"), or for
 // "mesh-vault.rotate", which operators alone may ask, the operators
-// together. No header decides a turn: an asker could write one naming
-// anyone (see bus.Answerer.SentBy).
+// together ([operatorsTurn], which no user's name is: a module named
+// "rotate" once shared the operators' turn, and its requests of its own
+// secrets filled it). No header decides a turn: an asker could write one naming
+// anyone (see bus.Answerer.SentBy). A message with no reply subject is
+// dropped at once, in no turn: it has nobody to answer, and it may be no
+// asker's request but an answer that an asker aimed at a verb's subject
+// (the server routes an answer to a literal verb's subject, such as
+// "mesh-vault.rotate", back through the import, where the subject's
+// last token is the asker's choice, not the server's: aimed there, the
+// answers of any verb answered at once took the operators' turn and the
+// vault dropped their rotations). The request's reply is its asker's
+// inbox or another subject; the answer, published by an answerer, has
+// none.
+// operatorsTurn is the asker the vault queues the operators' rotations
+// under: the verb's subject, whose "." no user name holds ([a-z0-9-]), so
+// that it is no module's or client's turn.
+const operatorsTurn = kit.RotateVerb
+
 func (v *Vault) queued(answer nats.MsgHandler) nats.MsgHandler {
 	return func(m *nats.Msg) {
+		if m.Reply == "" {
+			v.log.Debug("vault: a message with no reply dropped, in no asker's turn", "subject", m.Subject)
+			return
+		}
 		who := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
+		if m.Subject == kit.RotateVerb {
+			who = operatorsTurn
+		}
 		if ok, say := v.fair.push(who, job{m, answer}); !ok && say > 0 {
 			v.log.Warn("vault: "+whyTooMany(who), "user", who, "dropped", say, "subject", m.Subject, "per", dropInterval)
 		}

@@ -38,11 +38,21 @@ var (
 // clients of ace and g14 on those of the modules placed there, and an
 // operator who may rotate.
 func serverConfig(modules ...string) string {
+	// One export and import per verb, as "auth gen" makes them: the
+	// server routes an answer aimed at another verb's subject back into
+	// the services account (no cycle of one export).
+	verbs := func(format string) string {
+		var out []string
+		for _, v := range []string{kit.SecretVerb + ".*.*", kit.ConsumersVerb + ".*.*", kit.RotateVerb} {
+			out = append(out, fmt.Sprintf(format, v))
+		}
+		return strings.Join(out, ", ")
+	}
 	var b strings.Builder
 	b.WriteString("accounts {\n MESH { jetstream: enabled, users: [{user: admin, password: admin}] }\n")
 	b.WriteString(` SVC { users: [{user: vault, password: vault, permissions: {publish: {deny: [">"]}, subscribe: {allow: ["mesh-vault.>"]}, allow_responses: true}}],
-  exports: [{service: "mesh-vault.>", response: singleton}] }` + "\n")
-	b.WriteString(" REQ { imports: [{service: {account: SVC, subject: \"mesh-vault.>\"}, share: true}], users: [\n")
+  exports: [` + verbs(`{service: %q, response: singleton}`) + `] }` + "\n")
+	b.WriteString(" REQ { imports: [" + verbs(`{service: {account: SVC, subject: %q}, share: true}`) + "], users: [\n")
 	user := func(name string, subjects ...string) {
 		fmt.Fprintf(&b, `{user: %[1]s, password: %[1]s, permissions: {publish: {allow: ["%[2]s"]}, subscribe: {allow: ["_INBOX_%[1]s.>"]}}}`+"\n",
 			name, strings.Join(subjects, `", "`))
@@ -75,7 +85,7 @@ type fixture struct {
 
 func start(t *testing.T) *fixture {
 	t.Helper()
-	s := bustest.Server(t, serverConfig("gitea", "vaultwarden", "postgres"))
+	s := bustest.Server(t, serverConfig("gitea", "vaultwarden", "postgres", "rotate"))
 	f := &fixture{url: strings.Replace(s.URL(), "nats://", "nats://admin:admin@", 1), dir: t.TempDir(), conns: map[string]*nats.Conn{},
 		svc: strings.Replace(s.URL(), "nats://", "nats://vault:vault@", 1), opURL: strings.Replace(s.URL(), "nats://", "nats://operator:operator@", 1)}
 	f.seat = kittest.NewSeat(t, f.url)
