@@ -143,6 +143,17 @@ func TestConnectRunsAProviderAsItsOwnUsers(t *testing.T) {
 	if _, err := kit.AskConsumers(ctx, conn.Ask, "shelf", kit.VaultRequest{}); !errors.Is(err, kit.ErrNoVault) {
 		t.Errorf("AskConsumers on the requests user = %v; want kit.ErrNoVault (no vault runs)", err)
 	}
+	// Another provider's consumers, and its own as another user: the
+	// server refuses the subject, said at once as kit.ErrRefused (not as
+	// a vault that does not answer, which a provider waits for).
+	for _, ask := range []func() error{
+		func() error { _, err := kit.AskConsumers(ctx, conn.Ask, "other", kit.VaultRequest{}); return err },
+		func() error { _, err := kit.AskConsumersAs(ctx, conn.Ask, "shelf", "client-web", kit.VaultRequest{}); return err },
+	} {
+		if err := ask(); !errors.Is(err, kit.ErrRefused) || errors.Is(err, kit.ErrNoVault) || !strings.Contains(err.Error(), "Permissions Violation") {
+			t.Errorf("a vault ask the user may not publish = %v; want kit.ErrRefused with the server's violation", err)
+		}
+	}
 }
 
 func putJSON(t *testing.T, ctx context.Context, kv jetstream.KeyValue, key string, v any) {

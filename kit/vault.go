@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -106,6 +108,11 @@ type RotateAnswer struct {
 // [AskRotate] when the vault answers with an error text.
 var ErrVault = errors.New("kit: the vault refused")
 
+// ErrRefused is wrapped when the server refuses the request's subject: the
+// user may not ask it (another module's values, a module not placed on the
+// client's node, the wrong credentials). Asking again does not help.
+var ErrRefused = errors.New("kit: the server refuses the request")
+
 // ErrNoVault is wrapped when no vault answers the verb's subject (no
 // vault runs, or the bus does not let the request through in time).
 var ErrNoVault = errors.New("kit: no vault answers")
@@ -171,7 +178,10 @@ func ask(ctx context.Context, nc *nats.Conn, subject string, req, answer any, re
 	if err != nil {
 		return fmt.Errorf("kit: %s: %w", subject, err)
 	}
-	msg, err := nc.RequestWithContext(ctx, subject, b)
+	msg, err := request(ctx, nc, subject, b)
+	if errors.Is(err, nats.ErrPermissionViolation) {
+		return fmt.Errorf("%w: %s: %w", ErrRefused, subject, err)
+	}
 	if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
 		return fmt.Errorf("%w on %s: %w", ErrNoVault, subject, err)
 	}
@@ -187,4 +197,42 @@ func ask(ctx context.Context, nc *nats.Conn, subject string, req, answer any, re
 		return fmt.Errorf("%w on %s: %s", ErrVault, subject, why)
 	}
 	return nil
+}
+
+// request sends body on subject with a reply inbox of nc's and returns the
+// first answer. The request is followed by a PING: the server's refusal of
+// a subject the user may not publish comes before its PONG, so that a
+// refused request returns at once with the server's permissions violation
+// (wrapping nats.ErrPermissionViolation) rather than waiting for ctx. No
+// responders is nats.ErrNoResponders.
+func request(ctx context.Context, nc *nats.Conn, subject string, body []byte) (*nats.Msg, error) {
+	inbox := nc.NewInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	before := nc.LastError()
+	if err := nc.PublishRequest(subject, inbox, body); err != nil {
+		return nil, err
+	}
+	flushed := nc.FlushWithContext
+	if _, ok := ctx.Deadline(); !ok {
+		flushed = func(context.Context) error { return nc.FlushTimeout(5 * time.Second) }
+	}
+	if err := flushed(ctx); err != nil {
+		return nil, err
+	}
+	if e := nc.LastError(); e != nil && e != before && errors.Is(e, nats.ErrPermissionViolation) &&
+		strings.Contains(e.Error(), `Publish to "`+subject+`"`) {
+		return nil, e
+	}
+	msg, err := sub.NextMsgWithContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(msg.Data) == 0 && msg.Header.Get("Status") == "503" {
+		return nil, nats.ErrNoResponders
+	}
+	return msg, nil
 }

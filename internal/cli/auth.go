@@ -47,10 +47,12 @@ signed by the account's signing key and expiring after --expiry:
 
   mesh-provisioner   the seat: alone writes registry, plans, provisions, refused and its lease
   mesh-asks          the ask router: its records; answers asks.*, mesh-asks.answer.*, withdraw, list
-  mesh-vault         the vault: its entries; answers mesh-vault.secret.*, .consumers.*, .rotate
-  <module>           each module: asks mesh-vault.secret.<module>; a provider (state names bound) also
-                     writes <module>_bound, reads plans and provisions, asks mesh-vault.consumers.<module>
-  client-<node>      each node's client: writes <node>.> of applied and collect, reads its node's keys
+  mesh-vault         the vault: its entries; answers mesh-vault.secret.*.*, .consumers.*.*, .rotate
+  <module>           each module: asks mesh-vault.secret.<module>.<module>; a provider (state names bound)
+                     also writes <module>_bound, reads plans and provisions, asks
+                     mesh-vault.consumers.<module>.<module>
+  client-<node>      each node's client: writes <node>.> of applied and collect, reads its node's keys,
+                     asks mesh-vault.secret.<placed module>.client-<node>
   <operator>         each operator (--operator, default "operator"): applies the mesh file, reads
                      everything, answers asks as mesh-asks.answer.<operator>, rotates credentials
 

@@ -113,7 +113,9 @@ ${bound:database/host}, /port, /database and /role give a database's connection,
 for a local), ${secret:name} from
 the vault, ${collected:name}, ${shell:zsh:normal} and ${environment} from the node's collections. "$$" is a
 literal "$". When any placeholder cannot be resolved it prints nothing and lists every one with why.
-It applies nothing: run it beside the node's client.`,
+It applies nothing: run it beside the node's client, with its credentials (--creds
+DATA/auth/client-<node>.creds: the vault answers a node's values to that node's client, asked as
+mesh-vault.secret.<module>.client-<node>).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !mesh.ValidName(node) || !mesh.ValidName(module) {

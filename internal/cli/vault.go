@@ -26,8 +26,9 @@ func newVaultCmd() *cobra.Command {
 		Long: `vault --node N runs mesh-vault for node N on its own bus connection until Ctrl-C or SIGTERM: it
 gives every credential provision whose provider is mesh-vault on N a strong random value, sealed in its
 store (DATA/vault/<node>, key file mode 0600; the same store up uses with the same --data), writes its
-entries to ` + mesh.BoundBucket(mesh.VaultModule) + ` and answers mesh-vault.secret.<module>,
-mesh-vault.consumers.<module> and mesh-vault.rotate. Started before the seat, it waits for the plans and
+entries to ` + mesh.BoundBucket(mesh.VaultModule) + ` and answers mesh-vault.secret.<module>.<asker>,
+mesh-vault.consumers.<provider>.<asker> and mesh-vault.rotate (the asker, last, is the asking user: the
+module itself, or the client of one of its nodes). Started before the seat, it waits for the plans and
 provisions buckets the seat makes.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

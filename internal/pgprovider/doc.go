@@ -10,7 +10,7 @@
 //     ("<mesh>_<node>_<consumer>[_<local>]"; deterministic, within
 //     PostgreSQL's 63 bytes), that
 //     logs in with the consumer's own credential: the value the vault
-//     answers the provider on "mesh-vault.consumers.postgres" for the
+//     answers the provider on "mesh-vault.consumers.postgres.postgres" for the
 //     credential key the provision depends on. The password is sent as a
 //     SCRAM-SHA-256 verifier, never in the clear;
 //   - a database of the same name, owned by that role, that PUBLIC may not

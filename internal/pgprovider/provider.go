@@ -22,7 +22,7 @@ import (
 )
 
 // Module is the provider's module name (entries in "postgres_bound"; its
-// bus user asks the vault on "mesh-vault.consumers.postgres").
+// bus user asks the vault on "mesh-vault.consumers.postgres.postgres").
 const Module = "postgres"
 
 // Provision is the one provision the provider answers.

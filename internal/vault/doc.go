@@ -11,17 +11,19 @@
 // credential retired on the operator's "yes" is forgotten.
 //
 // Values never go into a bucket. They are answered on request only, on
-// subjects that carry the requester's bus user name (NATS does not tell a
-// responder who asked; the bus permissions pin each user to its own
-// subjects):
+// subjects that end in the asker's bus user name, which the bus
+// permissions pin to that user (the server's Nats-Request-Info header must
+// name the same: bus.Answerer.SentBy); the module asks as itself, a node's
+// client as "client-<node>" and is answered that node's values only:
 //
-//   - "mesh-vault.secret.<user>": the module <user>'s own credentials (those
+//   - "mesh-vault.secret.<module>.<asker>": the module's own credentials (those
 //     whose consumer it is, and those its provisions depend on, such as a
 //     shared credential of its provider) and its own secrets (the names its
 //     plans list, generated on first ask, vault name
 //     "<node>.<module>.secret.<name>");
-//   - "mesh-vault.consumers.<user>": the credentials that provisions whose
-//     provider is <user> depend on, that is its consumers' credentials;
+//   - "mesh-vault.consumers.<provider>.<asker>": the credentials that
+//     provisions whose provider is <provider> depend on, that is its
+//     consumers' credentials;
 //   - "mesh-vault.rotate": a new value for a credential at the next
 //     generation; its entry is written again, so that the seat carries the
 //     new generation into the provision's reference and providers follow.
