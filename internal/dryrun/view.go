@@ -27,7 +27,7 @@ type view struct {
 	// provs holds the provision names whose keys on every node the mesh
 	// holds; missingProvs those needed that it lacks.
 	provs, missingProvs map[string]bool
-	changed     bool // the run changed the mesh before it stopped
+	changed             bool // the run changed the mesh before it stopped
 	// consumers maps a module to the nodes whose placed modules require it
 	// (see consumersOf), each found at its first need.
 	consumers map[string][]string
