@@ -252,7 +252,7 @@ const wholeShare = 4
 // records; a bucket that does not exist is read as empty.
 func readInputs(ctx context.Context, js jetstream.JetStream, ask asker, f *meshfile.File) (*inputs, error) {
 	in := &inputs{seat: map[string]map[string][]byte{},
-		loaded: &dryrun.Loaded{Nodes: map[string]bool{}, Dependents: map[string]bool{}}}
+		loaded: &dryrun.Loaded{Nodes: map[string]bool{}, Dependents: map[string]bool{}, Provisions: map[string]bool{}}}
 	fr, err := readFile(ctx, js, ask, f)
 	if err != nil {
 		return nil, err
@@ -270,7 +270,7 @@ func readInputs(ctx context.Context, js jetstream.JetStream, ask asker, f *meshf
 // read reads what a run missed: the seat's keys and the providers' entries
 // of its nodes (whole buckets once they are more than a wholeShare of the
 // nodes), and the provision keys of each provision whose shared credential
-// it needs the dependents of.
+// it needs the dependents of, or whose keys on every node it needs.
 //
 // It returns what it read (bucket -> key -> value) for [inputs.take], or
 // nothing once it read whole buckets: make a new mesh then.
@@ -319,8 +319,16 @@ func (in *inputs) read(ctx context.Context, js jetstream.JetStream, missing dryr
 		in.loaded.Nodes[n] = true
 	}
 	read := map[string]bool{}
+	provs := make([]string, 0, len(missing.Dependents)+len(missing.Provisions))
 	for key, prov := range missing.Dependents {
 		in.loaded.Dependents[key] = true
+		provs = append(provs, prov)
+	}
+	for _, prov := range missing.Provisions {
+		in.loaded.Provisions[prov] = true
+		provs = append(provs, prov)
+	}
+	for _, prov := range provs {
 		if read[prov] {
 			continue
 		}

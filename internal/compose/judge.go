@@ -335,7 +335,7 @@ func (j *judge) retiring(key string, p mesh.Provision, raise bool) {
 				return
 			}
 		}
-		if d.Verdict == retire.Wait && rec.State == mesh.RecordOpen {
+		if d.Verdict == retire.Wait && rec.State == mesh.RecordOpen && j.promiseKnown(p) {
 			// An open ask whose Remove no longer says what the provider can
 			// do (it left its node, or its entry came or went) is withdrawn
 			// and asked anew: an ask never promises what nothing running
@@ -433,6 +433,19 @@ func (j *judge) followed(key string, p mesh.Provision) mesh.Provision {
 	}
 	p.Why = why
 	return p
+}
+
+// promiseKnown reports whether what the provider of retiring p can
+// remove on yes is known: its trunk manifest is read (what it answers its
+// offer by). While it is not (a new trunk's manifest not yet taken: apply
+// writes manifests, builds and modules one bucket after another, and the
+// seat follows each on its own), an open ask is left as it was, not
+// withdrawn and asked anew for a promise that only the missing manifest
+// changed: it is asked once more at most, when the manifest comes and its
+// promise changed indeed.
+func (j *judge) promiseKnown(p mesh.Provision) bool {
+	_, err := j.trunk(p.Provider.Module)
+	return err == nil
 }
 
 // raise puts a new ask for the retiring key into p and the result. Its id

@@ -135,7 +135,9 @@ func Run(m *state.Mesh, changes []bus.Change, now time.Time, opts ...compose.Opt
 // providers' entries of the nodes of Nodes, and, for each shared
 // credential key of Dependents, every provision key of its provision on
 // any node (<node>.<consumer>.<provision>[.<local>]: the keys that may
-// depend on it). A nil Loaded means every key.
+// depend on it), and, for each provision name of Provisions, every
+// provision key of that provision on any node (the keys that a provider
+// offering it may answer). A nil Loaded means every key.
 //
 // Every says that the mesh holds the seat's keys and the entries of every
 // node (Nodes and Dependents are then not read). Lazy, when set, holds
@@ -144,23 +146,33 @@ func Run(m *state.Mesh, changes []bus.Change, now time.Time, opts ...compose.Opt
 type Loaded struct {
 	Nodes      map[string]bool
 	Dependents map[string]bool
+	Provisions map[string]bool
 	Every      bool
 	Lazy       *Lazy
 }
 
 // Missing is what a run read that the mesh did not hold: the nodes whose
-// seat keys it needs, and the shared credential keys whose dependents it
-// needs, key -> their provision. Changed reports whether the run changed
+// seat keys it needs, the shared credential keys whose dependents it
+// needs, key -> their provision, and the provision names whose keys on
+// every node it needs (sorted): a change that places or unplaces a
+// provider on a node, or changes its have there, re-judges the retiring
+// keys asked or approved of that provider on any node (the seat's
+// state.Mesh finds them by their provider among the provisions it holds),
+// and a key's name says its provision, not its provider: every key of
+// each provision the provider offers is read. Changed reports whether the run changed
 // the mesh before it stopped: when it did not, the caller may take what it
 // reads into the same mesh and run again; when it did, it makes a new one.
 type Missing struct {
 	Nodes      []string
 	Dependents map[string]string
+	Provisions []string
 	Changed    bool
 }
 
 // None reports whether nothing is missing.
-func (m Missing) None() bool { return len(m.Nodes) == 0 && len(m.Dependents) == 0 }
+func (m Missing) None() bool {
+	return len(m.Nodes) == 0 && len(m.Dependents) == 0 && len(m.Provisions) == 0
+}
 
 // RunLoaded is [Run] over a mesh that holds what loaded says (nil: every
 // key). It returns what the run read that m does not hold: when anything
@@ -170,14 +182,22 @@ func (m Missing) None() bool { return len(m.Nodes) == 0 && len(m.Dependents) == 
 // its node is composed). It stops at the first step that read what m does
 // not hold.
 func RunLoaded(m *state.Mesh, loaded *Loaded, changes []bus.Change, now time.Time, opts ...compose.Option) (*Report, Missing) {
-	v := &view{Mesh: m, missing: map[string]bool{}, missingDeps: map[string]string{}}
+	v := &view{Mesh: m, missing: map[string]bool{}, missingDeps: map[string]string{}, missingProvs: map[string]bool{}}
 	if loaded != nil {
 		v.lazy = loaded.Lazy
 	}
 	if loaded != nil && !loaded.Every {
-		v.loaded, v.deps = loaded.Nodes, loaded.Dependents
+		v.loaded, v.deps, v.provs = loaded.Nodes, loaded.Dependents, loaded.Provisions
 		if v.loaded == nil {
 			v.loaded = map[string]bool{}
+		}
+	}
+	// The retiring keys that the changes' providers re-judge, on any node,
+	// are found among the provisions the mesh holds when it takes the
+	// changes: they must be there before the first is taken.
+	for _, prov := range providersTouched(v, changes) {
+		for _, name := range offered(m, prov.Module) {
+			v.needProvision(name)
 		}
 	}
 	r := &run{m: m, v: v, now: now, opts: opts, nodes: map[string]bool{}, keys: map[string]bool{},
@@ -354,6 +374,69 @@ func warmFor(v *view, changes []bus.Change) []string {
 		}
 	}
 	return sortedKeys(nodes)
+}
+
+// providersTouched returns the providers (a module on a node) that
+// changes place or unplace, or whose have they change: taking such a
+// change, the mesh re-judges the retiring keys asked or approved of that
+// provider (they follow it, and an open ask whose promise it changes is
+// withdrawn and asked anew), whatever node they are on.
+func providersTouched(v *view, changes []bus.Change) []mesh.Ref {
+	var out []mesh.Ref
+	for _, ch := range changes {
+		switch ch.Bucket {
+		case mesh.PlacementBucket:
+			was, _ := v.Placed(ch.Key)
+			var now mesh.Placement
+			if !ch.Deleted {
+				_ = json.Unmarshal(ch.Value, &now)
+			}
+			for _, mod := range was {
+				if !slices.ContainsFunc(now.Modules, func(pm mesh.PlacedModule) bool { return pm.Module == mod }) {
+					out = append(out, mesh.Ref{Module: mod, Node: ch.Key})
+				}
+			}
+			for _, pm := range now.Modules {
+				if !slices.Contains(was, pm.Module) {
+					out = append(out, mesh.Ref{Module: pm.Module, Node: ch.Key})
+				}
+			}
+		case mesh.HaveBucket:
+			if k, err := mesh.ParseHaveKey(ch.Key); err == nil && k.Module != "" {
+				out = append(out, mesh.Ref{Module: k.Module, Node: k.Node})
+			}
+		}
+	}
+	return out
+}
+
+// offered returns the provision names module may answer keys of: the
+// offers of its trunk manifest and of every build of it the mesh knows
+// (a key retiring since an offer was dropped is still of the provider),
+// and credential for mesh-vault.
+func offered(m *state.Mesh, module string) []string {
+	names := map[string]bool{}
+	if module == mesh.VaultModule {
+		names[mesh.CredentialProvision] = true
+	}
+	add := func(digest string) {
+		if man, err := m.Manifest(digest); err == nil {
+			for _, o := range man.Provides {
+				if o.Name != "" {
+					names[o.Name] = true
+				}
+			}
+		}
+	}
+	if d, ok := m.Trunk(module); ok {
+		add(d)
+	}
+	m.Builds(func(b mesh.Build) {
+		if b.Module == module {
+			add(b.Manifest)
+		}
+	})
+	return sortedKeys(names)
 }
 
 // credentialOf reports whether the provider's trunk offer of req hands a

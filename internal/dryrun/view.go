@@ -24,7 +24,10 @@ type view struct {
 	// their provision.
 	deps        map[string]bool
 	missingDeps map[string]string
-	changed     bool // the run changed the mesh before it stopped
+	// provs holds the provision names whose keys on every node the mesh
+	// holds; missingProvs those needed that it lacks.
+	provs, missingProvs map[string]bool
+	changed             bool // the run changed the mesh before it stopped
 	// consumers maps a module to the nodes whose placed modules require it
 	// (see consumersOf), each found at its first need.
 	consumers map[string][]string
@@ -60,10 +63,22 @@ func (v *view) Have(node, module string) (mesh.Have, bool, error) {
 }
 
 // lacks reports whether the run read what the mesh does not hold.
-func (v *view) lacks() bool { return len(v.missing)+len(v.missingDeps) > 0 }
+func (v *view) lacks() bool { return len(v.missing)+len(v.missingDeps)+len(v.missingProvs) > 0 }
 
 func (v *view) missed() Missing {
-	return Missing{Nodes: sortedKeys(v.missing), Dependents: v.missingDeps, Changed: v.changed}
+	m := Missing{Nodes: sortedKeys(v.missing), Dependents: v.missingDeps, Changed: v.changed}
+	if len(v.missingProvs) > 0 {
+		m.Provisions = sortedKeys(v.missingProvs)
+	}
+	return m
+}
+
+// needProvision notes that the run needs every key of provision name, on
+// any node.
+func (v *view) needProvision(name string) {
+	if v.loaded != nil && !v.provs[name] {
+		v.missingProvs[name] = true
+	}
 }
 
 func (v *view) need(node string) {
