@@ -111,7 +111,11 @@ type Options struct {
 // copy hears of a deletion or creation at once through the stream
 // advisories ($JS.EVENT.ADVISORY.STREAM.CREATED|DELETED.KV_<bucket>, which
 // a scoped user must be allowed to subscribe to), and otherwise when its
-// watch breaks or the connection comes back. On a cluster, the watch also
+// watch breaks or the connection comes back. The server may drop a
+// deletion's advisory (nats-server 2.15.2 queues it on the stream's loop
+// and stops that loop at once, and a loop busy delivering stops without
+// sending it): the watch then ends when its consumer's heartbeats stop,
+// 15 to 20 s after the deletion. On a cluster, the watch also
 // starts again when the bucket's stream elects a new leader
 // ($JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED.KV_<bucket>): the server that
 // held it, and perhaps the watch's consumer, has stopped.
