@@ -148,7 +148,10 @@ func TestConnectRunsAProviderAsItsOwnUsers(t *testing.T) {
 	// a vault that does not answer, which a provider waits for).
 	for _, ask := range []func() error{
 		func() error { _, err := kit.AskConsumers(ctx, conn.Ask, "other", kit.VaultRequest{}); return err },
-		func() error { _, err := kit.AskConsumersAs(ctx, conn.Ask, "shelf", "client-web", kit.VaultRequest{}); return err },
+		func() error {
+			_, err := kit.AskConsumersAs(ctx, conn.Ask, "shelf", "client-web", kit.VaultRequest{})
+			return err
+		},
 	} {
 		if err := ask(); !errors.Is(err, kit.ErrRefused) || errors.Is(err, kit.ErrNoVault) || !strings.Contains(err.Error(), "Permissions Violation") {
 			t.Errorf("a vault ask the user may not publish = %v; want kit.ErrRefused with the server's violation", err)
