@@ -1,34 +1,13 @@
 package asks_test
 
 import (
-	"bytes"
-	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/asks"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus/bustest"
+	"github.com/mesh-provisioner/mesh-provisioner/kit/kittest"
 )
-
-// lockedBuffer is a log's text, written by the router's goroutines and
-// read by the test.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestListWithNoReplyIsDroppedUnsaid: an answer that an asker aims at
 // mesh-asks.list is routed back to the router by the server, with no reply
@@ -41,8 +20,7 @@ func TestListWithNoReplyIsDroppedUnsaid(t *testing.T) {
 	s := bustest.Server(t)
 	nc, js := bustest.Connect(t, s, "asks")
 	ctx := bustest.Context(t)
-	var said lockedBuffer
-	log := slog.New(slog.NewTextHandler(&said, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	log, said := kittest.Log()
 	if _, err := asks.Start(ctx, nc, js, log); err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +36,7 @@ func TestListWithNoReplyIsDroppedUnsaid(t *testing.T) {
 	if _, err := asks.List(ctx, r.operator, "all"); err != nil {
 		t.Fatalf("the operator's list after the aimed messages: %v; want the listing", err)
 	}
-	lines := said.String()
+	lines := said.Lines()
 	if n := strings.Count(lines, "a list with no reply dropped"); n != aimed {
 		t.Errorf("the router dropped %d messages with no reply; want %d", n, aimed)
 	}

@@ -1,36 +1,15 @@
 package provisioning_test
 
 import (
-	"bytes"
-	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus/bustest"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/provisioning"
+	"github.com/mesh-provisioner/mesh-provisioner/kit/kittest"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
-
-// lockedBuffer is a log's text, written by the verb's goroutines and read
-// by the test.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestMessageWithNoReplyIsDroppedUnsaid: an answer that an asker aims at
 // mesh-provisioner.provisioning is routed back to the seat by the server,
@@ -44,8 +23,7 @@ func TestMessageWithNoReplyIsDroppedUnsaid(t *testing.T) {
 	s := bustest.Server(t)
 	ctx := bustest.Context(t)
 	seatNC, seat := bustest.Connect(t, s, "seat")
-	var said lockedBuffer
-	log := slog.New(slog.NewTextHandler(&said, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	log, said := kittest.Log()
 	if err := provisioning.Start(ctx, seatNC, seat, provisioning.Options{Log: log}); err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +39,7 @@ func TestMessageWithNoReplyIsDroppedUnsaid(t *testing.T) {
 	if msg, err := nc.Request(mesh.ProvisioningSubject, []byte(`{"what":"registry"}`), 10*time.Second); err != nil || !strings.Contains(string(msg.Data), `"what":"registry"`) {
 		t.Fatalf("the operator's request after the aimed messages: %v, %v; want the answer", msg, err)
 	}
-	lines := said.String()
+	lines := said.Lines()
 	if n := strings.Count(lines, "a message with no reply dropped"); n != aimed {
 		t.Errorf("the verb dropped %d messages with no reply; want %d", n, aimed)
 	}

@@ -2,7 +2,6 @@ package vault_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -16,7 +15,6 @@ import (
 	"github.com/mesh-provisioner/mesh-provisioner/internal/bus/bustest"
 	"github.com/mesh-provisioner/mesh-provisioner/kit"
 	"github.com/mesh-provisioner/mesh-provisioner/kit/kittest"
-	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
 
 // TestNoAnswerAimedAtAVerbTakesAnothersTurn: the vault's turns go by the
@@ -37,23 +35,8 @@ import (
 // operator's own rotation is answered (refused: no such credential), each
 // in its own turn.
 func TestNoAnswerAimedAtAVerbTakesAnothersTurn(t *testing.T) {
-	f := start(t)
-	_, js := kittest.Connect(t, f.url, "planner")
+	f := startWithGiteaSecrets(t)
 	ctx := bustest.Context(t)
-	plans, err := bus.Bucket(ctx, js, mesh.PlansBucket, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, node := range []string{"ace", "g14"} {
-		plan, _ := json.Marshal(mesh.Plan{Node: node, Module: "gitea", Secrets: []string{"secret-key"}})
-		if _, err := plans.Put(ctx, node+".gitea", plan); err != nil {
-			t.Fatal(err)
-		}
-	}
-	bustest.WaitFor(t, 0, "gitea's secret on g14", func() bool {
-		a, err := ask(t, f, "client-g14", "gitea", false, kit.VaultRequest{})
-		return err == nil && len(a.Secrets) == 1
-	})
 	queued, _ := f.vault.RecordQueued()
 	ace := f.conns["client-ace"]
 	const aimed = 6 // 12 requests: no more than the vault keeps waiting of one asker
