@@ -5,11 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
-	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/mesh-provisioner/mesh-provisioner/internal/bus"
 	"github.com/mesh-provisioner/mesh-provisioner/internal/jsonhead"
 	"github.com/mesh-provisioner/mesh-provisioner/mesh"
 )
@@ -178,7 +177,7 @@ func ask(ctx context.Context, nc *nats.Conn, subject string, req, answer any, re
 	if err != nil {
 		return fmt.Errorf("kit: %s: %w", subject, err)
 	}
-	msg, err := request(ctx, nc, subject, b)
+	msg, err := bus.Request(ctx, nc, subject, b)
 	if errors.Is(err, nats.ErrPermissionViolation) {
 		return fmt.Errorf("%w: %s: %w", ErrRefused, subject, err)
 	}
@@ -197,42 +196,4 @@ func ask(ctx context.Context, nc *nats.Conn, subject string, req, answer any, re
 		return fmt.Errorf("%w on %s: %s", ErrVault, subject, why)
 	}
 	return nil
-}
-
-// request sends body on subject with a reply inbox of nc's and returns the
-// first answer. The request is followed by a PING: the server's refusal of
-// a subject the user may not publish comes before its PONG, so that a
-// refused request returns at once with the server's permissions violation
-// (wrapping nats.ErrPermissionViolation) rather than waiting for ctx. No
-// responders is nats.ErrNoResponders.
-func request(ctx context.Context, nc *nats.Conn, subject string, body []byte) (*nats.Msg, error) {
-	inbox := nc.NewInbox()
-	sub, err := nc.SubscribeSync(inbox)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	before := nc.LastError()
-	if err := nc.PublishRequest(subject, inbox, body); err != nil {
-		return nil, err
-	}
-	flushed := nc.FlushWithContext
-	if _, ok := ctx.Deadline(); !ok {
-		flushed = func(context.Context) error { return nc.FlushTimeout(5 * time.Second) }
-	}
-	if err := flushed(ctx); err != nil {
-		return nil, err
-	}
-	if e := nc.LastError(); e != nil && e != before && errors.Is(e, nats.ErrPermissionViolation) &&
-		strings.Contains(e.Error(), `Publish to "`+subject+`"`) {
-		return nil, e
-	}
-	msg, err := sub.NextMsgWithContext(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if len(msg.Data) == 0 && msg.Header.Get("Status") == "503" {
-		return nil, nats.ErrNoResponders
-	}
-	return msg, nil
 }

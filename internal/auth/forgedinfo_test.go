@@ -204,3 +204,23 @@ func rawAsk(t *testing.T, url, creds, subject, hdr, body string) string {
 		return string(b[:n])
 	}
 }
+
+// TestARefusedRequestIsSaidAtOnce: bus.Request (the kit's and the client's
+// asks of the vault) returns the server's permissions violation for a
+// subject the user may not publish, before any deadline (here none but the
+// test's), and answers the allowed neighbour.
+func TestARefusedRequestIsSaidAtOnce(t *testing.T) {
+	t.Parallel()
+	f := start(t)
+	f.answerAll(t)
+	nc := f.asking["client-n1"].nc
+	if _, err := bus.Request(context.Background(), nc, kit.SecretSubject("m", "m"), []byte(`{}`)); !errors.Is(err, nats.ErrPermissionViolation) ||
+		!strings.Contains(err.Error(), kit.SecretSubject("m", "m")) {
+		t.Errorf("client-n1's request on %s = %v; want the server's permissions violation naming it", kit.SecretSubject("m", "m"), err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if m, err := bus.Request(ctx, nc, kit.SecretSubject("m", "client-n1"), []byte(`{}`)); err != nil || string(m.Data) != `{"answer":1}` {
+		t.Errorf("client-n1's request on %s = %v, %v; want the responder's answer", kit.SecretSubject("m", "client-n1"), m, err)
+	}
+}

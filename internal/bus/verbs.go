@@ -1,12 +1,15 @@
 package bus
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
@@ -296,4 +299,43 @@ func ConnectAnswerer(d Dial) (*Answerer, error) {
 		return nil, err
 	}
 	return a, nil
+}
+
+// Request sends body on subject with a reply inbox of nc's and returns the
+// first answer. The request is followed by a PING: the server's refusal of
+// a subject the user may not publish comes before its PONG, so that a
+// refused request returns at once with the server's permissions violation
+// (wrapping nats.ErrPermissionViolation) rather than waiting for ctx. No
+// responders is nats.ErrNoResponders. A ctx without a deadline waits 5 s
+// for the PONG, and for the answer as long as ctx.
+func Request(ctx context.Context, nc *nats.Conn, subject string, body []byte) (*nats.Msg, error) {
+	inbox := nc.NewInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	before := nc.LastError()
+	if err := nc.PublishRequest(subject, inbox, body); err != nil {
+		return nil, err
+	}
+	flushed := nc.FlushWithContext
+	if _, ok := ctx.Deadline(); !ok {
+		flushed = func(context.Context) error { return nc.FlushTimeout(5 * time.Second) }
+	}
+	if err := flushed(ctx); err != nil {
+		return nil, err
+	}
+	if e := nc.LastError(); e != nil && e != before && errors.Is(e, nats.ErrPermissionViolation) &&
+		strings.Contains(e.Error(), `Publish to "`+subject+`"`) {
+		return nil, e
+	}
+	msg, err := sub.NextMsgWithContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(msg.Data) == 0 && msg.Header.Get("Status") == "503" {
+		return nil, nats.ErrNoResponders
+	}
+	return msg, nil
 }

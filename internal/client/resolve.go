@@ -74,7 +74,7 @@ func askVault(ctx context.Context, nc *nats.Conn, timeout time.Duration, verb, n
 	body, _ := json.Marshal(vaultRequest{Node: node})
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	msg, err := nc.RequestWithContext(ctx, subject, body)
+	msg, err := bus.Request(ctx, nc, subject, body) // a subject the server refuses is said at once
 	if err != nil {
 		return "", held{}, fmt.Errorf("asking %s: %w", subject, err)
 	}
